@@ -1,0 +1,49 @@
+# costguard: `make demo` and `make test` set everything up from a fresh clone.
+SHELL := /bin/bash
+PYTHON ?= $(shell scripts/find-python 3.13)
+SAM_PYTHON ?= python3
+VENV := .venv
+SAM_VENV := .venv-sam
+BIN := $(VENV)/bin
+export SAM_CLI_TELEMETRY := 0
+export AWS_DEFAULT_REGION ?= us-east-1
+export COSTGUARD_SAM := $(CURDIR)/$(SAM_VENV)/bin/sam
+
+.PHONY: setup demo test lint typecheck unit template bench clean
+
+$(VENV)/.ready: pyproject.toml constraints.txt
+	@test -n "$(PYTHON)" || { echo "no Python 3.13 found: set PYTHON=/path/to/python3.13"; exit 1; }
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -c constraints.txt -e '.[local,dev]'
+	touch $@
+
+# The SAM CLI pins boto3 and pydantic: it lives in its own environment, never in the runtime set.
+$(SAM_VENV)/.ready: requirements-sam.txt
+	$(SAM_PYTHON) -m venv $(SAM_VENV)
+	$(SAM_VENV)/bin/pip install --quiet --upgrade pip
+	$(SAM_VENV)/bin/pip install --quiet -r requirements-sam.txt
+	touch $@
+
+setup: $(VENV)/.ready $(SAM_VENV)/.ready
+
+demo: $(VENV)/.ready
+	$(BIN)/costguard demo
+
+lint: $(VENV)/.ready
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+typecheck: $(VENV)/.ready
+	$(BIN)/mypy
+
+unit: setup
+	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/pytest
+
+test: lint typecheck unit
+
+bench: $(VENV)/.ready
+	$(BIN)/python bench/run.py
+
+clean:
+	rm -rf $(VENV) $(SAM_VENV) .aws-sam .mypy_cache .ruff_cache

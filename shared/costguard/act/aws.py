@@ -1,0 +1,35 @@
+"""The AWS calls behind each action, chosen by resource kind."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from costguard.aws import clients
+from costguard.model import MARK_TAG_KEY, Resource, ResourceKind
+
+
+class UnsupportedAction(RuntimeError):
+    """costguard has no safe way to do this to this kind of resource."""
+
+
+class AwsRemediator:
+    """Stops and marks through the service that owns the resource. Never terminates or deletes."""
+
+    def stop(self, resource: Resource) -> None:
+        if resource.kind is ResourceKind.EC2_INSTANCE:
+            clients.ec2(resource.region).stop_instances(InstanceIds=[resource.id])
+        elif resource.kind is ResourceKind.TRAINING_JOB:
+            clients.sagemaker(resource.region).stop_training_job(TrainingJobName=resource.id)
+        elif resource.kind is ResourceKind.NOTEBOOK:
+            clients.sagemaker(resource.region).stop_notebook_instance(NotebookInstanceName=resource.id)
+        else:
+            raise UnsupportedAction(f"costguard does not stop {resource.kind}")
+
+    def mark(self, resource: Resource, at: datetime) -> None:
+        tag = {"Key": MARK_TAG_KEY, "Value": at.isoformat()}
+        if resource.kind is ResourceKind.EC2_INSTANCE:
+            clients.ec2(resource.region).create_tags(Resources=[resource.id], Tags=[tag])
+        elif resource.arn and resource.kind in (ResourceKind.TRAINING_JOB, ResourceKind.NOTEBOOK):
+            clients.sagemaker(resource.region).add_tags(ResourceArn=resource.arn, Tags=[tag])
+        else:
+            raise UnsupportedAction(f"costguard cannot mark {resource.kind} {resource.id}")

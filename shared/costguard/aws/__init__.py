@@ -1,0 +1,1 @@
+"""Adapters to AWS: the cached client factory and the calls costguard makes."""

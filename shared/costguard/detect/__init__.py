@@ -1,0 +1,1 @@
+"""Pure detectors: plain data in, findings out. No AWS calls here."""

@@ -1,0 +1,1 @@
+"""Typed event payloads, one module per source."""

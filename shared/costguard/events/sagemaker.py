@@ -1,0 +1,60 @@
+"""SageMaker job state-change events (the detail mirrors DescribeTrainingJob)."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from aws_lambda_powertools.utilities.parser.models import EventBridgeModel
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from costguard.events.common import AwsTime
+
+TRAINING_JOB_DETAIL_TYPE = "SageMaker Training Job State Change"
+
+
+class JobResourceConfig(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+    InstanceType: str | None = None
+    InstanceCount: int = Field(default=1, ge=0)
+
+
+class JobStoppingCondition(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+    MaxRuntimeInSeconds: int | None = None
+    MaxWaitTimeInSeconds: int | None = None
+
+
+class TrainingJobDetail(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+    TrainingJobName: str = Field(min_length=1, max_length=63)
+    TrainingJobArn: str | None = None
+    TrainingJobStatus: Literal["InProgress", "Completed", "Failed", "Stopping", "Stopped"]
+    SecondaryStatus: str | None = None
+    FailureReason: str | None = None
+    ResourceConfig: JobResourceConfig | None = None
+    StoppingCondition: JobStoppingCondition | None = None
+    EnableManagedSpotTraining: bool = False
+    CreationTime: AwsTime | None = None
+    TrainingStartTime: AwsTime | None = None
+    TrainingEndTime: AwsTime | None = None
+    LastModifiedTime: AwsTime | None = None
+    TrainingTimeInSeconds: int | None = Field(default=None, ge=0)
+    BillableTimeInSeconds: int | None = Field(default=None, ge=0)
+    Tags: dict[str, str] = Field(default_factory=dict)
+
+    @field_validator("Tags", mode="before")
+    @classmethod
+    def _tags_as_map(cls, value: Any) -> Any:
+        # Events carry a map; DescribeTrainingJob-style lists of {Key, Value} are accepted too.
+        if isinstance(value, list):
+            return {item["Key"]: item["Value"] for item in value}
+        return value
+
+
+class TrainingJobStateChange(EventBridgeModel):
+    detail_type: Literal["SageMaker Training Job State Change"] = Field(alias="detail-type")
+    source: Literal["aws.sagemaker"]
+    detail: TrainingJobDetail

@@ -1,0 +1,86 @@
+"""Replay event files through the stack's own routing, handlers and notifier, on the embedded AWS."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from costguard.local.stack import LocalStack
+
+
+@dataclass
+class ReplayResult:
+    """What one event did, in the shape `costguard replay --json` prints."""
+
+    event: str
+    function: str | None = None
+    findings: list[dict[str, Any]] = field(default_factory=list)
+    decisions: list[dict[str, Any]] = field(default_factory=list)
+    slack: list[dict[str, Any]] = field(default_factory=list)
+    error: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+    def as_json(self) -> dict[str, Any]:
+        data: dict[str, Any] = {
+            "event": self.event,
+            "function": self.function,
+            "findings": self.findings,
+            "decisions": self.decisions,
+            "slack": self.slack,
+        }
+        if self.error:
+            data["error"] = self.error
+        return data
+
+
+class EventFileError(ValueError):
+    """An event file that is not a JSON object."""
+
+
+def read_event(path: str | Path) -> dict[str, Any]:
+    path = Path(path)
+    try:
+        event = json.loads(path.read_text(encoding="utf-8"))
+    except OSError as error:
+        raise EventFileError(f"{path}: cannot read: {error.strerror}") from None
+    except json.JSONDecodeError as error:
+        raise EventFileError(f"{path}: bad JSON at line {error.lineno} column {error.colno}: {error.msg}") from None
+    if not isinstance(event, dict):
+        raise EventFileError(f"{path}: an event must be a JSON object, not {type(event).__name__}")
+    return event
+
+
+def replay_event(stack: LocalStack, path: str | Path) -> ReplayResult:
+    result = ReplayResult(event=str(path))
+    try:
+        event = read_event(path)
+    except EventFileError as error:
+        result.error = str(error)
+        return result
+    routes = stack.template.route(event)
+    if not routes:
+        result.error = (
+            f"{path}: no rule in template.yaml matches this event "
+            f"(source={event.get('source')!r}, detail-type={event.get('detail-type')!r})"
+        )
+        return result
+    before = len(stack.sink.messages)
+    for route in routes:
+        result.function = route.function
+        outcome = stack.invoke(route.function, event).result or {}
+        if outcome.get("rejected"):
+            result.error = f"{path}: rejected by {route.function}: {outcome.get('problem')}"
+        result.findings.extend(outcome.get("findings", []))
+        result.decisions.extend(outcome.get("decisions", []))
+    stack.drain()
+    result.slack = stack.sink.messages[before:]
+    return result
+
+
+def replay(stack: LocalStack, paths: list[str | Path]) -> list[ReplayResult]:
+    return [replay_event(stack, path) for path in paths]

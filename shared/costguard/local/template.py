@@ -1,0 +1,136 @@
+"""Reads template.yaml the way the deployed stack behaves: functions, their event sources and environment."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+from moto.events.models import EventPattern
+
+
+class _CfnLoader(yaml.SafeLoader):
+    """YAML with CloudFormation's short-form intrinsic functions kept as {"Fn": value} maps."""
+
+
+def _intrinsic(loader: _CfnLoader, suffix: str, node: yaml.Node) -> dict[str, Any]:
+    name = "Ref" if suffix == "Ref" else f"Fn::{suffix}"
+    if isinstance(node, yaml.ScalarNode):
+        value: Any = loader.construct_scalar(node)
+        if suffix == "GetAtt" and isinstance(value, str):
+            value = value.split(".", 1)
+    elif isinstance(node, yaml.SequenceNode):
+        value = loader.construct_sequence(node, deep=True)
+    else:
+        value = loader.construct_mapping(node, deep=True)  # type: ignore[arg-type]
+    return {name: value}
+
+
+_CfnLoader.add_multi_constructor("!", _intrinsic)
+
+
+@dataclass(frozen=True)
+class Route:
+    """One event source of one function, as the template declares it."""
+
+    function: str
+    source_type: str  # EventBridgeRule, SQS, SNS, Schedule, ScheduleV2
+    name: str
+    pattern: dict[str, Any] | None = None
+    target: Any = None
+
+    def matches(self, event: dict[str, Any]) -> bool:
+        if self.source_type not in ("EventBridgeRule", "CloudWatchEvent") or self.pattern is None:
+            return False
+        # moto's implementation of EventBridge pattern matching, not a hand-written one.
+        return bool(EventPattern(None, self.pattern).matches_event(event))
+
+
+@dataclass(frozen=True)
+class Function:
+    logical_id: str
+    code_uri: Path
+    handler: str
+    routes: list[Route] = field(default_factory=list)
+
+    @property
+    def module_path(self) -> Path:
+        return self.code_uri / (self.handler.rsplit(".", 1)[0] + ".py")
+
+    @property
+    def handler_name(self) -> str:
+        return self.handler.rsplit(".", 1)[1]
+
+
+@dataclass(frozen=True)
+class Template:
+    path: Path
+    body: dict[str, Any]
+
+    @classmethod
+    def load(cls, path: str | Path) -> Template:
+        path = Path(path)
+        return cls(path, yaml.load(path.read_text(encoding="utf-8"), Loader=_CfnLoader))  # noqa: S506
+
+    @property
+    def resources(self) -> dict[str, Any]:
+        resources: dict[str, Any] = self.body.get("Resources", {})
+        return resources
+
+    def parameter_defaults(self) -> dict[str, str]:
+        return {k: str(v.get("Default", "")) for k, v in self.body.get("Parameters", {}).items()}
+
+    def functions(self) -> dict[str, Function]:
+        found = {}
+        for logical_id, resource in self.resources.items():
+            if resource.get("Type") != "AWS::Serverless::Function":
+                continue
+            props = resource["Properties"]
+            routes = [
+                Route(
+                    function=logical_id,
+                    source_type=event["Type"],
+                    name=name,
+                    pattern=event.get("Properties", {}).get("Pattern"),
+                    target=event.get("Properties", {}).get("Queue") or event.get("Properties", {}).get("Topic"),
+                )
+                for name, event in (props.get("Events") or {}).items()
+            ]
+            found[logical_id] = Function(
+                logical_id, self.path.parent / props["CodeUri"], props.get("Handler", "app.lambda_handler"), routes
+            )
+        return found
+
+    def global_environment(self) -> dict[str, Any]:
+        env: dict[str, Any] = self.body["Globals"]["Function"]["Environment"]["Variables"]
+        return env
+
+    def route(self, event: dict[str, Any]) -> list[Route]:
+        return [r for f in self.functions().values() for r in f.routes if r.matches(event)]
+
+    def queue_consumer(self, queue_logical_id: str) -> Function | None:
+        for function in self.functions().values():
+            for route in function.routes:
+                target = route.target
+                if route.source_type == "SQS" and isinstance(target, dict):
+                    ref = target.get("Fn::GetAtt", [None])[0] if "Fn::GetAtt" in target else target.get("Ref")
+                    if ref == queue_logical_id:
+                        return function
+        return None
+
+
+def resolve(value: Any, refs: dict[str, str], conditions: dict[str, bool]) -> Any:
+    """Evaluate the few intrinsics the Globals use (Ref, Fn::If, Fn::GetAtt) against local values."""
+    if isinstance(value, dict) and len(value) == 1:
+        (key, arg), = value.items()
+        if key == "Ref":
+            return refs[arg]
+        if key == "Fn::If":
+            name, yes, no = arg
+            return resolve(yes if conditions[name] else no, refs, conditions)
+        if key == "Fn::GetAtt":
+            return refs[".".join(arg)]
+    if isinstance(value, str | int | float):
+        return str(value)
+    raise ValueError(f"cannot resolve {value!r} locally")

@@ -1,0 +1,166 @@
+"""The world file: a YAML description of one account that seeds the embedded AWS."""
+
+from __future__ import annotations
+
+import math
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Annotated, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, model_validator
+
+from costguard.events.common import AwsTime
+
+Pattern = Literal["idle", "busy", "starved", "none"]
+AwsTimeAdapter: TypeAdapter[datetime] = TypeAdapter(AwsTime)
+
+# Mean utilization and swing of each pattern: deterministic, so tests can recompute figures.
+PATTERN_LEVELS: dict[str, tuple[float, float]] = {"idle": (1.0, 1.0), "busy": (92.0, 5.0), "starved": (45.0, 8.0)}
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Segment(_Strict):
+    """A pattern over a span of time (open ends mean the whole series)."""
+
+    pattern: Pattern
+    start: AwsTime | None = None
+    end: AwsTime | None = None
+
+
+class GpuSeries(_Strict):
+    """One GPU's series: a pattern, time segments, or explicit points (which win)."""
+
+    index: int = Field(ge=0, le=63)
+    pattern: Pattern | None = None
+    segments: list[Segment] = Field(default_factory=list)
+    points: dict[str, float] = Field(default_factory=dict, description="ISO time -> percent")
+
+
+class GpuMetrics(_Strict):
+    """The CloudWatch agent's NVIDIA series for an instance; ``pattern: none`` publishes nothing."""
+
+    pattern: Pattern = "busy"
+    lookback_minutes: int = Field(default=180, ge=5, le=14 * 24 * 60)
+    period_seconds: int = Field(default=60, ge=60)
+    memory_used_percent: float = Field(default=50.0, ge=0, le=100)
+    gpus: list[GpuSeries] = Field(default_factory=list, description="per-GPU overrides")
+
+
+class Instance(_Strict):
+    id: Annotated[str, Field(pattern=r"^i-[0-9a-f]{8,17}$")]
+    type: str
+    name: str | None = None
+    state: Literal["pending", "running", "stopping", "stopped", "terminated"] = "running"
+    launched: AwsTime | None = None
+    tags: dict[str, str] = Field(default_factory=dict)
+    gpu_metrics: GpuMetrics = Field(default_factory=GpuMetrics)
+    cpu_percent: float = Field(default=20.0, ge=0, le=100)
+
+
+class TrainingJob(_Strict):
+    name: str
+    instance_type: str
+    instance_count: int = Field(default=1, ge=1)
+    status: Literal["InProgress", "Completed", "Failed", "Stopping", "Stopped"] = "InProgress"
+    started: AwsTime | None = None
+    tags: dict[str, str] = Field(default_factory=dict)
+
+
+class Notebook(_Strict):
+    name: str
+    instance_type: str
+    status: Literal["Pending", "InService", "Stopping", "Stopped", "Failed"] = "InService"
+    tags: dict[str, str] = Field(default_factory=dict)
+
+
+class Endpoint(_Strict):
+    name: str
+    instance_type: str
+    instance_count: int = Field(default=1, ge=1)
+    tags: dict[str, str] = Field(default_factory=dict)
+
+
+class CapacityReservation(_Strict):
+    id: str
+    instance_type: str
+    total: int = Field(ge=1)
+    used: int = Field(default=0, ge=0)
+    kind: Literal["odcr", "capacity_block"] = "odcr"
+    tags: dict[str, str] = Field(default_factory=dict)
+
+
+class Budget(_Strict):
+    name: str
+    limit_usd: float = Field(gt=0)
+    actual_usd: float = Field(default=0, ge=0)
+    forecast_usd: float = Field(default=0, ge=0)
+
+
+class World(_Strict):
+    """One account in one region, at one moment."""
+
+    account: Annotated[str, Field(pattern=r"^\d{12}$")] = "123456789012"
+    region: str = "us-east-1"
+    now: AwsTime
+    instances: list[Instance] = Field(default_factory=list)
+    training_jobs: list[TrainingJob] = Field(default_factory=list)
+    notebooks: list[Notebook] = Field(default_factory=list)
+    endpoints: list[Endpoint] = Field(default_factory=list)
+    capacity_reservations: list[CapacityReservation] = Field(default_factory=list)
+    budgets: list[Budget] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _unique_ids(self) -> World:
+        ids = [i.id for i in self.instances]
+        if len(ids) != len(set(ids)):
+            raise ValueError("instance ids must be unique")
+        return self
+
+
+class WorldFileError(ValueError):
+    """The world file cannot be read; the message names the file and the problem."""
+
+
+def load_world(path: str | Path) -> World:
+    path = Path(path)
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        return World.model_validate(data)
+    except (OSError, yaml.YAMLError, ValueError) as error:
+        raise WorldFileError(f"{path}: {error}") from None
+
+
+def utilization(pattern: Pattern, minute: int, gpu_index: int) -> float | None:
+    """The value a pattern gives at a minute; None where nothing is published."""
+    if pattern == "none":
+        return None
+    mean, swing = PATTERN_LEVELS[pattern]
+    wave = math.sin((minute + 7 * gpu_index) / 5.0)
+    return round(max(0.0, min(100.0, mean + swing * wave)), 2)
+
+
+def gpu_series(metrics: GpuMetrics, gpu_index: int, now: datetime) -> list[tuple[datetime, float]]:
+    """The datapoints one GPU publishes over the lookback window, oldest first."""
+    override = next((g for g in metrics.gpus if g.index == gpu_index), None)
+    explicit = {}
+    if override:
+        explicit = {AwsTimeAdapter.validate_python(t): v for t, v in override.points.items()}
+    steps = metrics.lookback_minutes * 60 // metrics.period_seconds
+    points: list[tuple[datetime, float]] = []
+    for step in range(steps, 0, -1):
+        at = now - timedelta(seconds=step * metrics.period_seconds)
+        pattern: Pattern = metrics.pattern
+        if override:
+            pattern = override.pattern or pattern
+            for seg in override.segments:
+                if (seg.start is None or seg.start <= at) and (seg.end is None or at < seg.end):
+                    pattern = seg.pattern
+        value = explicit.get(at, utilization(pattern, int(at.timestamp() // 60), gpu_index))
+        if value is not None:
+            points.append((at, value))
+    return points
+

@@ -1,0 +1,128 @@
+"""The domain: resources, findings, decisions and their stable reason codes."""
+
+from __future__ import annotations
+
+import hashlib
+from datetime import datetime
+from enum import StrEnum
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+MARK_TAG_KEY = "costguard:marked-at"
+
+
+class ResourceKind(StrEnum):
+    EC2_INSTANCE = "ec2_instance"
+    TRAINING_JOB = "training_job"
+    NOTEBOOK = "notebook_instance"
+    ENDPOINT = "endpoint"
+    CAPACITY_RESERVATION = "capacity_reservation"
+    BATCH_JOB = "batch_job"
+
+
+class Reason(StrEnum):
+    """Stable reason codes: they appear in alerts, metrics and the README's catalogue."""
+
+    TRAINING_JOB_FAILED = "training_job_failed"
+    GPU_IDLE = "gpu_idle"
+    GPU_STARVED = "gpu_starved"
+    GPU_METRICS_MISSING = "gpu_metrics_missing"
+    JOB_STALLED = "job_stalled"
+
+
+class Action(StrEnum):
+    NONE = "none"
+    NOTIFY = "notify"
+    MARK = "mark"
+    STOP = "stop"
+
+
+class Resource(BaseModel):
+    """A billable thing costguard looks at; account and region are always explicit."""
+
+    model_config = ConfigDict(frozen=True)
+
+    kind: ResourceKind
+    id: str
+    account: str
+    region: str
+    name: str | None = None
+    arn: str | None = None
+    instance_type: str | None = None
+    instance_count: int = 1
+    tags: dict[str, str] = Field(default_factory=dict)
+    managed_by: str | None = Field(
+        default=None, description="An owner that would undo a stop (an Auto Scaling group, for example)"
+    )
+
+    @property
+    def key(self) -> str:
+        return f"{self.account}/{self.region}/{self.kind}/{self.id}"
+
+    @property
+    def display_name(self) -> str:
+        return self.name or self.id
+
+
+class Finding(BaseModel):
+    """What a detector saw on one resource, with its evidence and the money at stake."""
+
+    model_config = ConfigDict(frozen=True)
+
+    reason: Reason
+    resource: Resource
+    summary: str
+    observed_at: datetime
+    evidence: dict[str, Any] = Field(default_factory=dict)
+    hourly_usd: float | None = Field(default=None, description="What the resource costs per hour; None if unknown")
+    cost_usd: float | None = Field(default=None, description="What was already spent, where it is known")
+    remediable: bool = Field(default=False, description="Whether the detector allows the resource to be stopped")
+    event_id: str | None = None
+
+
+class Decision(BaseModel):
+    """What costguard does (or, dry, would do) about one finding."""
+
+    model_config = ConfigDict(frozen=True)
+
+    action: Action
+    reason: Reason
+    finding: Finding
+    dry_run: bool
+    note: str = ""
+    decided_at: datetime
+    stop_after: datetime | None = None
+
+    @property
+    def resource(self) -> Resource:
+        return self.finding.resource
+
+    @property
+    def hourly_usd(self) -> float | None:
+        return self.finding.hourly_usd
+
+    @property
+    def id(self) -> str:
+        """Stable across redeliveries of the same event: used to deliver each decision once."""
+        basis = "|".join(
+            [self.finding.event_id or self.decided_at.isoformat(), self.resource.key, self.reason, self.action]
+        )
+        return hashlib.sha256(basis.encode()).hexdigest()[:32]
+
+    def summary(self) -> dict[str, Any]:
+        """The flat view used by `costguard replay --json` and the logs."""
+        return {
+            "id": self.id,
+            "action": self.action.value,
+            "resource_id": self.resource.id,
+            "resource_kind": self.resource.kind.value,
+            "account": self.resource.account,
+            "region": self.resource.region,
+            "reason": self.reason.value,
+            "dry_run": self.dry_run,
+            "hourly_usd": self.hourly_usd,
+            "cost_usd": self.finding.cost_usd,
+            "note": self.note,
+            "stop_after": self.stop_after.isoformat() if self.stop_after else None,
+        }

@@ -1,0 +1,1 @@
+"""Slack notification: the message, its routing, repeat suppression and delivery."""

@@ -1,0 +1,27 @@
+"""AWS console links for the resources costguard talks about."""
+
+from __future__ import annotations
+
+from urllib.parse import quote
+
+from costguard.model import Resource, ResourceKind
+
+
+def console_url(resource: Resource) -> str:
+    region = resource.region
+    base = f"https://{region}.console.aws.amazon.com"
+    rid = quote(resource.id, safe="")
+    match resource.kind:
+        case ResourceKind.EC2_INSTANCE:
+            return f"{base}/ec2/home?region={region}#InstanceDetails:instanceId={rid}"
+        case ResourceKind.TRAINING_JOB:
+            return f"{base}/sagemaker/home?region={region}#/jobs/{rid}"
+        case ResourceKind.NOTEBOOK:
+            return f"{base}/sagemaker/home?region={region}#/notebook-instances/{rid}"
+        case ResourceKind.ENDPOINT:
+            return f"{base}/sagemaker/home?region={region}#/endpoints/{rid}"
+        case ResourceKind.CAPACITY_RESERVATION:
+            return f"{base}/ec2/home?region={region}#CapacityReservationDetails:crId={rid}"
+        case ResourceKind.BATCH_JOB:
+            return f"{base}/batch/home?region={region}#jobs/detail/{rid}"
+    return f"{base}/console/home?region={region}"

@@ -1,0 +1,81 @@
+"""Block Kit messages: what was found, on what, what it costs, what was done, how to protect it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from costguard.model import Action, Reason
+from costguard.notify.links import console_url
+from costguard.notify.notice import Notice
+
+TITLES: dict[Reason, str] = {
+    Reason.TRAINING_JOB_FAILED: "Training job failed",
+    Reason.GPU_IDLE: "Idle GPU instance",
+    Reason.GPU_STARVED: "Data-starved GPUs",
+    Reason.GPU_METRICS_MISSING: "No GPU metrics",
+    Reason.JOB_STALLED: "Training job stalled",
+}
+
+_MAX_TEXT = 2900  # Slack rejects section text over 3000 characters
+
+
+def _money(value: float | None, suffix: str = "") -> str:
+    return "unknown" if value is None else f"${value:,.2f}{suffix}"
+
+
+def action_line(notice: Notice) -> str:
+    decision, outcome = notice.decision, notice.outcome
+    if outcome.error:
+        return f":x: {outcome.detail}: {outcome.error}"
+    if decision.action is Action.STOP:
+        return f":stop_sign: {'Would stop (dry run)' if decision.dry_run else 'Stopped'}. {decision.note}"
+    if decision.action is Action.MARK:
+        when = decision.stop_after.strftime("%Y-%m-%d %H:%M UTC") if decision.stop_after else "later"
+        prefix = "Would mark for stop (dry run)" if decision.dry_run else "Marked for stop"
+        return f":hourglass_flowing_sand: {prefix}; stop due at {when} unless it gets busy or is protected."
+    return f":information_source: No action: {decision.note}."
+
+
+def _clip(text: str) -> str:
+    return text if len(text) <= _MAX_TEXT else text[: _MAX_TEXT - 1] + "…"
+
+
+def build_message(notice: Notice) -> dict[str, Any]:
+    """The webhook payload: ``text`` for notifications and ``blocks`` for the message itself."""
+    decision = notice.decision
+    finding = decision.finding
+    resource = finding.resource
+    title = TITLES.get(decision.reason, decision.reason.value)
+    tags = ", ".join(f"`{k}={v}`" for k, v in sorted(resource.tags.items())[:12]) or "none"
+    fields = [
+        f"*Resource*\n<{console_url(resource)}|{resource.display_name}>",
+        f"*Type*\n{resource.instance_type or 'unknown'} x {resource.instance_count}",
+        f"*Account / region*\n{resource.account} / {resource.region}",
+        f"*Cost per hour*\n{_money(finding.hourly_usd, '/h')}",
+    ]
+    if finding.cost_usd is not None:
+        fields.append(f"*Spent*\n{_money(finding.cost_usd)}")
+    fields.append(f"*Reason code*\n`{decision.reason.value}`")
+    evidence = "\n".join(f"• {k}: {v}" for k, v in finding.evidence.items() if v not in (None, "", [], {}))
+    blocks: list[dict[str, Any]] = [
+        {"type": "header", "text": {"type": "plain_text", "text": f"costguard: {title}"[:150]}},
+        {"type": "section", "text": {"type": "mrkdwn", "text": _clip(finding.summary)}},
+        {"type": "section", "fields": [{"type": "mrkdwn", "text": _clip(f)} for f in fields]},
+        {"type": "section", "text": {"type": "mrkdwn", "text": _clip(action_line(notice))}},
+    ]
+    if evidence:
+        blocks.append({"type": "section", "text": {"type": "mrkdwn", "text": _clip(f"*Evidence*\n{evidence}")}})
+    blocks.append(
+        {
+            "type": "context",
+            "elements": [
+                {"type": "mrkdwn", "text": _clip(f"Tags: {tags}")},
+                {
+                    "type": "mrkdwn",
+                    "text": f"To protect it from costguard, tag it `{notice.protect_tag_key}=true`.",
+                },
+            ],
+        }
+    )
+    text = f"costguard {decision.reason.value}: {resource.display_name} ({resource.account}/{resource.region})"
+    return {"text": text, "blocks": blocks}

@@ -1,0 +1,72 @@
+"""Decide, then act, then notify: the one path every detector's findings take."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+from costguard.act.executor import Outcome, Remediator, execute
+from costguard.model import Action, Decision, Finding
+from costguard.notify.dedupe import RepeatGate
+from costguard.notify.notice import Notice
+from costguard.notify.queue import NoticeQueue
+from costguard.policy import Policy, decide_all
+
+
+@dataclass
+class Report:
+    """What one run saw and did; handlers return its summary."""
+
+    findings: list[Finding] = field(default_factory=list)
+    decisions: list[Decision] = field(default_factory=list)
+    outcomes: list[Outcome] = field(default_factory=list)
+    notices: list[Notice] = field(default_factory=list)
+    suppressed: list[Decision] = field(default_factory=list)
+
+    def summary(self) -> dict[str, object]:
+        return {
+            "findings": [
+                {
+                    "reason": f.reason.value,
+                    "resource_id": f.resource.id,
+                    "resource_kind": f.resource.kind.value,
+                    "summary": f.summary,
+                    "hourly_usd": f.hourly_usd,
+                    "cost_usd": f.cost_usd,
+                    "evidence": f.evidence,
+                }
+                for f in self.findings
+            ],
+            "decisions": [d.summary() for d in self.decisions],
+            "notified": len(self.notices),
+            "suppressed": len(self.suppressed),
+        }
+
+
+def act_on(
+    findings: Sequence[Finding],
+    *,
+    policy: Policy,
+    now: datetime,
+    remediator: Remediator,
+    queue: NoticeQueue,
+    gate: RepeatGate,
+    repeat_window: timedelta,
+) -> Report:
+    report = Report(findings=list(findings))
+    for decision in decide_all(findings, policy, now):
+        outcome = execute(decision, remediator)
+        report.decisions.append(decision)
+        report.outcomes.append(outcome)
+        if decision.action is Action.NONE:
+            continue  # waiting out a grace period: the mark message already said so
+        notice = Notice(decision=decision, outcome=outcome, protect_tag_key=policy.protect_tag_key)
+        key = f"{decision.resource.key}|{decision.reason}|{decision.action}"
+        # A failed action is always reported; a repeat of the same news is not.
+        if outcome.error or gate.first_in_window(key, now, repeat_window):
+            report.notices.append(notice)
+        else:
+            report.suppressed.append(decision)
+    queue.send(report.notices)
+    return report

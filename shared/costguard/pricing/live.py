@@ -1,0 +1,53 @@
+"""The Price List API path (moto has no Pricing service: tested with botocore's Stubber)."""
+
+from __future__ import annotations
+
+import json
+from functools import lru_cache
+from typing import Any
+
+from costguard.aws import clients
+from costguard.pricing import Price, service_of
+
+_SERVICE_CODES = {"ec2": "AmazonEC2", "sagemaker": "AmazonSageMaker"}
+
+
+def _filters(instance_type: str, region: str) -> list[dict[str, str]]:
+    def term(field: str, value: str) -> dict[str, str]:
+        return {"Type": "TERM_MATCH", "Field": field, "Value": value}
+
+    filters = [term("instanceType", instance_type), term("regionCode", region)]
+    if service_of(instance_type) == "ec2":
+        filters += [
+            term("operatingSystem", "Linux"),
+            term("tenancy", "Shared"),
+            term("preInstalledSw", "NA"),
+            term("capacitystatus", "Used"),
+        ]
+    else:
+        # SageMaker lists one product per component; training is the reference rate.
+        filters.append(term("component", "Training"))
+    return filters
+
+
+def _on_demand_usd(product: dict[str, Any]) -> float | None:
+    for term in product.get("terms", {}).get("OnDemand", {}).values():
+        for dimension in term.get("priceDimensions", {}).values():
+            usd = dimension.get("pricePerUnit", {}).get("USD")
+            if usd is not None and float(usd) > 0:
+                return float(usd)
+    return None
+
+
+@lru_cache(maxsize=512)
+def live_price(instance_type: str, region: str) -> Price | None:
+    """One GetProducts call per type and region for the life of the process."""
+    service = service_of(instance_type)
+    response = clients.pricing().get_products(
+        ServiceCode=_SERVICE_CODES[service], Filters=_filters(instance_type, region), MaxResults=10  # type: ignore[arg-type]
+    )
+    prices = {usd for raw in response.get("PriceList", []) if (usd := _on_demand_usd(json.loads(raw)))}
+    if len(prices) != 1:
+        # None or several candidates: refuse to guess; the caller falls back to the table.
+        return None
+    return Price(prices.pop(), "AWS Price List API")

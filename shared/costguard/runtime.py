@@ -1,0 +1,84 @@
+"""What a handler needs to act, built once per process from the settings."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from datetime import timedelta
+from functools import lru_cache
+from typing import Any
+
+from aws_lambda_powertools.metrics import MetricUnit
+
+from costguard.act.aws import AwsRemediator
+from costguard.act.executor import Remediator
+from costguard.aws import clients
+from costguard.notify.dedupe import DynamoRepeatGate, RepeatGate
+from costguard.notify.queue import NoticeQueue, SqsNoticeQueue
+from costguard.observability import logger, metrics
+from costguard.policy import Policy
+from costguard.pricing import PriceBook, price_book
+from costguard.settings import Settings, get_settings
+
+
+@dataclass(frozen=True)
+class Runtime:
+    settings: Settings
+    remediator: Remediator
+    queue: NoticeQueue
+    gate: RepeatGate
+    prices: PriceBook
+
+    @property
+    def policy(self) -> Policy:
+        s = self.settings
+        return Policy(
+            dry_run=s.dry_run,
+            protect_tag_key=s.protect_tag_key,
+            grace=timedelta(minutes=s.grace_minutes),
+            max_stops=s.max_stops_per_run,
+        )
+
+    @property
+    def repeat_window(self) -> timedelta:
+        return timedelta(minutes=self.settings.dedupe_window_minutes)
+
+
+@lru_cache(maxsize=1)
+def runtime() -> Runtime:
+    settings = get_settings()
+    return Runtime(
+        settings=settings,
+        remediator=AwsRemediator(),
+        queue=SqsNoticeQueue(settings.decisions_queue_url),
+        gate=DynamoRepeatGate(settings.state_table),
+        prices=price_book(live=settings.price_source == "live"),
+    )
+
+
+def event_id(event: Any) -> str:
+    """The id to log for any payload shape (EventBridge id, SQS messageId, SNS MessageId)."""
+    if isinstance(event, dict):
+        for key in ("id", "messageId", "MessageId"):
+            if isinstance(event.get(key), str):
+                return str(event[key])
+        records = event.get("Records")
+        if isinstance(records, list) and records and isinstance(records[0], dict):
+            sns = records[0].get("Sns")
+            if isinstance(sns, dict) and isinstance(sns.get("MessageId"), str):
+                return str(sns["MessageId"])
+    return "unknown"
+
+
+def reject(event: Any, error: Exception, *, function: str) -> dict[str, Any]:
+    """A malformed event: log it with its id, count it, and keep it in the failed-events queue.
+
+    If it cannot be kept, the exception propagates so Lambda's own failure destination keeps it.
+    """
+    eid = event_id(event)
+    problem = str(error)[:2000]
+    logger.error("rejected malformed event", extra={"event_id": eid, "function": function, "problem": problem})
+    metrics.add_metric(name="RejectedEvents", unit=MetricUnit.Count, value=1)
+    body = json.dumps({"function": function, "event_id": eid, "problem": problem, "event": event}, default=str)
+    clients.sqs().send_message(QueueUrl=get_settings().failed_events_queue_url, MessageBody=body[:250_000])
+    return {"rejected": True, "event_id": eid, "problem": problem}

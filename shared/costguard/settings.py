@@ -1,0 +1,81 @@
+"""The one settings model, read from the environment and validated at start-up."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from functools import lru_cache
+
+from pydantic import Field, ValidationError, field_validator
+from typing import Annotated
+
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+
+ENV_PREFIX = "COSTGUARD_"
+
+
+class Mode(StrEnum):
+    NOTIFY = "notify"
+    REMEDIATE = "remediate"
+
+
+class SettingsError(ValueError):
+    """A setting is missing or invalid; the message names the environment variable."""
+
+
+class Settings(BaseSettings):
+    """Everything a costguard function reads from its environment.
+
+    Each field is read from ``COSTGUARD_<FIELD NAME IN UPPER CASE>``.
+    """
+
+    model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, extra="ignore", frozen=True)
+
+    mode: Mode = Mode.NOTIFY
+    protect_tag_key: str = Field(default="costguard:protect", min_length=1, max_length=128)
+    routing_tag_key: str = Field(default="team", min_length=1, max_length=128)
+    slack_secret_id: str = Field(default="", description="Secrets Manager id or ARN of the Slack webhook secret")
+    decisions_queue_url: str = ""
+    failed_events_queue_url: str = ""
+    state_table: str = ""
+    dedupe_window_minutes: int = Field(default=240, ge=0, le=7 * 24 * 60)
+    grace_minutes: int = Field(default=30, ge=0, le=7 * 24 * 60)
+    max_stops_per_run: int = Field(default=5, ge=0, le=1000)
+    idle_threshold_percent: float = Field(default=5.0, ge=0, le=100)
+    idle_window_minutes: int = Field(default=30, ge=5, le=24 * 60)
+    starved_threshold_percent: float = Field(default=70.0, ge=0, le=100)
+    starved_window_minutes: int = Field(default=120, ge=5, le=7 * 24 * 60)
+    price_source: str = Field(default="bundled", pattern="^(bundled|live)$")
+    regions: Annotated[tuple[str, ...], NoDecode] = ()
+
+    @field_validator("regions", mode="before")
+    @classmethod
+    def _split_regions(cls, value: object) -> object:
+        if isinstance(value, str):
+            return tuple(part.strip() for part in value.split(",") if part.strip())
+        return value
+
+    @property
+    def dry_run(self) -> bool:
+        return self.mode is Mode.NOTIFY
+
+
+def _describe(error: ValidationError) -> str:
+    problems = []
+    for item in error.errors():
+        field = ".".join(str(part) for part in item["loc"]) or "?"
+        problems.append(f"{ENV_PREFIX}{field.upper()}: {item['msg']} (got {item.get('input')!r})")
+    return "invalid costguard settings: " + "; ".join(problems)
+
+
+def parse_settings(**overrides: object) -> Settings:
+    """Read the settings from the environment (overrides win), raising SettingsError on bad input."""
+    try:
+        return Settings(**overrides)  # type: ignore[arg-type]
+    except ValidationError as error:
+        raise SettingsError(_describe(error)) from None
+
+
+@lru_cache(maxsize=1)
+def get_settings() -> Settings:
+    """The process-wide settings, validated once at cold start."""
+    return parse_settings()

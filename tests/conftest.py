@@ -1,0 +1,45 @@
+"""Shared fixtures: project paths, sample events, a clean costguard environment."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+EVENTS = ROOT / "events"
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
+DEMO_WORLD = ROOT / "worlds" / "demo.yaml"
+
+
+def load_event(name: str) -> dict[str, Any]:
+    """A sample payload from events/ (or tests/fixtures/ for broken ones) by file name."""
+    path = EVENTS / name if (EVENTS / name).exists() else FIXTURES / name
+    event: dict[str, Any] = json.loads(path.read_text())
+    return event
+
+
+@pytest.fixture(autouse=True)
+def _isolated_environment(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """No test sees the developer's AWS profile or costguard variables, and none can reach AWS."""
+    import os
+
+    for key in list(os.environ):
+        if key.startswith(("COSTGUARD_", "AWS_", "POWERTOOLS_")):
+            monkeypatch.delenv(key)
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
+    monkeypatch.setenv("POWERTOOLS_METRICS_NAMESPACE", "CostguardTest")
+    monkeypatch.setenv("POWERTOOLS_TRACE_DISABLED", "true")
+    from costguard.aws import clients
+    from costguard.settings import get_settings
+
+    clients.reset()
+    get_settings.cache_clear()
+    yield
+    clients.reset()
+    get_settings.cache_clear()
