@@ -7,6 +7,7 @@ from typing import Any
 
 from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, process_partial_response
+from aws_lambda_powertools.utilities.batch.types import PartialItemFailureResponse
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from aws_lambda_powertools.utilities.idempotency import (
     DynamoDBPersistenceLayer,
@@ -30,7 +31,7 @@ idempotency = IdempotencyConfig(event_key_jmespath="id", expires_after_seconds=7
 def _deliver_once() -> Any:
     persistence = DynamoDBPersistenceLayer(table_name=settings.state_table)
 
-    @idempotent_function(data_keyword_argument="notice", persistence_store=persistence, config=idempotency)
+    @idempotent_function(data_keyword_argument="notice", persistence_store=persistence, config=idempotency)  # type: ignore[untyped-decorator]
     def deliver_once(notice: Notice) -> dict[str, str]:
         deliver(notice, settings)
         return {"delivered": notice.id}
@@ -57,6 +58,8 @@ def record_handler(record: SQSRecord) -> None:
 @logger.inject_lambda_context(clear_state=True)
 @tracer.capture_lambda_handler
 @metrics.log_metrics
-def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+def lambda_handler(event: dict[str, Any], context: LambdaContext) -> PartialItemFailureResponse:
     idempotency.register_lambda_context(context)
-    return process_partial_response(event=event, record_handler=record_handler, processor=processor, context=context)
+    return process_partial_response(
+        event=event, record_handler=record_handler, processor=processor, context=context
+    )

@@ -30,7 +30,7 @@ idempotency = IdempotencyConfig(event_key_jmespath="id", expires_after_seconds=2
 def _process() -> Any:
     persistence = DynamoDBPersistenceLayer(table_name=settings.state_table)
 
-    @idempotent_function(data_keyword_argument="event", persistence_store=persistence, config=idempotency)
+    @idempotent_function(data_keyword_argument="event", persistence_store=persistence, config=idempotency)  # type: ignore[untyped-decorator]
     def process(event: TrainingJobStateChange) -> dict[str, Any]:
         return handle_training_job_event(event, runtime(), clock.now()).summary()
 

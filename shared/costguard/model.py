@@ -75,9 +75,13 @@ class Finding(BaseModel):
     summary: str
     observed_at: datetime
     evidence: dict[str, Any] = Field(default_factory=dict)
-    hourly_usd: float | None = Field(default=None, description="What the resource costs per hour; None if unknown")
+    hourly_usd: float | None = Field(
+        default=None, description="What the resource costs per hour; None if unknown"
+    )
     cost_usd: float | None = Field(default=None, description="What was already spent, where it is known")
-    remediable: bool = Field(default=False, description="Whether the detector allows the resource to be stopped")
+    remediable: bool = Field(
+        default=False, description="Whether the detector allows the resource to be stopped"
+    )
     event_id: str | None = None
 
 
@@ -106,7 +110,12 @@ class Decision(BaseModel):
     def id(self) -> str:
         """Stable across redeliveries of the same event: used to deliver each decision once."""
         basis = "|".join(
-            [self.finding.event_id or self.decided_at.isoformat(), self.resource.key, self.reason, self.action]
+            [
+                self.finding.event_id or self.decided_at.isoformat(),
+                self.resource.key,
+                self.reason,
+                self.action,
+            ]
         )
         return hashlib.sha256(basis.encode()).hexdigest()[:32]
 

@@ -62,7 +62,11 @@ def decide(finding: Finding, policy: Policy, now: datetime) -> Decision:
         return decision(Action.NOTIFY, f"managed by {resource.managed_by}: a stop would be undone")
     mark = marked_at(resource.tags)
     if mark is None:
-        return decision(Action.MARK, f"marked now; stopped after a {_minutes(policy.grace)} grace period", now + policy.grace)
+        return decision(
+            Action.MARK,
+            f"marked now; stopped after a {_minutes(policy.grace)} grace period",
+            now + policy.grace,
+        )
     due = mark + policy.grace
     if now < due:
         return decision(Action.NONE, f"in its grace period until {due.isoformat()}", due)
@@ -78,7 +82,10 @@ def decide_all(findings: Iterable[Finding], policy: Policy, now: datetime) -> li
     over_cap = {id(d) for d in stops[policy.max_stops :]}
     return [
         d.model_copy(
-            update={"action": Action.NOTIFY, "note": f"stop cap of {policy.max_stops} per run reached: not stopped"}
+            update={
+                "action": Action.NOTIFY,
+                "note": f"stop cap of {policy.max_stops} per run reached: not stopped",
+            }
         )
         if id(d) in over_cap
         else d

@@ -77,8 +77,12 @@ def reject(event: Any, error: Exception, *, function: str) -> dict[str, Any]:
     """
     eid = event_id(event)
     problem = str(error)[:2000]
-    logger.error("rejected malformed event", extra={"event_id": eid, "function": function, "problem": problem})
+    logger.error(
+        "rejected malformed event", extra={"event_id": eid, "function": function, "problem": problem}
+    )
     metrics.add_metric(name="RejectedEvents", unit=MetricUnit.Count, value=1)
-    body = json.dumps({"function": function, "event_id": eid, "problem": problem, "event": event}, default=str)
+    body = json.dumps(
+        {"function": function, "event_id": eid, "problem": problem, "event": event}, default=str
+    )
     clients.sqs().send_message(QueueUrl=get_settings().failed_events_queue_url, MessageBody=body[:250_000])
     return {"rejected": True, "event_id": eid, "problem": problem}

@@ -4,10 +4,9 @@ from __future__ import annotations
 
 from enum import StrEnum
 from functools import lru_cache
-
-from pydantic import Field, ValidationError, field_validator
 from typing import Annotated
 
+from pydantic import Field, ValidationError, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 ENV_PREFIX = "COSTGUARD_"
@@ -33,7 +32,9 @@ class Settings(BaseSettings):
     mode: Mode = Mode.NOTIFY
     protect_tag_key: str = Field(default="costguard:protect", min_length=1, max_length=128)
     routing_tag_key: str = Field(default="team", min_length=1, max_length=128)
-    slack_secret_id: str = Field(default="", description="Secrets Manager id or ARN of the Slack webhook secret")
+    slack_secret_id: str = Field(
+        default="", description="Secrets Manager id or ARN of the Slack webhook secret"
+    )
     decisions_queue_url: str = ""
     failed_events_queue_url: str = ""
     state_table: str = ""

@@ -26,10 +26,14 @@ class AwsRemediator:
             raise UnsupportedAction(f"costguard does not stop {resource.kind}")
 
     def mark(self, resource: Resource, at: datetime) -> None:
-        tag = {"Key": MARK_TAG_KEY, "Value": at.isoformat()}
+        value = at.isoformat()
         if resource.kind is ResourceKind.EC2_INSTANCE:
-            clients.ec2(resource.region).create_tags(Resources=[resource.id], Tags=[tag])
+            clients.ec2(resource.region).create_tags(
+                Resources=[resource.id], Tags=[{"Key": MARK_TAG_KEY, "Value": value}]
+            )
         elif resource.arn and resource.kind in (ResourceKind.TRAINING_JOB, ResourceKind.NOTEBOOK):
-            clients.sagemaker(resource.region).add_tags(ResourceArn=resource.arn, Tags=[tag])
+            clients.sagemaker(resource.region).add_tags(
+                ResourceArn=resource.arn, Tags=[{"Key": MARK_TAG_KEY, "Value": value}]
+            )
         else:
             raise UnsupportedAction(f"costguard cannot mark {resource.kind} {resource.id}")

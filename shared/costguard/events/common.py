@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from datetime import UTC, datetime
 from typing import Annotated, Any
 
@@ -11,8 +12,11 @@ from pydantic import BeforeValidator
 _MILLIS_FLOOR = 100_000_000_000
 
 
-def to_datetime(value: Any) -> Any:
-    """Accept epoch seconds or millis (number or numeric string) and ISO 8601; always return aware UTC."""
+def to_datetime(value: Any) -> datetime:
+    """Accept epoch seconds or millis (number or numeric string) and ISO 8601; always return aware UTC.
+
+    Anything else raises ValueError, so pydantic reports it as a validation error naming the field.
+    """
     if isinstance(value, bool):
         raise ValueError("a boolean is not a time")
     if isinstance(value, str):
@@ -21,13 +25,18 @@ def to_datetime(value: Any) -> Any:
             value = float(text)
         except ValueError:
             parsed = datetime.fromisoformat(text.replace("Z", "+00:00"))
-            return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
+            return parsed.astimezone(UTC) if parsed.tzinfo else parsed.replace(tzinfo=UTC)
     if isinstance(value, int | float):
+        if not math.isfinite(value):
+            raise ValueError(f"{value!r} is not a time")
         seconds = value / 1000 if abs(value) >= _MILLIS_FLOOR else value
-        return datetime.fromtimestamp(seconds, tz=UTC)
+        try:
+            return datetime.fromtimestamp(seconds, tz=UTC)
+        except (OverflowError, OSError):
+            raise ValueError(f"{value!r} is out of range for a time") from None
     if isinstance(value, datetime):
-        return value if value.tzinfo else value.replace(tzinfo=UTC)
-    return value
+        return value.astimezone(UTC) if value.tzinfo else value.replace(tzinfo=UTC)
+    raise ValueError(f"expected a time, got {type(value).__name__}")
 
 
 AwsTime = Annotated[datetime, BeforeValidator(to_datetime)]

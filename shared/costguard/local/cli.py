@@ -6,7 +6,6 @@ import argparse
 import json
 import sys
 from collections.abc import Sequence
-from pathlib import Path
 
 from costguard.events.common import to_datetime
 from costguard.local.render import render
@@ -59,16 +58,22 @@ def cmd_replay(args: argparse.Namespace) -> int:
 def cmd_demo(args: argparse.Namespace) -> int:
     world = _world(args.world, None)
     events = sorted(EVENTS_DIR.glob("*.json"))
-    print(f"costguard demo: account {world.account} in {world.region} at {world.now:%Y-%m-%d %H:%M} UTC, "
-          f"{len(world.instances)} instances; replaying {len(events)} events in {args.mode} mode")
+    print(
+        f"costguard demo: account {world.account} in {world.region} at {world.now:%Y-%m-%d %H:%M} UTC, "
+        f"{len(world.instances)} instances; replaying {len(events)} events in {args.mode} mode"
+    )
     with LocalStack(world, mode=args.mode) as stack:
         results = replay(stack, list(events))
     _print_human(results)
     spent = sum(f.get("cost_usd") or 0 for r in results for f in r.findings)
-    hourly = sum(d.get("hourly_usd") or 0 for r in results for d in r.decisions if d["action"] in ("mark", "stop"))
+    hourly = sum(
+        d.get("hourly_usd") or 0 for r in results for d in r.decisions if d["action"] in ("mark", "stop")
+    )
     messages = sum(len(r.slack) for r in results)
-    print(f"\nSummary: {sum(len(r.findings) for r in results)} findings, {messages} Slack messages, "
-          f"${spent:,.2f} already spent on flagged runs, ${hourly:,.2f}/h on resources costguard would stop.")
+    print(
+        f"\nSummary: {sum(len(r.findings) for r in results)} findings, {messages} Slack messages, "
+        f"${spent:,.2f} already spent on flagged runs, ${hourly:,.2f}/h on resources costguard would stop."
+    )
     return 0 if all(r.ok for r in results) else 1
 
 
@@ -80,7 +85,9 @@ def cmd_redrive(args: argparse.Namespace) -> int:
     if args.stack:
         outputs = {
             o["OutputKey"]: o["OutputValue"]
-            for o in clients.client("cloudformation").describe_stacks(StackName=args.stack)["Stacks"][0]["Outputs"]
+            for o in clients.client("cloudformation").describe_stacks(StackName=args.stack)["Stacks"][0][
+                "Outputs"
+            ]
         }
         dlq, target = outputs["DecisionsDeadLetterQueueUrl"], outputs["DecisionsQueueUrl"]
     if not dlq or not target:
@@ -108,7 +115,9 @@ def parser() -> argparse.ArgumentParser:
     dm.add_argument("--mode", choices=["notify", "remediate"], default="notify")
     dm.set_defaults(run=cmd_demo)
 
-    rd = commands.add_parser("redrive", help="move notices from the dead-letter queue back to the decisions queue")
+    rd = commands.add_parser(
+        "redrive", help="move notices from the dead-letter queue back to the decisions queue"
+    )
     rd.add_argument("--stack", help="deployed stack name (reads its outputs)")
     rd.add_argument("--dlq-url")
     rd.add_argument("--queue-url")

@@ -27,7 +27,9 @@ def redrive(dlq_url: str, target_url: str, *, limit: int = 10_000) -> int:
         if accepted:
             sqs.delete_message_batch(
                 QueueUrl=dlq_url,
-                Entries=[{"Id": str(i), "ReceiptHandle": messages[i]["ReceiptHandle"]} for i in sorted(accepted)],
+                Entries=[
+                    {"Id": str(i), "ReceiptHandle": messages[i]["ReceiptHandle"]} for i in sorted(accepted)
+                ],
             )
         moved += len(accepted)
         if len(accepted) < len(messages):

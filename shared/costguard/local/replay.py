@@ -49,7 +49,9 @@ def read_event(path: str | Path) -> dict[str, Any]:
     except OSError as error:
         raise EventFileError(f"{path}: cannot read: {error.strerror}") from None
     except json.JSONDecodeError as error:
-        raise EventFileError(f"{path}: bad JSON at line {error.lineno} column {error.colno}: {error.msg}") from None
+        raise EventFileError(
+            f"{path}: bad JSON at line {error.lineno} column {error.colno}: {error.msg}"
+        ) from None
     if not isinstance(event, dict):
         raise EventFileError(f"{path}: an event must be a JSON object, not {type(event).__name__}")
     return event

@@ -35,7 +35,7 @@ class SlackSink:
         sink = self
 
         class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:  # noqa: N802 (http.server's name)
+            def do_POST(self) -> None:
                 body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
                 with sink._lock:
                     status = sink.script.popleft() if sink.script else (sink.always or 200)

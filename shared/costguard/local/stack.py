@@ -35,7 +35,7 @@ QUEUES = {  # the dead-letter queue first: the decisions queue's redrive policy 
     "DecisionsQueue": "costguard-decisions",
     "FailedEventsQueue": "costguard-failed-events",
 }
-SECRET = "costguard/slack-webhook"
+SECRET = "costguard/slack-webhook"  # noqa: S105 (a secret name, not a secret)
 MAX_RECEIVE_COUNT = 5
 
 
@@ -81,6 +81,7 @@ class LocalStack:
         self.routes = routes or {}
         self.overrides = overrides or {}
         self.urls: dict[str, str] = {}
+        self.consumed: list[str] = []  # bodies the queue consumer accepted, oldest first
         self._modules: dict[str, ModuleType] = {}
         self._exit = contextlib.ExitStack()
 
@@ -115,7 +116,7 @@ class LocalStack:
         static = {k: str(v) for k, v in self.template.global_environment().items() if not isinstance(v, dict)}
         return static | {
             "AWS_ACCESS_KEY_ID": "testing",
-            "AWS_SECRET_ACCESS_KEY": "testing",  # noqa: S105 (moto's fake credentials)
+            "AWS_SECRET_ACCESS_KEY": "testing",
             "AWS_SESSION_TOKEN": "testing",
             "AWS_DEFAULT_REGION": self.world.region,
             "AWS_REGION": self.world.region,
@@ -132,12 +133,14 @@ class LocalStack:
             KeySchema=[{"AttributeName": "id", "KeyType": "HASH"}],
             BillingMode="PAY_PER_REQUEST",
         )
-        sqs = clients.sqs()
+        sqs: Any = clients.client("sqs")
         for logical, name in QUEUES.items():
             attributes = {"VisibilityTimeout": "0"}
             if logical == "DecisionsQueue":
                 dlq = self.urls["DecisionsDeadLetterQueue"]
-                dlq_arn = sqs.get_queue_attributes(QueueUrl=dlq, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+                dlq_arn = sqs.get_queue_attributes(QueueUrl=dlq, AttributeNames=["QueueArn"])["Attributes"][
+                    "QueueArn"
+                ]
                 attributes["RedrivePolicy"] = json.dumps(
                     {"deadLetterTargetArn": dlq_arn, "maxReceiveCount": MAX_RECEIVE_COUNT}
                 )
@@ -190,7 +193,7 @@ class LocalStack:
         consumer = self.template.queue_consumer(queue_logical_id)
         assert consumer, f"no function consumes {queue_logical_id}"
         url = self.urls[queue_logical_id]
-        sqs = clients.sqs()
+        sqs: Any = clients.client("sqs")
         invocations = []
         for _ in range(max_rounds):
             received = sqs.receive_message(
@@ -199,14 +202,23 @@ class LocalStack:
             if not received:
                 break
             event = {"Records": [_sqs_record(m, url) for m in received]}
-            invocation = self.invoke(consumer.logical_id, event)
-            invocations.append(invocation)
-            failed = {f["itemIdentifier"] for f in (invocation.result or {}).get("batchItemFailures", [])}
+            try:
+                invocation = self.invoke(consumer.logical_id, event)
+            except Exception as error:  # Lambda returns the whole batch to the queue
+                invocations.append(Invocation(consumer.logical_id, {"error": str(error)}, ""))
+                failed = {m["MessageId"] for m in received}
+            else:
+                invocations.append(invocation)
+                failed = {f["itemIdentifier"] for f in (invocation.result or {}).get("batchItemFailures", [])}
             done = [m for m in received if m["MessageId"] not in failed]
+            self.consumed.extend(m["Body"] for m in done)
             for start in range(0, len(done), 10):
                 sqs.delete_message_batch(
                     QueueUrl=url,
-                    Entries=[{"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]} for i, m in enumerate(done[start:start+10])],
+                    Entries=[
+                        {"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]}
+                        for i, m in enumerate(done[start : start + 10])
+                    ],
                 )
         return invocations
 
@@ -226,7 +238,9 @@ def _sqs_record(message: dict[str, Any], url: str) -> dict[str, Any]:
         "messageAttributes": {},
         "md5OfBody": message["MD5OfBody"],
         "eventSource": "aws:sqs",
-        "eventSourceARN": f"arn:aws:sqs:{os.environ['AWS_REGION']}:{os.environ['MOTO_ACCOUNT_ID']}:{url.rsplit('/', 1)[-1]}",
+        "eventSourceARN": ":".join(
+            ["arn:aws:sqs", os.environ["AWS_REGION"], os.environ["MOTO_ACCOUNT_ID"], url.rsplit("/", 1)[-1]]
+        ),
         "awsRegion": os.environ["AWS_REGION"],
     }
 
@@ -237,16 +251,17 @@ def seed_world(world: World) -> None:
         return
     from moto.ec2.models import ec2_backends  # the embedded AWS only
 
-    ec2 = clients.ec2(world.region)
+    ec2: Any = clients.client("ec2", world.region)
     backend = ec2_backends[world.account][world.region]
     image = ec2.describe_images()["Images"][0]["ImageId"]
     gpu_info: dict[str, dict[str, Any]] = {}
     for spec in world.instances:
         made = ec2.run_instances(ImageId=image, InstanceType=spec.type, MinCount=1, MaxCount=1)
         instance = backend.get_instance_by_id(made["Instances"][0]["InstanceId"])
+        assert instance is not None
         instance.id = spec.id  # moto assigns random ids; the world's events name real-looking ones
         if spec.launched:
-            instance.launch_time = spec.launched.strftime("%Y-%m-%dT%H:%M:%S.000Z")
+            instance.launch_time = spec.launched
         tags = {**spec.tags, **({"Name": spec.name} if spec.name else {})}
         if tags:
             ec2.create_tags(Resources=[spec.id], Tags=[{"Key": k, "Value": v} for k, v in tags.items()])
@@ -261,7 +276,7 @@ def seed_world(world: World) -> None:
 
 
 def publish_gpu_metrics(world: World, gpu_info: dict[str, dict[str, Any]]) -> None:
-    cloudwatch = clients.cloudwatch(world.region)
+    cloudwatch: Any = clients.client("cloudwatch", world.region)
     data: list[dict[str, Any]] = []
     for spec in world.instances:
         gpus = gpu_info.get(spec.type, {}).get("Gpus", [])
@@ -276,15 +291,22 @@ def publish_gpu_metrics(world: World, gpu_info: dict[str, dict[str, Any]]) -> No
                 {"Name": "name", "Value": model},
             ]
             for at, value in gpu_series(spec.gpu_metrics, index, world.now):
-                data.append({"MetricName": "nvidia_smi_utilization_gpu", "Dimensions": dims, "Timestamp": at,
-                             "Value": value, "Unit": "Percent"})
+                data.append(
+                    {
+                        "MetricName": "nvidia_smi_utilization_gpu",
+                        "Dimensions": dims,
+                        "Timestamp": at,
+                        "Value": value,
+                        "Unit": "Percent",
+                    }
+                )
     for start in range(0, len(data), 1000):
         cloudwatch.put_metric_data(Namespace="CWAgent", MetricData=data[start : start + 1000])
 
 
 def _reset_process_caches() -> None:
     """Forget everything a previous local stack left in this process (clients, settings, secrets)."""
-    from aws_lambda_powertools.utilities import parameters
+    import aws_lambda_powertools.utilities.parameters.base as parameters_base
 
     from costguard.notify.delivery import webhook_client
     from costguard.pricing.live import live_price
@@ -296,9 +318,7 @@ def _reset_process_caches() -> None:
     runtime.cache_clear()
     webhook_client.cache_clear()
     live_price.cache_clear()
-    parameters.clear_caches()
-    for provider in list(parameters.base.DEFAULT_PROVIDERS):
-        parameters.base.DEFAULT_PROVIDERS.pop(provider, None)
+    parameters_base.DEFAULT_PROVIDERS.clear()  # type: ignore[attr-defined]
 
 
 @contextlib.contextmanager
@@ -318,8 +338,18 @@ def _quiet() -> Iterator[None]:
         yield
 
 
+class _CurrentStderr(io.TextIOBase):
+    """Whatever sys.stderr is at the time of writing (pytest and the CLI swap it)."""
+
+    def write(self, text: str) -> int:
+        return sys.stderr.write(text)
+
+    def flush(self) -> None:
+        sys.stderr.flush()
+
+
 def route_logs_to_stderr() -> None:
     """Lambda logs go to stdout; locally they go to stderr so the command's own output stays clean."""
     for handler in logging.getLogger(os.environ.get("POWERTOOLS_SERVICE_NAME", "costguard")).handlers:
         if isinstance(handler, logging.StreamHandler):
-            handler.setStream(sys.stderr)
+            handler.setStream(_CurrentStderr())

@@ -44,7 +44,7 @@ class Route:
         if self.source_type not in ("EventBridgeRule", "CloudWatchEvent") or self.pattern is None:
             return False
         # moto's implementation of EventBridge pattern matching, not a hand-written one.
-        return bool(EventPattern(None, self.pattern).matches_event(event))
+        return bool(EventPattern(None, self.pattern).matches_event(event))  # type: ignore[arg-type]
 
 
 @dataclass(frozen=True)
@@ -93,12 +93,16 @@ class Template:
                     source_type=event["Type"],
                     name=name,
                     pattern=event.get("Properties", {}).get("Pattern"),
-                    target=event.get("Properties", {}).get("Queue") or event.get("Properties", {}).get("Topic"),
+                    target=event.get("Properties", {}).get("Queue")
+                    or event.get("Properties", {}).get("Topic"),
                 )
                 for name, event in (props.get("Events") or {}).items()
             ]
             found[logical_id] = Function(
-                logical_id, self.path.parent / props["CodeUri"], props.get("Handler", "app.lambda_handler"), routes
+                logical_id,
+                self.path.parent / props["CodeUri"],
+                props.get("Handler", "app.lambda_handler"),
+                routes,
             )
         return found
 
@@ -123,7 +127,7 @@ class Template:
 def resolve(value: Any, refs: dict[str, str], conditions: dict[str, bool]) -> Any:
     """Evaluate the few intrinsics the Globals use (Ref, Fn::If, Fn::GetAtt) against local values."""
     if isinstance(value, dict) and len(value) == 1:
-        (key, arg), = value.items()
+        ((key, arg),) = value.items()
         if key == "Ref":
             return refs[arg]
         if key == "Fn::If":

@@ -16,7 +16,11 @@ Pattern = Literal["idle", "busy", "starved", "none"]
 AwsTimeAdapter: TypeAdapter[datetime] = TypeAdapter(AwsTime)
 
 # Mean utilization and swing of each pattern: deterministic, so tests can recompute figures.
-PATTERN_LEVELS: dict[str, tuple[float, float]] = {"idle": (1.0, 1.0), "busy": (92.0, 5.0), "starved": (45.0, 8.0)}
+PATTERN_LEVELS: dict[str, tuple[float, float]] = {
+    "idle": (1.0, 1.0),
+    "busy": (92.0, 5.0),
+    "starved": (45.0, 8.0),
+}
 
 
 class _Strict(BaseModel):
@@ -163,4 +167,3 @@ def gpu_series(metrics: GpuMetrics, gpu_index: int, now: datetime) -> list[tuple
         if value is not None:
             points.append((at, value))
     return points
-

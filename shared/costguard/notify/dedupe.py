@@ -25,7 +25,10 @@ class DynamoRepeatGate:
         try:
             dynamodb.put_item(
                 TableName=self.table,
-                Item={"id": {"S": f"repeat#{key}"}, "expiration": {"N": str(int((now + window).timestamp()))}},
+                Item={
+                    "id": {"S": f"repeat#{key}"},
+                    "expiration": {"N": str(int((now + window).timestamp()))},
+                },
                 ConditionExpression="attribute_not_exists(id) OR expiration <= :now",
                 ExpressionAttributeValues={":now": {"N": str(int(now.timestamp()))}},
             )

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import logging
+import re
 from functools import lru_cache
 from typing import Any
 
@@ -16,6 +18,19 @@ from slack_sdk.webhook import WebhookClient
 from costguard.notify.routing import SlackRoutes, parse_routes
 
 SECRET_MAX_AGE_SECONDS = 300
+# The path of a webhook URL is the secret: slack_sdk logs full URLs when it retries.
+_WEBHOOK_PATH = re.compile(r"(https?://[^/\s]+)/[^\s]+")
+
+
+class _RedactWebhooks(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        record.msg = _WEBHOOK_PATH.sub(r"\1/<redacted>", record.getMessage())
+        record.args = ()
+        return True
+
+
+_slack_logger = logging.getLogger("costguard.slack")
+_slack_logger.addFilter(_RedactWebhooks())
 
 
 class DeliveryError(RuntimeError):
@@ -34,6 +49,7 @@ def webhook_client(url: str, timeout: int = 10, max_retries: int = 2) -> Webhook
     return WebhookClient(
         url,
         timeout=timeout,
+        logger=_slack_logger,
         retry_handlers=[
             RateLimitErrorRetryHandler(max_retry_count=max_retries),
             ServerErrorRetryHandler(max_retry_count=max_retries),

@@ -17,6 +17,12 @@ TITLES: dict[Reason, str] = {
 }
 
 _MAX_TEXT = 2900  # Slack rejects section text over 3000 characters
+_MAX_FIELD = 1900  # and a section field over 2000
+
+
+def escape(text: str) -> str:
+    """Text from AWS or users must not ping channels or forge links in mrkdwn."""
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
 
 def _money(value: float | None, suffix: str = "") -> str:
@@ -36,8 +42,8 @@ def action_line(notice: Notice) -> str:
     return f":information_source: No action: {decision.note}."
 
 
-def _clip(text: str) -> str:
-    return text if len(text) <= _MAX_TEXT else text[: _MAX_TEXT - 1] + "…"
+def _clip(text: str, limit: int = _MAX_TEXT) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def build_message(notice: Notice) -> dict[str, Any]:
@@ -46,25 +52,29 @@ def build_message(notice: Notice) -> dict[str, Any]:
     finding = decision.finding
     resource = finding.resource
     title = TITLES.get(decision.reason, decision.reason.value)
-    tags = ", ".join(f"`{k}={v}`" for k, v in sorted(resource.tags.items())[:12]) or "none"
+    tags = ", ".join(f"`{escape(k)}={escape(v)}`" for k, v in sorted(resource.tags.items())[:12]) or "none"
     fields = [
-        f"*Resource*\n<{console_url(resource)}|{resource.display_name}>",
-        f"*Type*\n{resource.instance_type or 'unknown'} x {resource.instance_count}",
+        f"*Resource*\n<{console_url(resource)}|{escape(resource.display_name)}>",
+        f"*Type*\n{escape(resource.instance_type or 'unknown')} x {resource.instance_count}",
         f"*Account / region*\n{resource.account} / {resource.region}",
         f"*Cost per hour*\n{_money(finding.hourly_usd, '/h')}",
     ]
     if finding.cost_usd is not None:
         fields.append(f"*Spent*\n{_money(finding.cost_usd)}")
     fields.append(f"*Reason code*\n`{decision.reason.value}`")
-    evidence = "\n".join(f"• {k}: {v}" for k, v in finding.evidence.items() if v not in (None, "", [], {}))
+    evidence = "\n".join(
+        f"• {k}: {escape(str(v))}" for k, v in finding.evidence.items() if v not in (None, "", [], {})
+    )
     blocks: list[dict[str, Any]] = [
         {"type": "header", "text": {"type": "plain_text", "text": f"costguard: {title}"[:150]}},
-        {"type": "section", "text": {"type": "mrkdwn", "text": _clip(finding.summary)}},
-        {"type": "section", "fields": [{"type": "mrkdwn", "text": _clip(f)} for f in fields]},
-        {"type": "section", "text": {"type": "mrkdwn", "text": _clip(action_line(notice))}},
+        {"type": "section", "text": {"type": "mrkdwn", "text": _clip(escape(finding.summary))}},
+        {"type": "section", "fields": [{"type": "mrkdwn", "text": _clip(f, _MAX_FIELD)} for f in fields]},
+        {"type": "section", "text": {"type": "mrkdwn", "text": _clip(escape(action_line(notice)))}},
     ]
     if evidence:
-        blocks.append({"type": "section", "text": {"type": "mrkdwn", "text": _clip(f"*Evidence*\n{evidence}")}})
+        blocks.append(
+            {"type": "section", "text": {"type": "mrkdwn", "text": _clip(f"*Evidence*\n{evidence}")}}
+        )
     blocks.append(
         {
             "type": "context",
@@ -77,5 +87,7 @@ def build_message(notice: Notice) -> dict[str, Any]:
             ],
         }
     )
-    text = f"costguard {decision.reason.value}: {resource.display_name} ({resource.account}/{resource.region})"
+    text = (
+        f"costguard {decision.reason.value}: {resource.display_name} ({resource.account}/{resource.region})"
+    )
     return {"text": text, "blocks": blocks}

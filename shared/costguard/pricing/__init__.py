@@ -57,7 +57,9 @@ class PriceBook:
             try:
                 price = live_price(instance_type, region)
             except Exception:  # any Price List failure falls back to the table, loudly
-                logger.warning("live price lookup failed", extra={"instance_type": instance_type}, exc_info=True)
+                logger.warning(
+                    "live price lookup failed", extra={"instance_type": instance_type}, exc_info=True
+                )
                 price = None
             if price is not None:
                 return price

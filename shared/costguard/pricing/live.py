@@ -4,16 +4,19 @@ from __future__ import annotations
 
 import json
 from functools import lru_cache
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from costguard.aws import clients
 from costguard.pricing import Price, service_of
 
+if TYPE_CHECKING:
+    from mypy_boto3_pricing.type_defs import FilterTypeDef
+
 _SERVICE_CODES = {"ec2": "AmazonEC2", "sagemaker": "AmazonSageMaker"}
 
 
-def _filters(instance_type: str, region: str) -> list[dict[str, str]]:
-    def term(field: str, value: str) -> dict[str, str]:
+def _filters(instance_type: str, region: str) -> list[FilterTypeDef]:
+    def term(field: str, value: str) -> FilterTypeDef:
         return {"Type": "TERM_MATCH", "Field": field, "Value": value}
 
     filters = [term("instanceType", instance_type), term("regionCode", region)]
@@ -44,7 +47,9 @@ def live_price(instance_type: str, region: str) -> Price | None:
     """One GetProducts call per type and region for the life of the process."""
     service = service_of(instance_type)
     response = clients.pricing().get_products(
-        ServiceCode=_SERVICE_CODES[service], Filters=_filters(instance_type, region), MaxResults=10  # type: ignore[arg-type]
+        ServiceCode=_SERVICE_CODES[service],
+        Filters=_filters(instance_type, region),
+        MaxResults=10,
     )
     prices = {usd for raw in response.get("PriceList", []) if (usd := _on_demand_usd(json.loads(raw)))}
     if len(prices) != 1:

@@ -1,0 +1,49 @@
+"""Every sample in events/ parses into its model and is routed by the template to exactly one function."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from pydantic import ValidationError
+
+from costguard.events.registry import model_for
+from costguard.local.template import Template
+from tests.conftest import EVENTS, FIXTURES, ROOT
+
+EVENT_FILES = sorted(EVENTS.glob("*.json"))
+
+
+def test_there_are_sample_events() -> None:
+    assert EVENT_FILES, "events/ must hold the sample payloads"
+
+
+@pytest.mark.parametrize("path", EVENT_FILES, ids=lambda p: p.name)
+def test_event_parses_into_its_model(path: Path) -> None:
+    event = json.loads(path.read_text())
+    model = model_for(event)
+    assert model is not None, f"{path.name}: no model for {event.get('source')} / {event.get('detail-type')}"
+    parsed = model.model_validate(event)
+    assert getattr(parsed, "id", None) == event["id"]
+
+
+@pytest.mark.parametrize("path", EVENT_FILES, ids=lambda p: p.name)
+def test_event_is_routed_to_one_function(path: Path) -> None:
+    routes = Template.load(ROOT / "template.yaml").route(json.loads(path.read_text()))
+    assert len(routes) == 1, f"{path.name} matched {[r.function for r in routes]}"
+
+
+@pytest.mark.parametrize(
+    ("name", "field"),
+    [
+        ("sagemaker-training-job-failed-bad-types.json", "InstanceCount"),
+        ("sagemaker-training-job-failed-missing-name.json", "TrainingJobName"),
+    ],
+)
+def test_broken_samples_fail_validation_naming_the_field(name: str, field: str) -> None:
+    event = json.loads((FIXTURES / name).read_text())
+    model = model_for(event)
+    assert model is not None
+    with pytest.raises(ValidationError, match=field):
+        model.model_validate(event)

@@ -1,0 +1,60 @@
+"""Settings: read from COSTGUARD_* variables, validated, and named in every error."""
+
+from __future__ import annotations
+
+import pytest
+
+from costguard.settings import Mode, SettingsError, parse_settings
+
+
+def test_defaults_are_notify_mode_and_dry_run() -> None:
+    settings = parse_settings()
+    assert settings.mode is Mode.NOTIFY
+    assert settings.dry_run is True
+    assert settings.grace_minutes == 30
+    assert settings.price_source == "bundled"
+    assert settings.regions == ()
+
+
+def test_remediate_mode_turns_dry_run_off(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("COSTGUARD_MODE", "remediate")
+    settings = parse_settings()
+    assert settings.mode is Mode.REMEDIATE
+    assert settings.dry_run is False
+
+
+@pytest.mark.parametrize(
+    ("variable", "value"),
+    [
+        ("COSTGUARD_MODE", "destroy"),
+        ("COSTGUARD_GRACE_MINUTES", "-1"),
+        ("COSTGUARD_PRICE_SOURCE", "x"),
+    ],
+)
+def test_bad_value_raises_settings_error_naming_the_variable(
+    monkeypatch: pytest.MonkeyPatch, variable: str, value: str
+) -> None:
+    monkeypatch.setenv(variable, value)
+    with pytest.raises(SettingsError) as caught:
+        parse_settings()
+    assert variable in str(caught.value)
+    assert isinstance(caught.value, ValueError)
+
+
+def test_only_the_bad_variable_is_named(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("COSTGUARD_MODE", "destroy")
+    monkeypatch.setenv("COSTGUARD_GRACE_MINUTES", "45")
+    with pytest.raises(SettingsError) as caught:
+        parse_settings()
+    assert "COSTGUARD_MODE" in str(caught.value)
+    assert "COSTGUARD_GRACE_MINUTES" not in str(caught.value)
+
+
+def test_regions_are_split_on_commas_and_stripped(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("COSTGUARD_REGIONS", "us-east-1, us-west-2")
+    assert parse_settings().regions == ("us-east-1", "us-west-2")
+
+
+def test_empty_region_items_are_dropped(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("COSTGUARD_REGIONS", " eu-west-1 ,, ")
+    assert parse_settings().regions == ("eu-west-1",)
