@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
 from typing import Any
@@ -29,13 +30,50 @@ class Reason(StrEnum):
     GPU_STARVED = "gpu_starved"
     GPU_METRICS_MISSING = "gpu_metrics_missing"
     JOB_STALLED = "job_stalled"
+    GPU_ACTIVE_AGAIN = "gpu_active_again"
 
 
 class Action(StrEnum):
     NONE = "none"
     NOTIFY = "notify"
     MARK = "mark"
+    UNMARK = "unmark"
     STOP = "stop"
+
+
+@dataclass(frozen=True)
+class Accelerators:
+    """The accelerators of an instance type, from DescribeInstanceTypes."""
+
+    kind: str  # nvidia_gpu | neuron | inferentia | gpu
+    count: int
+    model: str
+    memory_mib: int | None = None
+
+    @property
+    def is_nvidia(self) -> bool:
+        return self.kind == "nvidia_gpu"
+
+
+@dataclass(frozen=True)
+class Ec2Instance:
+    id: str
+    type: str
+    state: str
+    account: str
+    region: str
+    launch_time: datetime | None
+    tags: dict[str, str] = field(default_factory=dict)
+    lifecycle: str | None = None  # spot | capacity-block | None (on-demand)
+    accelerators: Accelerators | None = None
+
+    @property
+    def name(self) -> str | None:
+        return self.tags.get("Name")
+
+    @property
+    def auto_scaling_group(self) -> str | None:
+        return self.tags.get("aws:autoscaling:groupName")
 
 
 class Resource(BaseModel):
@@ -52,8 +90,9 @@ class Resource(BaseModel):
     instance_type: str | None = None
     instance_count: int = 1
     tags: dict[str, str] = Field(default_factory=dict)
-    managed_by: str | None = Field(
-        default=None, description="An owner that would undo a stop (an Auto Scaling group, for example)"
+    stop_blocker: str | None = Field(
+        default=None,
+        description="Why stopping it is not safe or not possible (an Auto Scaling group would replace it, say)",
     )
 
     @property
@@ -81,6 +120,9 @@ class Finding(BaseModel):
     cost_usd: float | None = Field(default=None, description="What was already spent, where it is known")
     remediable: bool = Field(
         default=False, description="Whether the detector allows the resource to be stopped"
+    )
+    cancels_mark: bool = Field(
+        default=False, description="The resource is working again: any pending stop is off"
     )
     event_id: str | None = None
 

@@ -6,12 +6,16 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
-from costguard.act.executor import Outcome, Remediator, execute
-from costguard.model import Action, Decision, Finding
+from costguard.act.executor import Outcome, Remediator, StopLimiter, execute
+from costguard.model import Action, Decision, Finding, Reason
 from costguard.notify.dedupe import RepeatGate
 from costguard.notify.notice import Notice
 from costguard.notify.queue import NoticeQueue
 from costguard.policy import Policy, decide_all
+
+# Findings that say the same thing for as long as nothing changes: alerted once (per 30 days).
+ALERT_ONCE = {Reason.GPU_METRICS_MISSING}
+ONCE_WINDOW = timedelta(days=30)
 
 
 @dataclass
@@ -23,6 +27,13 @@ class Report:
     outcomes: list[Outcome] = field(default_factory=list)
     notices: list[Notice] = field(default_factory=list)
     suppressed: list[Decision] = field(default_factory=list)
+
+    def extend(self, other: Report) -> None:
+        self.findings += other.findings
+        self.decisions += other.decisions
+        self.outcomes += other.outcomes
+        self.notices += other.notices
+        self.suppressed += other.suppressed
 
     def summary(self) -> dict[str, object]:
         return {
@@ -53,18 +64,20 @@ def act_on(
     queue: NoticeQueue,
     gate: RepeatGate,
     repeat_window: timedelta,
+    limiter: StopLimiter | None = None,
 ) -> Report:
     report = Report(findings=list(findings))
     for decision in decide_all(findings, policy, now):
-        outcome = execute(decision, remediator)
+        outcome = execute(decision, remediator, limiter)
         report.decisions.append(decision)
         report.outcomes.append(outcome)
         if decision.action is Action.NONE:
             continue  # waiting out a grace period: the mark message already said so
         notice = Notice(decision=decision, outcome=outcome, protect_tag_key=policy.protect_tag_key)
         key = f"{decision.resource.key}|{decision.reason}|{decision.action}"
-        # A failed action is always reported; a repeat of the same news is not.
-        if outcome.error or gate.first_in_window(key, now, repeat_window):
+        window = ONCE_WINDOW if decision.reason in ALERT_ONCE else repeat_window
+        # A failed or capped action is always reported; a repeat of the same news is not.
+        if outcome.error or outcome.capped or gate.first_in_window(key, now, window):
             report.notices.append(notice)
         else:
             report.suppressed.append(decision)

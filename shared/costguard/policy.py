@@ -54,12 +54,14 @@ def decide(finding: Finding, policy: Policy, now: datetime) -> Decision:
         )
 
     resource = finding.resource
+    if finding.cancels_mark:
+        return decision(Action.UNMARK, "working again: the pending stop is cancelled")
     if not finding.remediable:
         return decision(Action.NOTIFY, "costguard reports this finding and never acts on it")
     if is_protected(resource.tags, policy.protect_tag_key):
         return decision(Action.NOTIFY, f"protected by tag {policy.protect_tag_key}: never stopped")
-    if resource.managed_by:
-        return decision(Action.NOTIFY, f"managed by {resource.managed_by}: a stop would be undone")
+    if resource.stop_blocker:
+        return decision(Action.NOTIFY, f"not stopped: {resource.stop_blocker}")
     mark = marked_at(resource.tags)
     if mark is None:
         return decision(

@@ -4,18 +4,21 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 from functools import lru_cache
 from typing import Any
 
 from aws_lambda_powertools.metrics import MetricUnit
 
 from costguard.act.aws import AwsRemediator
-from costguard.act.executor import Remediator
+from costguard.act.executor import Remediator, StopLimiter
+from costguard.act.limits import DynamoStopLimiter
 from costguard.aws import clients
+from costguard.model import Finding
 from costguard.notify.dedupe import DynamoRepeatGate, RepeatGate
 from costguard.notify.queue import NoticeQueue, SqsNoticeQueue
 from costguard.observability import logger, metrics
+from costguard.pipeline import Report, act_on
 from costguard.policy import Policy
 from costguard.pricing import PriceBook, price_book
 from costguard.settings import Settings, get_settings
@@ -28,6 +31,7 @@ class Runtime:
     queue: NoticeQueue
     gate: RepeatGate
     prices: PriceBook
+    limiter: StopLimiter | None = None
 
     @property
     def policy(self) -> Policy:
@@ -43,6 +47,19 @@ class Runtime:
     def repeat_window(self) -> timedelta:
         return timedelta(minutes=self.settings.dedupe_window_minutes)
 
+    def act(self, findings: list[Finding], now: datetime) -> Report:
+        """The decide-then-act path with this process's policy, executor and notifier."""
+        return act_on(
+            findings,
+            policy=self.policy,
+            now=now,
+            remediator=self.remediator,
+            queue=self.queue,
+            gate=self.gate,
+            repeat_window=self.repeat_window,
+            limiter=self.limiter,
+        )
+
 
 @lru_cache(maxsize=1)
 def runtime() -> Runtime:
@@ -53,6 +70,7 @@ def runtime() -> Runtime:
         queue=SqsNoticeQueue(settings.decisions_queue_url),
         gate=DynamoRepeatGate(settings.state_table),
         prices=price_book(live=settings.price_source == "live"),
+        limiter=DynamoStopLimiter(settings.state_table, settings.max_stops_per_hour),
     )
 
 

@@ -39,8 +39,9 @@ class Settings(BaseSettings):
     failed_events_queue_url: str = ""
     state_table: str = ""
     dedupe_window_minutes: int = Field(default=240, ge=0, le=7 * 24 * 60)
-    grace_minutes: int = Field(default=30, ge=0, le=7 * 24 * 60)
+    grace_minutes: int = Field(default=15, ge=0, le=7 * 24 * 60)
     max_stops_per_run: int = Field(default=5, ge=0, le=1000)
+    max_stops_per_hour: int = Field(default=20, ge=0, le=10000)
     idle_threshold_percent: float = Field(default=5.0, ge=0, le=100)
     idle_window_minutes: int = Field(default=30, ge=5, le=24 * 60)
     starved_threshold_percent: float = Field(default=70.0, ge=0, le=100)

@@ -15,7 +15,7 @@ PROTECT = "costguard:protect"
 
 
 def _resource(
-    rid: str = "i-0123456789abcdef0", tags: dict[str, str] | None = None, managed_by: str | None = None
+    rid: str = "i-0123456789abcdef0", tags: dict[str, str] | None = None, stop_blocker: str | None = None
 ) -> Resource:
     return Resource(
         kind=ResourceKind.EC2_INSTANCE,
@@ -24,7 +24,7 @@ def _resource(
         region="us-east-1",
         instance_type="p4d.24xlarge",
         tags=tags or {},
-        managed_by=managed_by,
+        stop_blocker=stop_blocker,
     )
 
 
@@ -32,13 +32,13 @@ def _finding(
     *,
     remediable: bool = True,
     tags: dict[str, str] | None = None,
-    managed_by: str | None = None,
+    stop_blocker: str | None = None,
     hourly_usd: float | None = 21.958,
     rid: str = "i-0123456789abcdef0",
 ) -> Finding:
     return Finding(
         reason=Reason.GPU_IDLE,
-        resource=_resource(rid, tags, managed_by),
+        resource=_resource(rid, tags, stop_blocker),
         summary="idle",
         observed_at=NOW,
         hourly_usd=hourly_usd,
@@ -91,7 +91,7 @@ def test_protect_tag_key_comes_from_the_policy() -> None:
 
 def test_managed_resource_is_only_notified() -> None:
     decision = decide(
-        _finding(managed_by="asg/training-fleet", tags=_marked(600)), Policy(dry_run=False), NOW
+        _finding(stop_blocker="asg/training-fleet", tags=_marked(600)), Policy(dry_run=False), NOW
     )
     assert decision.action is Action.NOTIFY
     assert "asg/training-fleet" in decision.note
@@ -128,7 +128,7 @@ def test_marked_after_the_grace_period_is_stopped() -> None:
     [
         _finding(remediable=False),
         _finding(tags={PROTECT: "true"}),
-        _finding(managed_by="asg/x"),
+        _finding(stop_blocker="asg/x"),
         _finding(),
         _finding(tags=_marked(10)),
         _finding(tags=_marked(31)),

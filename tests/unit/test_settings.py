@@ -4,14 +4,20 @@ from __future__ import annotations
 
 import pytest
 
+from costguard.local.template import Template
 from costguard.settings import Mode, SettingsError, parse_settings
+from tests.conftest import ROOT
 
 
 def test_defaults_are_notify_mode_and_dry_run() -> None:
     settings = parse_settings()
     assert settings.mode is Mode.NOTIFY
     assert settings.dry_run is True
-    assert settings.grace_minutes == 30
+    # The code's defaults are the template's, so a local run behaves as a default deployment.
+    defaults = Template.load(ROOT / "template.yaml").parameter_defaults()
+    assert settings.grace_minutes == int(defaults["GraceMinutes"])
+    assert settings.max_stops_per_hour == int(defaults["MaxStopsPerHour"])
+    assert settings.idle_threshold_percent == float(defaults["IdleThresholdPercent"])
     assert settings.price_source == "bundled"
     assert settings.regions == ()
 

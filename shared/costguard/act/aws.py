@@ -25,6 +25,14 @@ class AwsRemediator:
         else:
             raise UnsupportedAction(f"costguard does not stop {resource.kind}")
 
+    def unmark(self, resource: Resource) -> None:
+        if resource.kind is ResourceKind.EC2_INSTANCE:
+            clients.ec2(resource.region).delete_tags(Resources=[resource.id], Tags=[{"Key": MARK_TAG_KEY}])
+        elif resource.arn and resource.kind in (ResourceKind.TRAINING_JOB, ResourceKind.NOTEBOOK):
+            clients.sagemaker(resource.region).delete_tags(ResourceArn=resource.arn, TagKeys=[MARK_TAG_KEY])
+        else:
+            raise UnsupportedAction(f"costguard cannot unmark {resource.kind} {resource.id}")
+
     def mark(self, resource: Resource, at: datetime) -> None:
         value = at.isoformat()
         if resource.kind is ResourceKind.EC2_INSTANCE:

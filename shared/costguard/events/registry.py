@@ -6,11 +6,18 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from costguard.events.cloudwatch import ALARM_DETAIL_TYPE, AlarmStateChange
+from costguard.events.ec2 import INSTANCE_STATE_DETAIL_TYPE, InstanceStateChange
 from costguard.events.sagemaker import TRAINING_JOB_DETAIL_TYPE, TrainingJobStateChange
+from costguard.events.scheduled import SCHEDULED_DETAIL_TYPE, ScheduledEvent
 
 # (source, detail-type) of EventBridge events -> model.
 EVENTBRIDGE_MODELS: dict[tuple[str, str], type[BaseModel]] = {
     ("aws.sagemaker", TRAINING_JOB_DETAIL_TYPE): TrainingJobStateChange,
+    ("aws.ec2", INSTANCE_STATE_DETAIL_TYPE): InstanceStateChange,
+    ("aws.cloudwatch", ALARM_DETAIL_TYPE): AlarmStateChange,
+    ("aws.events", SCHEDULED_DETAIL_TYPE): ScheduledEvent,
+    ("aws.scheduler", SCHEDULED_DETAIL_TYPE): ScheduledEvent,
 }
 
 

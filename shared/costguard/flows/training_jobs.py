@@ -6,7 +6,7 @@ from datetime import datetime
 
 from costguard.detect.training_jobs import detect_failed_training_job
 from costguard.events.sagemaker import TrainingJobStateChange
-from costguard.pipeline import Report, act_on
+from costguard.pipeline import Report
 from costguard.runtime import Runtime
 
 
@@ -21,12 +21,4 @@ def handle_training_job_event(event: TrainingJobStateChange, runtime: Runtime, n
         observed_at=event.time,
         event_id=event.id,
     )
-    return act_on(
-        findings,
-        policy=runtime.policy,
-        now=now,
-        remediator=runtime.remediator,
-        queue=runtime.queue,
-        gate=runtime.gate,
-        repeat_window=runtime.repeat_window,
-    )
+    return runtime.act(findings, now)

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 
 from costguard.events.common import to_datetime
 from costguard.local.render import render
-from costguard.local.replay import ReplayResult, replay
+from costguard.local.replay import ReplayResult, latest_event_time, replay
 from costguard.local.stack import PROJECT_ROOT, LocalStack
 from costguard.local.world import World, WorldFileError, load_world
 
@@ -24,6 +24,11 @@ def _world(path: str | None, now: str | None) -> World:
     return world
 
 
+def _log_level(args: argparse.Namespace) -> dict[str, str]:
+    """The functions' own logs go to stderr; only warnings and errors unless --verbose."""
+    return {"POWERTOOLS_LOG_LEVEL": "INFO" if args.verbose else "WARNING"}
+
+
 def _print_human(results: Sequence[ReplayResult]) -> None:
     for result in results:
         print(f"\n=== {result.event}")
@@ -31,6 +36,8 @@ def _print_human(results: Sequence[ReplayResult]) -> None:
             print(f"    ERROR: {result.error}")
             continue
         print(f"    function: {result.function}")
+        if result.output:
+            print(f"    result:   {json.dumps(result.output, default=str)}")
         for finding in result.findings:
             print(f"    finding:  {finding['reason']} on {finding['resource_id']}: {finding['summary']}")
         for decision in result.decisions:
@@ -42,7 +49,9 @@ def _print_human(results: Sequence[ReplayResult]) -> None:
 
 def cmd_replay(args: argparse.Namespace) -> int:
     world = _world(args.world, args.now)
-    with LocalStack(world, mode=args.mode) as stack:
+    with LocalStack(
+        world, mode=args.mode, overrides=_log_level(args), until=latest_event_time(args.events)
+    ) as stack:
         results = replay(stack, args.events)
     if args.json:
         for result in results:
@@ -62,13 +71,15 @@ def cmd_demo(args: argparse.Namespace) -> int:
         f"costguard demo: account {world.account} in {world.region} at {world.now:%Y-%m-%d %H:%M} UTC, "
         f"{len(world.instances)} instances; replaying {len(events)} events in {args.mode} mode"
     )
-    with LocalStack(world, mode=args.mode) as stack:
+    with LocalStack(
+        world, mode=args.mode, overrides=_log_level(args), until=latest_event_time(list(events))
+    ) as stack:
         results = replay(stack, list(events))
     _print_human(results)
     spent = sum(f.get("cost_usd") or 0 for r in results for f in r.findings)
-    hourly = sum(
-        d.get("hourly_usd") or 0 for r in results for d in r.decisions if d["action"] in ("mark", "stop")
-    )
+    # Each resource counted once, at its latest decision.
+    latest = {d["resource_id"]: d for r in results for d in r.decisions}
+    hourly = sum(d.get("hourly_usd") or 0 for d in latest.values() if d["action"] in ("mark", "stop", "none"))
     messages = sum(len(r.slack) for r in results)
     print(
         f"\nSummary: {sum(len(r.findings) for r in results)} findings, {messages} Slack messages, "
@@ -108,11 +119,13 @@ def parser() -> argparse.ArgumentParser:
     rp.add_argument("--now", help="the time to run at (ISO 8601 or epoch), default the world's")
     rp.add_argument("--mode", choices=["notify", "remediate"], default="notify")
     rp.add_argument("--json", action="store_true", help="one JSON object per event")
+    rp.add_argument("--verbose", action="store_true", help="the functions' INFO logs on stderr")
     rp.set_defaults(run=cmd_replay)
 
     dm = commands.add_parser("demo", help="seed the demo world and replay every file in events/")
     dm.add_argument("--world", help="world YAML file (default: the demo world)")
     dm.add_argument("--mode", choices=["notify", "remediate"], default="notify")
+    dm.add_argument("--verbose", action="store_true", help="the functions' INFO logs on stderr")
     dm.set_defaults(run=cmd_demo)
 
     rd = commands.add_parser(

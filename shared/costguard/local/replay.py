@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from costguard import clock
+from costguard.events.common import to_datetime
 from costguard.local.stack import LocalStack
 
 
@@ -19,6 +22,7 @@ class ReplayResult:
     findings: list[dict[str, Any]] = field(default_factory=list)
     decisions: list[dict[str, Any]] = field(default_factory=list)
     slack: list[dict[str, Any]] = field(default_factory=list)
+    output: dict[str, Any] = field(default_factory=dict)  # what a function returned besides decisions
     error: str | None = None
 
     @property
@@ -64,6 +68,7 @@ def replay_event(stack: LocalStack, path: str | Path) -> ReplayResult:
     except EventFileError as error:
         result.error = str(error)
         return result
+    advance_clock(event)
     routes = stack.template.route(event)
     if not routes:
         result.error = (
@@ -79,9 +84,37 @@ def replay_event(stack: LocalStack, path: str | Path) -> ReplayResult:
             result.error = f"{path}: rejected by {route.function}: {outcome.get('problem')}"
         result.findings.extend(outcome.get("findings", []))
         result.decisions.extend(outcome.get("decisions", []))
+        result.output.update({k: v for k, v in outcome.items() if k not in ("findings", "decisions")})
     stack.drain()
     result.slack = stack.sink.messages[before:]
     return result
+
+
+def event_time(event: dict[str, Any]) -> datetime | None:
+    try:
+        return to_datetime(event["time"])
+    except (KeyError, ValueError, TypeError):
+        return None
+
+
+def advance_clock(event: dict[str, Any]) -> None:
+    """The clock moves forward to an event's own time when that is later, as it would in a live account."""
+    at = event_time(event)
+    if at is not None and at > clock.now():
+        clock.freeze(at)
+
+
+def latest_event_time(paths: list[str | Path]) -> datetime | None:
+    """How far the world's metric series must run for these events."""
+    times = []
+    for path in paths:
+        try:
+            at = event_time(read_event(path))
+        except EventFileError:
+            continue
+        if at is not None:
+            times.append(at)
+    return max(times, default=None)
 
 
 def replay(stack: LocalStack, paths: list[str | Path]) -> list[ReplayResult]:

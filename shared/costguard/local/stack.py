@@ -13,6 +13,7 @@ import uuid
 import warnings
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -21,6 +22,7 @@ from moto import mock_aws
 
 from costguard import clock
 from costguard.aws import clients
+from costguard.local.fast_metrics import indexed_metrics
 from costguard.local.sink import SlackSink
 from costguard.local.template import Function, Template, resolve
 from costguard.local.world import World, gpu_series
@@ -73,8 +75,10 @@ class LocalStack:
         sink: SlackSink | None = None,
         routes: dict[str, str] | None = None,
         overrides: dict[str, str] | None = None,
+        until: datetime | None = None,
     ) -> None:
         self.world = world
+        self.until = until  # metric series run on to here: the clock may move past the world's now
         self.template = template or Template.load(DEFAULT_TEMPLATE)
         self.mode = mode
         self.sink = sink or SlackSink()
@@ -93,6 +97,7 @@ class LocalStack:
         if self.sink._server is None:
             self._exit.enter_context(self.sink)
         self._exit.enter_context(mock_aws())
+        self._exit.enter_context(indexed_metrics())
         self._exit.callback(clock.freeze, None)
         _reset_process_caches()
         clients.calls.clear()
@@ -102,7 +107,7 @@ class LocalStack:
 
         logger.setLevel(os.environ.get("POWERTOOLS_LOG_LEVEL", "WARNING"))
         route_logs_to_stderr()
-        seed_world(self.world)
+        seed_world(self.world, self.until)
         clock.freeze(self.world.now)
         clients.calls.clear()
         return self
@@ -245,7 +250,7 @@ def _sqs_record(message: dict[str, Any], url: str) -> dict[str, Any]:
     }
 
 
-def seed_world(world: World) -> None:
+def seed_world(world: World, until: datetime | None = None) -> None:
     """Create the world's instances (with the world's own ids) and publish their GPU metrics."""
     if not world.instances:
         return
@@ -272,17 +277,18 @@ def seed_world(world: World) -> None:
         if spec.type not in gpu_info:
             described = ec2.describe_instance_types(InstanceTypes=[spec.type])["InstanceTypes"]
             gpu_info[spec.type] = described[0].get("GpuInfo", {}) if described else {}
-    publish_gpu_metrics(world, gpu_info)
+    publish_metrics(world, gpu_info, until or world.now)
 
 
-def publish_gpu_metrics(world: World, gpu_info: dict[str, dict[str, Any]]) -> None:
+def publish_metrics(world: World, gpu_info: dict[str, dict[str, Any]], until: datetime) -> None:
+    """The CloudWatch agent's per-GPU series, and EC2's CPU and network series, for running instances."""
     cloudwatch: Any = clients.client("cloudwatch", world.region)
-    data: list[dict[str, Any]] = []
+    batches: dict[str, list[dict[str, Any]]] = {"CWAgent": [], "AWS/EC2": []}
     for spec in world.instances:
         gpus = gpu_info.get(spec.type, {}).get("Gpus", [])
         count = sum(g.get("Count", 0) for g in gpus)
         model = gpus[0].get("Name", "GPU") if gpus else "GPU"
-        if spec.state != "running" or not count:
+        if spec.state != "running":
             continue
         for index in range(count):
             dims = [
@@ -290,18 +296,22 @@ def publish_gpu_metrics(world: World, gpu_info: dict[str, dict[str, Any]]) -> No
                 {"Name": "index", "Value": str(index)},
                 {"Name": "name", "Value": model},
             ]
-            for at, value in gpu_series(spec.gpu_metrics, index, world.now):
-                data.append(
-                    {
-                        "MetricName": "nvidia_smi_utilization_gpu",
-                        "Dimensions": dims,
-                        "Timestamp": at,
-                        "Value": value,
-                        "Unit": "Percent",
-                    }
-                )
-    for start in range(0, len(data), 1000):
-        cloudwatch.put_metric_data(Namespace="CWAgent", MetricData=data[start : start + 1000])
+            for at, value in gpu_series(spec.gpu_metrics, index, world.now, until):
+                batches["CWAgent"].append(_datum("nvidia_smi_utilization_gpu", dims, at, value, "Percent"))
+        ec2_dims = [{"Name": "InstanceId", "Value": spec.id}]
+        clock_only = spec.gpu_metrics.model_copy(update={"pattern": "idle", "gpus": []})
+        for at, _ in gpu_series(clock_only, 0, world.now, until):
+            batches["AWS/EC2"].append(_datum("CPUUtilization", ec2_dims, at, spec.cpu_percent, "Percent"))
+            batches["AWS/EC2"].append(
+                _datum("NetworkIn", ec2_dims, at, spec.network_in_mb_per_minute * 1e6, "Bytes")
+            )
+    for namespace, data in batches.items():
+        for start in range(0, len(data), 1000):
+            cloudwatch.put_metric_data(Namespace=namespace, MetricData=data[start : start + 1000])
+
+
+def _datum(name: str, dims: list[dict[str, str]], at: datetime, value: float, unit: str) -> dict[str, Any]:
+    return {"MetricName": name, "Dimensions": dims, "Timestamp": at, "Value": value, "Unit": unit}
 
 
 def _reset_process_caches() -> None:

@@ -39,12 +39,22 @@ class Route:
     name: str
     pattern: dict[str, Any] | None = None
     target: Any = None
+    schedule_name: str | None = None
 
     def matches(self, event: dict[str, Any]) -> bool:
-        if self.source_type not in ("EventBridgeRule", "CloudWatchEvent") or self.pattern is None:
+        if self.source_type in ("Schedule", "ScheduleV2") and self.schedule_name:
+            # What a scheduled rule sends: a Scheduled Event naming the rule in its resources.
+            pattern = {
+                "source": ["aws.events", "aws.scheduler"],
+                "detail-type": ["Scheduled Event"],
+                "resources": [{"suffix": f"/{self.schedule_name}"}],
+            }
+        elif self.source_type in ("EventBridgeRule", "CloudWatchEvent") and self.pattern is not None:
+            pattern = self.pattern
+        else:
             return False
         # moto's implementation of EventBridge pattern matching, not a hand-written one.
-        return bool(EventPattern(None, self.pattern).matches_event(event))  # type: ignore[arg-type]
+        return bool(EventPattern(None, pattern).matches_event(event))  # type: ignore[arg-type]
 
 
 @dataclass(frozen=True)
@@ -95,6 +105,7 @@ class Template:
                     pattern=event.get("Properties", {}).get("Pattern"),
                     target=event.get("Properties", {}).get("Queue")
                     or event.get("Properties", {}).get("Topic"),
+                    schedule_name=_stack_sub(event.get("Properties", {}).get("Name")),
                 )
                 for name, event in (props.get("Events") or {}).items()
             ]
@@ -122,6 +133,16 @@ class Template:
                     if ref == queue_logical_id:
                         return function
         return None
+
+
+LOCAL_STACK_NAME = "costguard"
+
+
+def _stack_sub(value: Any) -> str | None:
+    """A name written as !Sub "${AWS::StackName}-..." as the local stack (named costguard) has it."""
+    if isinstance(value, dict) and "Fn::Sub" in value:
+        value = value["Fn::Sub"]
+    return value.replace("${AWS::StackName}", LOCAL_STACK_NAME) if isinstance(value, str) else None
 
 
 def resolve(value: Any, refs: dict[str, str], conditions: dict[str, bool]) -> Any:

@@ -63,6 +63,7 @@ class Instance(_Strict):
     tags: dict[str, str] = Field(default_factory=dict)
     gpu_metrics: GpuMetrics = Field(default_factory=GpuMetrics)
     cpu_percent: float = Field(default=20.0, ge=0, le=100)
+    network_in_mb_per_minute: float = Field(default=50.0, ge=0)
 
 
 class TrainingJob(_Strict):
@@ -147,16 +148,20 @@ def utilization(pattern: Pattern, minute: int, gpu_index: int) -> float | None:
     return round(max(0.0, min(100.0, mean + swing * wave)), 2)
 
 
-def gpu_series(metrics: GpuMetrics, gpu_index: int, now: datetime) -> list[tuple[datetime, float]]:
-    """The datapoints one GPU publishes over the lookback window, oldest first."""
+def gpu_series(
+    metrics: GpuMetrics, gpu_index: int, now: datetime, until: datetime | None = None
+) -> list[tuple[datetime, float]]:
+    """The datapoints one GPU publishes from ``now - lookback`` to ``until`` (default ``now``), oldest first."""
     override = next((g for g in metrics.gpus if g.index == gpu_index), None)
     explicit = {}
     if override:
         explicit = {AwsTimeAdapter.validate_python(t): v for t, v in override.points.items()}
-    steps = metrics.lookback_minutes * 60 // metrics.period_seconds
+    end = max(until or now, now)
+    start = now - timedelta(minutes=metrics.lookback_minutes)
+    step = timedelta(seconds=metrics.period_seconds)
     points: list[tuple[datetime, float]] = []
-    for step in range(steps, 0, -1):
-        at = now - timedelta(seconds=step * metrics.period_seconds)
+    at = end - step
+    while at > start:
         pattern: Pattern = metrics.pattern
         if override:
             pattern = override.pattern or pattern
@@ -166,4 +171,6 @@ def gpu_series(metrics: GpuMetrics, gpu_index: int, now: datetime) -> list[tuple
         value = explicit.get(at, utilization(pattern, int(at.timestamp() // 60), gpu_index))
         if value is not None:
             points.append((at, value))
+        at -= step
+    points.reverse()
     return points

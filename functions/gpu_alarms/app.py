@@ -1,0 +1,31 @@
+"""Entry point: EC2 instance state changes keep one GPU-idle alarm per running GPU instance; a schedule repairs drift."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aws_lambda_powertools.utilities.typing import LambdaContext
+
+from costguard.entry import Rejected, parse_event
+from costguard.events.ec2 import InstanceStateChange
+from costguard.events.scheduled import ScheduledEvent
+from costguard.flows.gpu import handle_state_change, reconcile
+from costguard.observability import logger, metrics, tracer
+from costguard.runtime import runtime
+from costguard.settings import get_settings
+
+settings = get_settings()  # validated at cold start
+
+
+@logger.inject_lambda_context(clear_state=True)
+@tracer.capture_lambda_handler
+@metrics.log_metrics
+def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+    try:
+        model = parse_event(event, (InstanceStateChange, ScheduledEvent), function="gpu_alarms")
+    except Rejected as rejected:
+        return rejected.result
+    if isinstance(model, ScheduledEvent):
+        return {"reconcile": reconcile(runtime(), model.region)}
+    assert isinstance(model, InstanceStateChange)
+    return handle_state_change(model, runtime())

@@ -1,0 +1,49 @@
+"""The per-hour stop cap, counted in the state table so every invocation shares it."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+from costguard.aws import clients
+
+
+class DynamoStopLimiter:
+    """One counter item per clock hour; a conditional increment refuses once the cap is reached."""
+
+    def __init__(self, table: str, per_hour: int) -> None:
+        self.table = table
+        self.per_hour = per_hour
+
+    def acquire(self, at: datetime) -> bool:
+        if self.per_hour <= 0:
+            return False
+        dynamodb = clients.client("dynamodb")
+        hour = at.strftime("%Y-%m-%dT%H")
+        try:
+            dynamodb.update_item(
+                TableName=self.table,
+                Key={"id": {"S": f"stops#{hour}"}},
+                UpdateExpression="ADD stops :one SET expiration = :expires",
+                ConditionExpression="attribute_not_exists(stops) OR stops < :cap",
+                ExpressionAttributeValues={
+                    ":one": {"N": "1"},
+                    ":cap": {"N": str(self.per_hour)},
+                    ":expires": {"N": str(int((at + timedelta(days=2)).timestamp()))},
+                },
+            )
+        except dynamodb.exceptions.ConditionalCheckFailedException:
+            return False
+        return True
+
+
+class MemoryStopLimiter:
+    def __init__(self, per_hour: int) -> None:
+        self.per_hour = per_hour
+        self.counts: dict[str, int] = {}
+
+    def acquire(self, at: datetime) -> bool:
+        hour = at.strftime("%Y-%m-%dT%H")
+        if self.counts.get(hour, 0) >= self.per_hour:
+            return False
+        self.counts[hour] = self.counts.get(hour, 0) + 1
+        return True

@@ -1,0 +1,156 @@
+"""EC2 GPU instances: alarms follow instance state; alarms and the sweep lead to GPU verdicts."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime, timedelta
+from typing import Any
+
+from costguard.aws import alarms
+from costguard.aws.inventory import describe_gpu_instances
+from costguard.aws.metrics import (
+    GPU_METRIC,
+    GPU_NAMESPACE,
+    MetricSet,
+    Query,
+    get_metric_data,
+    list_gpu_series,
+)
+from costguard.detect.gpu import Thresholds, gpu_instance_findings, mean_of, read_gpus
+from costguard.events.cloudwatch import AlarmStateChange
+from costguard.events.ec2 import InstanceStateChange
+from costguard.model import Ec2Instance, Finding
+from costguard.pipeline import Report
+from costguard.runtime import Runtime
+
+PERIOD = timedelta(minutes=1)
+_GONE = {"stopping", "stopped", "shutting-down", "terminated"}
+
+
+def thresholds_of(runtime: Runtime) -> Thresholds:
+    s = runtime.settings
+    return Thresholds(
+        idle_percent=s.idle_threshold_percent,
+        idle_window=timedelta(minutes=s.idle_window_minutes),
+        starved_percent=s.starved_threshold_percent,
+        starved_window=timedelta(minutes=s.starved_window_minutes),
+        period=PERIOD,
+    )
+
+
+def metric_queries(
+    instances: Sequence[Ec2Instance], gpu_series: dict[str, list[tuple[tuple[str, str], ...]]]
+) -> list[Query]:
+    """One query per published GPU series, plus CPU and network per instance (the starvation evidence)."""
+    queries = []
+    for instance in instances:
+        for dims in gpu_series.get(instance.id, []):
+            index = dict(dims).get("index", "0")
+            queries.append(Query((instance.id, "gpu", index), GPU_NAMESPACE, GPU_METRIC, dims))
+        ec2_dims = (("InstanceId", instance.id),)
+        queries.append(Query((instance.id, "cpu", ""), "AWS/EC2", "CPUUtilization", ec2_dims))
+        queries.append(Query((instance.id, "network_in", ""), "AWS/EC2", "NetworkIn", ec2_dims, stat="Sum"))
+    return queries
+
+
+def read_fleet(
+    region: str, instances: Sequence[Ec2Instance], thresholds: Thresholds, now: datetime
+) -> MetricSet:
+    """Every series the verdicts need, over the longer of the two windows."""
+    if not instances:
+        return MetricSet()
+    series = list_gpu_series(region, [i.id for i in instances])
+    window = max(thresholds.idle_window, thresholds.starved_window)
+    return get_metric_data(
+        region, metric_queries(instances, series), now - window, now, int(PERIOD.total_seconds())
+    )
+
+
+def findings_for(
+    instances: Sequence[Ec2Instance],
+    data: MetricSet,
+    runtime: Runtime,
+    thresholds: Thresholds,
+    now: datetime,
+    event_id: str | None,
+) -> list[Finding]:
+    findings: list[Finding] = []
+    start = now - thresholds.starved_window
+    for instance in instances:
+        if instance.accelerators is None or not instance.accelerators.is_nvidia:
+            continue  # Neuron and other accelerators publish other metrics: not judged here
+        reading = read_gpus(data.gpus(instance.id), now, thresholds, instance.accelerators.count)
+        network = mean_of(data.measure(instance.id, "network_in"), start, now)
+        findings += gpu_instance_findings(
+            instance,
+            reading,
+            price=runtime.prices.hourly(instance.type, instance.region),
+            thresholds=thresholds,
+            now=now,
+            cpu_percent=mean_of(data.measure(instance.id, "cpu"), start, now),
+            network_in_mb=round(network / 1e6, 2) if network is not None else None,
+            event_id=event_id,
+        )
+    return findings
+
+
+def evaluate(
+    region: str,
+    runtime: Runtime,
+    now: datetime,
+    *,
+    instance_ids: Sequence[str] | None = None,
+    event_id: str | None = None,
+) -> Report:
+    """Re-read the instances and their metrics, then decide. The same path for an alarm and the sweep."""
+    thresholds = thresholds_of(runtime)
+    instances = describe_gpu_instances(region, instance_ids=instance_ids)
+    data = read_fleet(
+        region, [i for i in instances if i.accelerators and i.accelerators.is_nvidia], thresholds, now
+    )
+    return runtime.act(findings_for(instances, data, runtime, thresholds, now, event_id), now)
+
+
+def handle_alarm(event: AlarmStateChange, runtime: Runtime, now: datetime) -> Report:
+    instance_id = alarms.instance_of(event.detail.alarm_name)
+    if instance_id is None or event.detail.state.value != "ALARM":
+        return Report()  # not ours, or leaving ALARM: the sweep takes care of cancelled marks
+    return evaluate(event.region, runtime, now, instance_ids=[instance_id], event_id=event.id)
+
+
+def handle_sweep(runtime: Runtime, now: datetime, default_region: str, event_id: str | None) -> Report:
+    combined = Report()
+    for region in runtime.settings.regions or (default_region,):
+        combined.extend(evaluate(region, runtime, now, event_id=event_id))
+    return combined
+
+
+def handle_state_change(event: InstanceStateChange, runtime: Runtime) -> dict[str, Any]:
+    """Running GPU instance: create its alarm. Stopped or gone: delete it."""
+    instance_id, state = event.detail.instance_id, event.detail.state
+    if state in _GONE:
+        return {"alarms_deleted": alarms.delete_alarms(event.region, [instance_id])}
+    if state != "running":
+        return {"ignored": state}
+    gpu = [
+        i
+        for i in describe_gpu_instances(event.region, instance_ids=[instance_id])
+        if i.accelerators and i.accelerators.is_nvidia
+    ]
+    made = alarms.put_alarms(event.region, [i.id for i in gpu], thresholds_of(runtime))
+    return {"alarms_created": made}
+
+
+def reconcile(runtime: Runtime, default_region: str) -> dict[str, Any]:
+    """Repair drift: alarms for running GPU instances that lack one, none for instances that are gone."""
+    summary: dict[str, Any] = {}
+    for region in runtime.settings.regions or (default_region,):
+        running = {
+            i.id for i in describe_gpu_instances(region) if i.accelerators and i.accelerators.is_nvidia
+        }
+        alarmed = alarms.alarmed_instances(region)
+        summary[region] = {
+            "alarms_created": alarms.put_alarms(region, sorted(running - alarmed), thresholds_of(runtime)),
+            "alarms_deleted": alarms.delete_alarms(region, sorted(alarmed - running)),
+        }
+    return summary
