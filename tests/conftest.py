@@ -3,11 +3,16 @@
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+
+# Powertools reads these when its objects are created, which can be at collection time.
+os.environ.setdefault("POWERTOOLS_METRICS_NAMESPACE", "CostguardTest")
+os.environ.setdefault("POWERTOOLS_SERVICE_NAME", "costguard")
 
 ROOT = Path(__file__).resolve().parents[1]
 EVENTS = ROOT / "events"
@@ -25,8 +30,6 @@ def load_event(name: str) -> dict[str, Any]:
 @pytest.fixture(autouse=True)
 def _isolated_environment(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     """No test sees the developer's AWS profile or costguard variables, and none can reach AWS."""
-    import os
-
     for key in list(os.environ):
         if key.startswith(("COSTGUARD_", "AWS_", "POWERTOOLS_")):
             monkeypatch.delenv(key)

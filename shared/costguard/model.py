@@ -31,6 +31,8 @@ class Reason(StrEnum):
     GPU_METRICS_MISSING = "gpu_metrics_missing"
     JOB_STALLED = "job_stalled"
     GPU_ACTIVE_AGAIN = "gpu_active_again"
+    NOTEBOOK_IDLE = "notebook_idle"
+    ENDPOINT_IDLE = "endpoint_idle"
 
 
 class Action(StrEnum):
@@ -74,6 +76,60 @@ class Ec2Instance:
     @property
     def auto_scaling_group(self) -> str | None:
         return self.tags.get("aws:autoscaling:groupName")
+
+
+@dataclass(frozen=True)
+class TrainingJob:
+    """An in-progress SageMaker training job (homogeneous cluster: one instance type)."""
+
+    name: str
+    arn: str
+    account: str
+    region: str
+    instance_type: str
+    instance_count: int
+    started: datetime | None = None
+    tags: dict[str, str] = field(default_factory=dict)
+    accelerators: Accelerators | None = None  # per instance
+
+
+@dataclass(frozen=True)
+class NotebookInstance:
+    name: str
+    arn: str
+    account: str
+    region: str
+    instance_type: str
+    status: str
+    tags: dict[str, str] = field(default_factory=dict)
+    accelerators: Accelerators | None = None
+
+
+@dataclass(frozen=True)
+class EndpointVariant:
+    name: str
+    instance_type: str | None  # None: a serverless variant
+    instance_count: int
+    accelerators: Accelerators | None = None
+
+    @property
+    def has_gpu(self) -> bool:
+        return self.accelerators is not None and self.accelerators.kind in ("nvidia_gpu", "gpu")
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    name: str
+    arn: str
+    account: str
+    region: str
+    created: datetime | None
+    variants: tuple[EndpointVariant, ...] = ()
+    tags: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def has_gpu(self) -> bool:
+        return any(v.has_gpu and v.instance_count > 0 for v in self.variants)
 
 
 class Resource(BaseModel):

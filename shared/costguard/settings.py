@@ -46,6 +46,7 @@ class Settings(BaseSettings):
     idle_window_minutes: int = Field(default=30, ge=5, le=24 * 60)
     starved_threshold_percent: float = Field(default=70.0, ge=0, le=100)
     starved_window_minutes: int = Field(default=120, ge=5, le=7 * 24 * 60)
+    endpoint_idle_hours: int = Field(default=24, ge=1, le=30 * 24)
     price_source: str = Field(default="bundled", pattern="^(bundled|live)$")
     regions: Annotated[tuple[str, ...], NoDecode] = ()
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 
 from costguard.aws import clients
+from costguard.aws.sagemaker import TrainingJobStopper
 from costguard.model import MARK_TAG_KEY, Resource, ResourceKind
 
 
@@ -15,11 +16,14 @@ class UnsupportedAction(RuntimeError):
 class AwsRemediator:
     """Stops and marks through the service that owns the resource. Never terminates or deletes."""
 
+    def __init__(self, training_jobs: TrainingJobStopper | None = None) -> None:
+        self.training_jobs = training_jobs or TrainingJobStopper()
+
     def stop(self, resource: Resource) -> None:
         if resource.kind is ResourceKind.EC2_INSTANCE:
             clients.ec2(resource.region).stop_instances(InstanceIds=[resource.id])
         elif resource.kind is ResourceKind.TRAINING_JOB:
-            clients.sagemaker(resource.region).stop_training_job(TrainingJobName=resource.id)
+            self.training_jobs.stop(resource.region, resource.id)
         elif resource.kind is ResourceKind.NOTEBOOK:
             clients.sagemaker(resource.region).stop_notebook_instance(NotebookInstanceName=resource.id)
         else:

@@ -92,8 +92,13 @@ def get_metric_data(
     return result
 
 
-def list_gpu_series(region: str, instance_ids: Sequence[str]) -> dict[str, list[tuple[tuple[str, str], ...]]]:
+def list_gpu_series(
+    region: str, instance_ids: Sequence[str], dimension: str = "InstanceId"
+) -> dict[str, list[tuple[tuple[str, str], ...]]]:
     """The per-GPU series the CloudWatch agent publishes, with their exact dimensions, by instance.
+
+    ``dimension`` names the resource: ``InstanceId`` for EC2, ``NotebookInstanceName`` for notebook
+    instances (which the agent's nvidia_gpu section appends through its own append_dimensions).
 
     The agent's dimension set varies with its configuration (host, name, index, InstanceId...), so the
     series are discovered rather than guessed: one ListMetrics call for a single instance, or one walk
@@ -103,12 +108,12 @@ def list_gpu_series(region: str, instance_ids: Sequence[str]) -> dict[str, list[
     wanted = set(instance_ids)
     request: dict[str, Any] = {"Namespace": GPU_NAMESPACE, "MetricName": GPU_METRIC, "RecentlyActive": "PT3H"}
     if len(wanted) == 1:
-        request["Dimensions"] = [{"Name": "InstanceId", "Value": next(iter(wanted))}]
+        request["Dimensions"] = [{"Name": dimension, "Value": next(iter(wanted))}]
     found: dict[str, list[tuple[tuple[str, str], ...]]] = defaultdict(list)
     for page in cloudwatch.get_paginator("list_metrics").paginate(**request):
         for metric in page["Metrics"]:
             dims = tuple(sorted((d["Name"], d["Value"]) for d in metric.get("Dimensions", [])))
-            instance = dict(dims).get("InstanceId")
+            instance = dict(dims).get(dimension)
             if instance in wanted and dims not in found[instance]:
                 found[instance].append(dims)
     return dict(found)

@@ -13,10 +13,11 @@ import uuid
 import warnings
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from pathlib import Path
 from types import ModuleType
 from typing import Any
+from unittest import mock
 
 from moto import mock_aws
 
@@ -25,7 +26,7 @@ from costguard.aws import clients
 from costguard.local.fast_metrics import indexed_metrics
 from costguard.local.sink import SlackSink
 from costguard.local.template import Function, Template, resolve
-from costguard.local.world import World, gpu_series
+from costguard.local.world import GpuMetrics, World, gpu_series
 
 PROJECT_ROOT = Path(__file__).resolve().parents[3]
 DEFAULT_TEMPLATE = PROJECT_ROOT / "template.yaml"
@@ -98,6 +99,7 @@ class LocalStack:
             self._exit.enter_context(self.sink)
         self._exit.enter_context(mock_aws())
         self._exit.enter_context(indexed_metrics())
+        self._exit.enter_context(moto_stop_training_job())
         self._exit.callback(clock.freeze, None)
         _reset_process_caches()
         clients.calls.clear()
@@ -105,7 +107,11 @@ class LocalStack:
         os.environ.update(self._function_environment())
         from costguard.observability import logger
 
-        logger.setLevel(os.environ.get("POWERTOOLS_LOG_LEVEL", "WARNING"))
+        level = os.environ.get("POWERTOOLS_LOG_LEVEL", "WARNING")
+        logger.setLevel(level)
+        for name in list(logging.Logger.manager.loggerDict):
+            if name.startswith("costguard."):  # powertools child loggers took their level at import
+                logging.getLogger(name).setLevel(level)
         route_logs_to_stderr()
         seed_world(self.world, self.until)
         clock.freeze(self.world.now)
@@ -251,7 +257,9 @@ def _sqs_record(message: dict[str, Any], url: str) -> dict[str, Any]:
 
 
 def seed_world(world: World, until: datetime | None = None) -> None:
-    """Create the world's instances (with the world's own ids) and publish their GPU metrics."""
+    """Create the world's instances (with the world's own ids) and SageMaker resources, and publish their
+    metrics."""
+    seed_sagemaker(world, until or world.now)
     if not world.instances:
         return
     from moto.ec2.models import ec2_backends  # the embedded AWS only
@@ -308,6 +316,221 @@ def publish_metrics(world: World, gpu_info: dict[str, dict[str, Any]], until: da
     for namespace, data in batches.items():
         for start in range(0, len(data), 1000):
             cloudwatch.put_metric_data(Namespace=namespace, MetricData=data[start : start + 1000])
+
+
+# -- SageMaker ------------------------------------------------------------------------------------
+
+SAGEMAKER_IMAGE = "763104351884.dkr.ecr.us-east-1.amazonaws.com/pytorch-training:2.5-gpu-py311"
+# moto checks notebook and endpoint instance types against old lists (no ml.g5, ml.g6...): a notebook or an
+# endpoint configuration of a newer type is created with these, then given the world's type directly in moto's
+# backend object.
+MOTO_NOTEBOOK_TYPE = "ml.t3.medium"
+MOTO_ENDPOINT_TYPE = "ml.m5.large"
+ENDPOINT_AGE = timedelta(days=30)  # an endpoint's default age: older than any idle window
+INVOCATIONS_LOOKBACK = timedelta(hours=48)
+JOB_LOOKBACK_MINUTES = 180
+_SECONDARY_STATUS = {"InProgress": "Training", "Stopping": "Stopping"}
+
+
+def seed_sagemaker(world: World, until: datetime) -> None:
+    """Create the world's training jobs, notebook instances and endpoints in moto and publish their metrics."""
+    if not (world.training_jobs or world.notebooks or world.endpoints):
+        return
+    from moto.sagemaker.models import sagemaker_backends  # the embedded AWS only
+
+    sagemaker: Any = clients.client("sagemaker", world.region)
+    backend = sagemaker_backends[world.account][world.region]
+    role = f"arn:aws:iam::{world.account}:role/costguard-demo-sagemaker"
+    for job in world.training_jobs:
+        sagemaker.create_training_job(
+            TrainingJobName=job.name,
+            AlgorithmSpecification={"TrainingImage": SAGEMAKER_IMAGE, "TrainingInputMode": "File"},
+            RoleArn=role,
+            InputDataConfig=[
+                {
+                    "ChannelName": "train",
+                    "DataSource": {
+                        "S3DataSource": {
+                            "S3DataType": "S3Prefix",
+                            "S3Uri": f"s3://{world.account}-data/{job.name}/",
+                        }
+                    },
+                }
+            ],
+            OutputDataConfig={"S3OutputPath": f"s3://{world.account}-artifacts/"},
+            ResourceConfig={
+                "InstanceType": job.instance_type,
+                "InstanceCount": job.instance_count,
+                "VolumeSizeInGB": 100,
+            },
+            StoppingCondition={"MaxRuntimeInSeconds": 5 * 24 * 3600},
+            Tags=_tag_list(job.tags),
+        )
+        # moto creates every training job Completed: the world's status and times go into its backend.
+        made: Any = backend.training_jobs[job.name]
+        made.training_job_status = job.status
+        made.secondary_status = _SECONDARY_STATUS.get(job.status, job.status)
+        if job.started:
+            made.creation_time = made.training_start_time = made.last_modified_time = job.started
+        if job.status in ("InProgress", "Stopping"):
+            made.training_end_time = None
+    for notebook in world.notebooks:
+        request = {
+            "NotebookInstanceName": notebook.name,
+            "InstanceType": notebook.instance_type,
+            "RoleArn": role,
+            "Tags": _tag_list(notebook.tags),
+        }
+        try:
+            sagemaker.create_notebook_instance(**request)
+        except sagemaker.exceptions.ClientError as error:
+            if "instanceType" not in str(error):
+                raise
+            sagemaker.create_notebook_instance(**(request | {"InstanceType": MOTO_NOTEBOOK_TYPE}))
+            backend.notebook_instances[notebook.name].instance_type = notebook.instance_type
+        backend.notebook_instances[notebook.name].status = notebook.status
+    for endpoint in world.endpoints:
+        model = f"{endpoint.name}-model"
+        sagemaker.create_model(
+            ModelName=model, ExecutionRoleArn=role, PrimaryContainer={"Image": SAGEMAKER_IMAGE}
+        )
+        variant = {
+            "VariantName": endpoint.variant,
+            "ModelName": model,
+            "InitialInstanceCount": endpoint.instance_count,
+            "InstanceType": endpoint.instance_type,
+        }
+        config = f"{endpoint.name}-config"
+        try:
+            sagemaker.create_endpoint_config(EndpointConfigName=config, ProductionVariants=[variant])
+        except sagemaker.exceptions.ClientError as error:
+            if "instanceType" not in str(error):
+                raise
+            # moto's list of hosting types is old too (no ml.g5): same workaround as for notebooks.
+            sagemaker.create_endpoint_config(
+                EndpointConfigName=config,
+                ProductionVariants=[variant | {"InstanceType": MOTO_ENDPOINT_TYPE}],
+            )
+            backend.endpoint_configs[config].production_variants[0]["InstanceType"] = endpoint.instance_type
+        sagemaker.create_endpoint(
+            EndpointName=endpoint.name,
+            EndpointConfigName=config,
+            Tags=_tag_list(endpoint.tags),
+        )
+        made_endpoint = backend.endpoints[endpoint.name]
+        made_endpoint.creation_time = made_endpoint.last_modified_time = _created(world, endpoint.created)
+    types = {j.instance_type for j in world.training_jobs} | {n.instance_type for n in world.notebooks}
+    publish_sagemaker_metrics(world, _gpus_of(types, world.region), until)
+
+
+def publish_sagemaker_metrics(world: World, gpus: dict[str, tuple[int, str]], until: datetime) -> None:
+    """GPUUtilization per training-job host (summed over its GPUs, as SageMaker does), the CloudWatch agent's
+    per-GPU series for notebooks (NotebookInstanceName appended), and endpoint Invocations per variant."""
+    cloudwatch: Any = clients.client("cloudwatch", world.region)
+    batches: dict[str, list[dict[str, Any]]] = {
+        "/aws/sagemaker/TrainingJobs": [],
+        "CWAgent": [],
+        "AWS/SageMaker": [],
+    }
+    for job in world.training_jobs:
+        count, _ = gpus.get(job.instance_type, (0, "GPU"))
+        if job.status != "InProgress" or not count:
+            continue
+        lookback = JOB_LOOKBACK_MINUTES
+        if job.started is not None:
+            lookback = max(5, min(lookback, int((world.now - job.started).total_seconds() // 60)))
+        metrics = GpuMetrics(pattern=job.gpu_pattern, lookback_minutes=lookback)
+        for host in range(1, job.instance_count + 1):
+            per_gpu = [gpu_series(metrics, (host - 1) * count + i, world.now, until) for i in range(count)]
+            dims = [{"Name": "Host", "Value": f"{job.name}/algo-{host}"}]
+            for points in zip(*per_gpu, strict=True):
+                total = round(sum(value for _, value in points), 2)
+                batches["/aws/sagemaker/TrainingJobs"].append(
+                    _datum("GPUUtilization", dims, points[0][0], total, "Percent")
+                )
+    for notebook in world.notebooks:
+        count, model = gpus.get(notebook.instance_type, (0, "GPU"))
+        if notebook.status != "InService":
+            continue
+        metrics = GpuMetrics(pattern=notebook.gpu_pattern)
+        for index in range(count):
+            dims = [
+                {"Name": "NotebookInstanceName", "Value": notebook.name},
+                {"Name": "index", "Value": str(index)},
+                {"Name": "name", "Value": model},
+            ]
+            for at, value in gpu_series(metrics, index, world.now, until):
+                batches["CWAgent"].append(_datum("nvidia_smi_utilization_gpu", dims, at, value, "Percent"))
+    for endpoint in world.endpoints:
+        if not endpoint.invocations_per_hour:
+            continue  # no traffic: SageMaker publishes no Invocations datapoints
+        start = max(_created(world, endpoint.created), world.now - INVOCATIONS_LOOKBACK)
+        minutes = max(5, int((world.now - start).total_seconds() // 60))
+        clock_only = GpuMetrics(pattern="idle", lookback_minutes=minutes)
+        dims = [
+            {"Name": "EndpointName", "Value": endpoint.name},
+            {"Name": "VariantName", "Value": endpoint.variant},
+        ]
+        per_minute = round(endpoint.invocations_per_hour / 60, 4)
+        for at, _ in gpu_series(clock_only, 0, world.now, until):
+            batches["AWS/SageMaker"].append(_datum("Invocations", dims, at, per_minute, "None"))
+    for namespace, data in batches.items():
+        for start_at in range(0, len(data), 1000):
+            cloudwatch.put_metric_data(Namespace=namespace, MetricData=data[start_at : start_at + 1000])
+
+
+def _created(world: World, created: datetime | None) -> datetime:
+    return created or world.now - ENDPOINT_AGE
+
+
+def _tag_list(tags: dict[str, str]) -> list[dict[str, str]]:
+    return [{"Key": k, "Value": v} for k, v in tags.items()]
+
+
+def _gpus_of(instance_types: set[str], region: str) -> dict[str, tuple[int, str]]:
+    """GPU count and model per (ml.) type from moto's DescribeInstanceTypes; (0, "GPU") where it has none."""
+    ec2: Any = clients.client("ec2", region)
+    found: dict[str, tuple[int, str]] = {}
+    for instance_type in instance_types:
+        try:
+            described = ec2.describe_instance_types(InstanceTypes=[instance_type.removeprefix("ml.")])
+        except ec2.exceptions.ClientError:
+            described = {"InstanceTypes": []}
+        gpus = (described["InstanceTypes"][0].get("GpuInfo", {}) if described["InstanceTypes"] else {}).get(
+            "Gpus", []
+        )
+        count = sum(g.get("Count", 0) for g in gpus)
+        found[instance_type] = (count, gpus[0].get("Name", "GPU") if gpus else "GPU")
+    return found
+
+
+@contextlib.contextmanager
+def moto_stop_training_job() -> Iterator[None]:
+    """moto has no StopTrainingJob: answer it from moto's own backend, so the adapter's real boto3 call
+    (aws/sagemaker.py TrainingJobStopper, behind AwsRemediator.stop) runs unchanged against the embedded AWS.
+
+    SageMaker moves a job to Stopping, then to Stopped once the algorithm had its 120 seconds; here the job in
+    moto.sagemaker.models.sagemaker_backends[account][region] is Stopped at once.
+    """
+    from moto.sagemaker.exceptions import ResourceNotFound, ValidationError
+    from moto.sagemaker.models import sagemaker_backends
+    from moto.sagemaker.responses import SageMakerResponse
+
+    def stop_training_job(self: Any) -> str:
+        name = self._get_param("TrainingJobName")
+        job = sagemaker_backends[self.current_account][self.region].training_jobs.get(name)
+        if job is None:
+            raise ResourceNotFound(message=f"Requested resource not found: training job {name}")
+        if job.training_job_status != "InProgress":
+            raise ValidationError(
+                message=f"The training job {name} is {job.training_job_status}: it cannot be stopped"
+            )
+        job.training_job_status = job.secondary_status = "Stopped"
+        job.training_end_time = job.last_modified_time = clock.now()
+        return "{}"
+
+    with mock.patch.object(SageMakerResponse, "stop_training_job", stop_training_job, create=True):
+        yield
 
 
 def _datum(name: str, dims: list[dict[str, str]], at: datetime, value: float, unit: str) -> dict[str, Any]:

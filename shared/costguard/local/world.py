@@ -73,6 +73,9 @@ class TrainingJob(_Strict):
     status: Literal["InProgress", "Completed", "Failed", "Stopping", "Stopped"] = "InProgress"
     started: AwsTime | None = None
     tags: dict[str, str] = Field(default_factory=dict)
+    gpu_pattern: Pattern = Field(
+        default="busy", description="GPUUtilization of every host while InProgress (summed over its GPUs)"
+    )
 
 
 class Notebook(_Strict):
@@ -80,6 +83,9 @@ class Notebook(_Strict):
     instance_type: str
     status: Literal["Pending", "InService", "Stopping", "Stopped", "Failed"] = "InService"
     tags: dict[str, str] = Field(default_factory=dict)
+    gpu_pattern: Pattern = Field(
+        default="busy", description="CWAgent nvidia_smi_utilization_gpu per GPU while InService"
+    )
 
 
 class Endpoint(_Strict):
@@ -87,6 +93,9 @@ class Endpoint(_Strict):
     instance_type: str
     instance_count: int = Field(default=1, ge=1)
     tags: dict[str, str] = Field(default_factory=dict)
+    variant: str = "AllTraffic"
+    invocations_per_hour: float = Field(default=0.0, ge=0, description="AWS/SageMaker Invocations")
+    created: AwsTime | None = Field(default=None, description="default: 30 days before the world's now")
 
 
 class CapacityReservation(_Strict):
@@ -123,6 +132,14 @@ class World(_Strict):
         ids = [i.id for i in self.instances]
         if len(ids) != len(set(ids)):
             raise ValueError("instance ids must be unique")
+        for kind, items in (
+            ("training job", self.training_jobs),
+            ("notebook", self.notebooks),
+            ("endpoint", self.endpoints),
+        ):
+            names = [item.name for item in items]
+            if len(names) != len(set(names)):
+                raise ValueError(f"{kind} names must be unique")
         return self
 
 

@@ -14,6 +14,8 @@ TITLES: dict[Reason, str] = {
     Reason.GPU_STARVED: "Data-starved GPUs",
     Reason.GPU_METRICS_MISSING: "No GPU metrics",
     Reason.JOB_STALLED: "Training job stalled",
+    Reason.NOTEBOOK_IDLE: "Idle GPU notebook",
+    Reason.ENDPOINT_IDLE: "GPU endpoint with no traffic",
 }
 
 _MAX_TEXT = 2900  # Slack rejects section text over 3000 characters
@@ -33,6 +35,10 @@ def action_line(notice: Notice) -> str:
     decision, outcome = notice.decision, notice.outcome
     if outcome.error:
         return f":x: {outcome.detail}: {outcome.error}"
+    if outcome.capped:
+        return f":no_entry: Not stopped: {outcome.detail} (MaxStopsPerHour). It stays marked and is retried next run."
+    if decision.action is Action.UNMARK:
+        return f":arrow_forward: {'Would cancel (dry run)' if decision.dry_run else 'Cancelled'} the pending stop: {decision.note}."
     if decision.action is Action.STOP:
         return f":stop_sign: {'Would stop (dry run)' if decision.dry_run else 'Stopped'}. {decision.note}"
     if decision.action is Action.MARK:

@@ -1,0 +1,173 @@
+"""costguard benchmarks: CPU time of the pure verdicts, API calls of a fleet sweep, replay wall time.
+
+Writes bench/results.json and bench/RESULTS.md. Timings are measured here and written down, never asserted
+in tests; API-call counts are what scales, and the tests assert those.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import platform
+import resource
+import sys
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+os.environ.setdefault("POWERTOOLS_SERVICE_NAME", "costguard")
+os.environ["POWERTOOLS_LOG_LEVEL"] = "WARNING"
+os.environ.setdefault("POWERTOOLS_METRICS_NAMESPACE", "CostguardBench")
+
+from costguard import clock  # noqa: E402
+from costguard.aws import clients  # noqa: E402
+from costguard.detect.gpu import Thresholds, gpu_instance_findings, read_gpus  # noqa: E402
+from costguard.local.replay import latest_event_time, replay  # noqa: E402
+from costguard.local.sink import SlackSink  # noqa: E402
+from costguard.local.stack import LocalStack  # noqa: E402
+from costguard.local.world import World, load_world  # noqa: E402
+from costguard.model import Accelerators, Ec2Instance  # noqa: E402
+from costguard.pricing import bundled_price  # noqa: E402
+
+NOW = datetime(2026, 11, 20, 12, 0, tzinfo=UTC)
+
+
+def cpu_seconds(work: Callable[[], Any]) -> tuple[float, Any]:
+    start = time.process_time()
+    result = work()
+    return time.process_time() - start, result
+
+
+def bench_verdicts(instances: int = 10_000, gpus: int = 8) -> dict[str, Any]:
+    """Pure verdicts over a synthetic fleet with two hours of one-minute series per GPU."""
+    thresholds = Thresholds()
+    minutes = 120
+    patterns = [1.0, 45.0, 92.0]
+    series = {
+        p: {i: [(NOW - timedelta(minutes=minutes - m), p) for m in range(minutes)] for i in range(gpus)}
+        for p in patterns
+    }
+    accel = Accelerators(kind="nvidia_gpu", count=gpus, model="A100")
+    fleet = [
+        Ec2Instance(
+            f"i-{n:017x}", "p4d.24xlarge", "running", "123456789012", "us-east-1", NOW, {}, None, accel
+        )
+        for n in range(instances)
+    ]
+    price = bundled_price("p4d.24xlarge", "us-east-1")
+
+    def run() -> int:
+        found = 0
+        for n, inst in enumerate(fleet):
+            reading = read_gpus(series[patterns[n % 3]], NOW, thresholds, gpus)
+            found += len(gpu_instance_findings(inst, reading, price=price, thresholds=thresholds, now=NOW))
+        return found
+
+    seconds, findings = cpu_seconds(run)
+    return {
+        "instances": instances,
+        "gpus_per_instance": gpus,
+        "datapoints": instances * gpus * minutes,
+        "cpu_seconds": round(seconds, 3),
+        "findings": findings,
+    }
+
+
+def bench_sweep(instances: int = 1000) -> dict[str, Any]:
+    """One sweep over a fleet on the embedded AWS: API calls by operation (moto's own time is not AWS's)."""
+    from costguard.flows.gpu import evaluate
+    from costguard.runtime import runtime
+
+    world = World.model_validate(
+        {
+            "now": NOW,
+            "instances": [
+                {
+                    "id": f"i-{n:017x}",
+                    "type": "g5.xlarge",
+                    "gpu_metrics": {"pattern": "idle", "lookback_minutes": 35},
+                }
+                for n in range(instances)
+            ],
+        }
+    )
+    with SlackSink() as sink, LocalStack(world, sink=sink):
+        clients.calls.clear()
+        start = time.perf_counter()
+        report = evaluate("us-east-1", runtime(), clock.now())
+        wall = time.perf_counter() - start
+        calls = {f"{s}:{op}": n for (s, op), n in sorted(clients.calls.items())}
+    queries = 3 * instances
+    return {
+        "instances": instances,
+        "findings": len(report.findings),
+        "api_calls": calls,
+        "api_calls_total": sum(calls.values()),
+        "floor": {
+            "DescribeInstances": math.ceil(instances / 1000),
+            "GetMetricData": math.ceil(queries / 500),
+        },
+        "wall_seconds_on_moto": round(wall, 2),
+    }
+
+
+def bench_demo_replay() -> dict[str, Any]:
+    events = sorted((ROOT / "events").glob("*.json"))
+    world = load_world(ROOT / "worlds" / "demo.yaml")
+    start = time.perf_counter()
+    with (
+        SlackSink() as sink,
+        LocalStack(
+            world,
+            sink=sink,
+            overrides={"POWERTOOLS_LOG_LEVEL": "ERROR"},
+            until=latest_event_time(list(events)),
+        ) as stack,
+    ):
+        results = replay(stack, list(events))
+    return {
+        "events": len(events),
+        "slack_messages": sum(len(r.slack) for r in results),
+        "wall_seconds": round(time.perf_counter() - start, 2),
+    }
+
+
+def main() -> None:
+    results = {
+        "measured_at": datetime.now(UTC).isoformat(timespec="seconds"),
+        "machine": {
+            "python": platform.python_version(),
+            "platform": platform.platform(),
+            "processor": platform.machine(),
+        },
+        "verdicts_10k_instances": bench_verdicts(),
+        "sweep_1000_instances": bench_sweep(),
+        "demo_replay": bench_demo_replay(),
+        "max_rss_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
+    }
+    out = ROOT / "bench" / "results.json"
+    out.write_text(json.dumps(results, indent=2) + "\n")
+    v, s, d = results["verdicts_10k_instances"], results["sweep_1000_instances"], results["demo_replay"]
+    (ROOT / "bench" / "RESULTS.md").write_text(
+        "# Benchmark results\n\n"
+        f"Measured {results['measured_at']} on Python {results['machine']['python']} ({results['machine']['processor']}). "
+        "Written by `make bench`; numbers here are what that run measured.\n\n"
+        f"- GPU verdicts, {v['instances']:,} instances x {v['gpus_per_instance']} GPUs, {v['datapoints']:,} datapoints: "
+        f"{v['cpu_seconds']} s CPU ({v['findings']:,} findings).\n"
+        f"- Sweep over {s['instances']:,} GPU instances: {s['api_calls_total']} API calls "
+        f"({', '.join(f'{k} {n}' for k, n in s['api_calls'].items())}); "
+        f"floor DescribeInstances {s['floor']['DescribeInstances']}, GetMetricData {s['floor']['GetMetricData']}. "
+        f"{s['wall_seconds_on_moto']} s wall on moto (not representative of AWS).\n"
+        f"- Demo replay: {d['events']} events, {d['slack_messages']} Slack messages, {d['wall_seconds']} s wall.\n"
+        f"- Peak memory of the benchmark process: {results['max_rss_mib']} MiB.\n"
+    )
+    print(json.dumps(results, indent=2))
+
+
+if __name__ == "__main__":
+    main()

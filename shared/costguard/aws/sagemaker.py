@@ -1,0 +1,166 @@
+"""SageMaker: what runs (in-progress training jobs, InService notebooks and endpoints) and the stop adapter.
+
+The list calls are paginated and return no instance details or tags, so a few per-resource calls remain;
+each is named where it is made. Tags are read only for resources on GPU instance types.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+from costguard.aws import clients
+from costguard.aws.inventory import catalog
+from costguard.model import Endpoint, EndpointVariant, NotebookInstance, TrainingJob
+
+TRAINING_NAMESPACE = "/aws/sagemaker/TrainingJobs"
+TRAINING_GPU_METRIC = "GPUUtilization"  # per host (Host = "<job>/algo-N"), summed over the host's GPUs
+ENDPOINT_NAMESPACE = "AWS/SageMaker"
+INVOCATIONS_METRIC = "Invocations"  # per EndpointName + VariantName
+NOTEBOOK_DIMENSION = "NotebookInstanceName"
+LIST_PAGE = 100  # the list calls' maximum page
+
+
+def account_of(arn: str) -> str:
+    return arn.split(":")[4]
+
+
+def tags_of(sagemaker: Any, arn: str) -> dict[str, str]:
+    """One ListTags walk per resource: no list or describe call returns tags, and the protect tag, the
+    mark and Slack routing all need them."""
+    tags: dict[str, str] = {}
+    for page in sagemaker.get_paginator("list_tags").paginate(ResourceArn=arn):
+        tags.update({t["Key"]: t["Value"] for t in page.get("Tags", [])})
+    return tags
+
+
+def in_progress_training_jobs(region: str) -> list[TrainingJob]:
+    """In-progress jobs on GPU instance types, with their accelerators and tags."""
+    sagemaker = clients.sagemaker(region)
+    names = [
+        summary["TrainingJobName"]
+        for page in sagemaker.get_paginator("list_training_jobs").paginate(
+            StatusEquals="InProgress", PaginationConfig={"PageSize": LIST_PAGE}
+        )
+        for summary in page["TrainingJobSummaries"]
+        if summary.get("TrainingJobStatus", "InProgress") == "InProgress"
+    ]
+    described: list[dict[str, Any]] = []
+    for name in names:
+        # Unavoidable per job: ListTrainingJobs gives no instance type, instance count or start time.
+        one = sagemaker.describe_training_job(TrainingJobName=name)
+        # A heterogeneous cluster (ResourceConfig.InstanceGroups) names no single type: not judged here.
+        if one["TrainingJobStatus"] == "InProgress" and one.get("ResourceConfig", {}).get("InstanceType"):
+            described.append(dict(one))
+    accelerators = catalog.lookup(region, {j["ResourceConfig"]["InstanceType"] for j in described})
+    jobs = []
+    for job in described:
+        config = job["ResourceConfig"]
+        found = accelerators[config["InstanceType"]]
+        if found is None:
+            continue  # a CPU job
+        jobs.append(
+            TrainingJob(
+                name=job["TrainingJobName"],
+                arn=job["TrainingJobArn"],
+                account=account_of(job["TrainingJobArn"]),
+                region=region,
+                instance_type=config["InstanceType"],
+                instance_count=int(config.get("InstanceCount", 1)),
+                started=job.get("TrainingStartTime"),
+                tags=tags_of(sagemaker, job["TrainingJobArn"]),
+                accelerators=found,
+            )
+        )
+    return jobs
+
+
+def in_service_notebooks(region: str) -> list[NotebookInstance]:
+    """InService notebook instances on GPU instance types. ListNotebookInstances carries the instance type,
+    so only the tags take a call per (GPU) notebook."""
+    sagemaker = clients.sagemaker(region)
+    summaries = [
+        summary
+        for page in sagemaker.get_paginator("list_notebook_instances").paginate(
+            StatusEquals="InService", PaginationConfig={"PageSize": LIST_PAGE}
+        )
+        for summary in page["NotebookInstances"]
+        if summary.get("NotebookInstanceStatus") == "InService" and summary.get("InstanceType")
+    ]
+    accelerators = catalog.lookup(region, {s["InstanceType"] for s in summaries})
+    return [
+        NotebookInstance(
+            name=s["NotebookInstanceName"],
+            arn=s["NotebookInstanceArn"],
+            account=account_of(s["NotebookInstanceArn"]),
+            region=region,
+            instance_type=s["InstanceType"],
+            status=s["NotebookInstanceStatus"],
+            tags=tags_of(sagemaker, s["NotebookInstanceArn"]),
+            accelerators=accelerators[s["InstanceType"]],
+        )
+        for s in summaries
+        if accelerators[s["InstanceType"]] is not None
+    ]
+
+
+def in_service_endpoints(region: str) -> list[Endpoint]:
+    """InService endpoints with at least one instance-backed GPU variant."""
+    sagemaker = clients.sagemaker(region)
+    summaries = [
+        summary
+        for page in sagemaker.get_paginator("list_endpoints").paginate(
+            StatusEquals="InService", PaginationConfig={"PageSize": LIST_PAGE}
+        )
+        for summary in page["Endpoints"]
+    ]
+    configs: dict[str, dict[str, str | None]] = {}
+    raw: list[tuple[dict[str, Any], list[tuple[str, str | None, int]]]] = []
+    for summary in summaries:
+        # Unavoidable per endpoint: DescribeEndpoint for the live variants and their instance counts, and
+        # DescribeEndpointConfig (once per config) for their instance types; no list call carries either.
+        described_endpoint = sagemaker.describe_endpoint(EndpointName=summary["EndpointName"])
+        config_name = described_endpoint["EndpointConfigName"]
+        if config_name not in configs:
+            config = sagemaker.describe_endpoint_config(EndpointConfigName=config_name)
+            configs[config_name] = {
+                v["VariantName"]: v.get("InstanceType") for v in config["ProductionVariants"]
+            }
+        variants = [
+            (
+                v["VariantName"],
+                configs[config_name].get(v["VariantName"]),
+                int(v.get("CurrentInstanceCount", v.get("DesiredInstanceCount", 0)) or 0),
+            )
+            for v in described_endpoint.get("ProductionVariants", [])
+        ]
+        raw.append((dict(described_endpoint), variants))
+    accelerators = catalog.lookup(region, {t for _, vs in raw for _, t, _ in vs if t})
+    endpoints = []
+    for endpoint, variants in raw:
+        made = tuple(
+            EndpointVariant(name, itype, count, accelerators[itype] if itype else None)
+            for name, itype, count in variants
+        )
+        candidate = Endpoint(
+            name=endpoint["EndpointName"],
+            arn=endpoint["EndpointArn"],
+            account=account_of(endpoint["EndpointArn"]),
+            region=region,
+            created=endpoint.get("CreationTime"),
+            variants=made,
+        )
+        if candidate.has_gpu:
+            endpoints.append(replace(candidate, tags=tags_of(sagemaker, candidate.arn)))
+    return endpoints
+
+
+class TrainingJobStopper:
+    """StopTrainingJob behind one seam, used by AwsRemediator.stop.
+
+    moto has no StopTrainingJob: unit tests drive this call with botocore's Stubber against the real
+    sagemaker service model, and the local stack (local/stack.py) teaches moto the operation.
+    """
+
+    def stop(self, region: str, name: str) -> None:
+        clients.sagemaker(region).stop_training_job(TrainingJobName=name)

@@ -1,0 +1,307 @@
+"""SageMaker verdicts: stalled training jobs, idle GPU notebooks, GPU endpoints nobody calls. Pure."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import datetime, timedelta
+
+from costguard.detect.gpu import GpuReading, Series, Thresholds, Verdict, read_gpus
+from costguard.model import (
+    MARK_TAG_KEY,
+    Endpoint,
+    Finding,
+    NotebookInstance,
+    Reason,
+    Resource,
+    ResourceKind,
+    TrainingJob,
+)
+from costguard.pricing import Price
+
+# What SageMaker publishes for a training job (aws/sagemaker.py reads it): one series per host.
+JOB_METRIC = "GPUUtilization in /aws/sagemaker/TrainingJobs"
+
+NOTEBOOK_AGENT_HELP = (
+    "Run the CloudWatch agent from the notebook's lifecycle configuration (on-start script) with an NVIDIA "
+    "section that names the notebook through its own append_dimensions; the script reads the name from "
+    "/opt/ml/metadata/resource-metadata.json (ResourceName): "
+    '"metrics": {"metrics_collected": {"nvidia_gpu": {"measurement": ["utilization_gpu"], '
+    '"append_dimensions": {"NotebookInstanceName": "<ResourceName>"}}}}'
+)
+
+
+def _minutes(delta: timedelta) -> int:
+    return int(delta.total_seconds() // 60)
+
+
+def per_gpu(series: Series, gpu_count: int) -> Series:
+    """SageMaker sums a host's GPUUtilization over its GPUs (0-800 on eight): this is the mean per GPU."""
+    count = max(1, gpu_count)
+    return [(t, round(v / count, 2)) for t, v in series]
+
+
+def read_training_job(
+    hosts: Mapping[int, Series], job: TrainingJob, now: datetime, thresholds: Thresholds
+) -> GpuReading:
+    """A job's reading from its per-host series (keyed by N of ``algo-N``), normalised per GPU.
+
+    Every host must report and stay under the idle threshold: a silent host might be the one working.
+    """
+    gpus = job.accelerators.count if job.accelerators else 1
+    normalised = {host: per_gpu(series, gpus) for host, series in hosts.items()}
+    return read_gpus(normalised, now, thresholds, job.instance_count)
+
+
+def _hourly(price: Price | None, count: int) -> float | None:
+    return round(price.usd_per_hour * count, 4) if price is not None else None
+
+
+def _price_evidence(price: Price | None) -> dict[str, object]:
+    return {
+        "price_usd_per_instance_hour": price.usd_per_hour if price else None,
+        "price_source": price.source if price else "unknown",
+    }
+
+
+# -- training jobs ------------------------------------------------------------------------------
+
+
+def job_resource(job: TrainingJob) -> Resource:
+    return Resource(
+        kind=ResourceKind.TRAINING_JOB,
+        id=job.name,
+        name=job.name,
+        arn=job.arn,
+        account=job.account,
+        region=job.region,
+        instance_type=job.instance_type,
+        instance_count=job.instance_count,
+        tags=job.tags,
+    )
+
+
+def training_job_findings(
+    job: TrainingJob,
+    reading: GpuReading,
+    *,
+    price: Price | None,
+    thresholds: Thresholds,
+    now: datetime,
+    event_id: str | None = None,
+) -> list[Finding]:
+    """``job_stalled`` when every host's GPUs idle through the window; no metrics after the window is
+    ``gpu_metrics_missing``; a marked job that works again cancels its pending stop."""
+    resource = job_resource(job)
+    gpus = job.accelerators.count if job.accelerators else 1
+    model = job.accelerators.model if job.accelerators else "GPU"
+    hosts = f"{job.instance_count} x {job.instance_type} ({gpus} x {model} each)"
+    window = _minutes(thresholds.idle_window)
+    evidence: dict[str, object] = {
+        "hosts": hosts,
+        "started": job.started.isoformat() if job.started else None,
+        "metric": f"{JOB_METRIC} per host, divided by its {gpus} GPUs",
+        **_price_evidence(price),
+    }
+
+    def finding(reason: Reason, summary: str, **extra: object) -> Finding:
+        return Finding(
+            reason=reason,
+            resource=resource,
+            summary=summary,
+            observed_at=now,
+            event_id=event_id,
+            hourly_usd=_hourly(price, job.instance_count),
+            remediable=bool(extra.pop("remediable", False)),
+            cancels_mark=bool(extra.pop("cancels_mark", False)),
+            evidence=evidence | extra,
+        )
+
+    if reading.verdict is Verdict.IDLE:
+        busiest = f"{job.name}/algo-{reading.busiest_gpu_index}"
+        return [
+            finding(
+                Reason.JOB_STALLED,
+                f"Training job {job.name} is InProgress on {hosts}, but the GPUs of every host stayed under "
+                f"{thresholds.idle_percent:g}% for {window} minutes (busiest host {busiest} peaked at "
+                f"{reading.busiest_gpu_percent:.1f}% per GPU): it is not training. StopTrainingJob gives the "
+                "algorithm 120 seconds to save its artifacts, then the billing ends.",
+                remediable=True,
+                busiest_host=busiest,
+                busiest_host_gpu_percent=reading.busiest_gpu_percent,
+                window_minutes=window,
+            )
+        ]
+    if reading.verdict is Verdict.NO_METRICS:
+        if job.started is None or now - job.started < thresholds.idle_window:
+            return []  # not yet training on its instances long enough to expect a window of metrics
+        return [
+            finding(
+                Reason.GPU_METRICS_MISSING,
+                f"Training job {job.name} has trained on {hosts} for {_minutes(now - job.started)} minutes "
+                f"but publishes no {JOB_METRIC}: costguard cannot "
+                "tell whether it is stalled, and will not call it stalled.",
+                how_to_fix="SageMaker publishes per-host instance metrics for every training job itself; "
+                "check the job's Monitor section in the console, and the CloudWatch service quotas.",
+            )
+        ]
+    if reading.verdict in (Verdict.BUSY, Verdict.STARVED) and MARK_TAG_KEY in resource.tags:
+        return [
+            finding(
+                Reason.GPU_ACTIVE_AGAIN,
+                f"Training job {job.name} is working again (busiest host at "
+                f"{reading.busiest_gpu_percent or 0:.1f}% per GPU): its pending stop is cancelled.",
+                cancels_mark=True,
+            )
+        ]
+    return []
+
+
+# -- notebook instances -------------------------------------------------------------------------
+
+
+def notebook_resource(notebook: NotebookInstance) -> Resource:
+    return Resource(
+        kind=ResourceKind.NOTEBOOK,
+        id=notebook.name,
+        name=notebook.name,
+        arn=notebook.arn,
+        account=notebook.account,
+        region=notebook.region,
+        instance_type=notebook.instance_type,
+        tags=notebook.tags,
+    )
+
+
+def notebook_findings(
+    notebook: NotebookInstance,
+    reading: GpuReading,
+    *,
+    price: Price | None,
+    thresholds: Thresholds,
+    now: datetime,
+    event_id: str | None = None,
+) -> list[Finding]:
+    """``notebook_idle`` when every GPU idles through the window; no GPU series is ``gpu_metrics_missing``
+    (never idle); a marked notebook that works again cancels its pending stop."""
+    resource = notebook_resource(notebook)
+    gpus = f"{reading.gpu_count} x {notebook.accelerators.model if notebook.accelerators else 'GPU'}"
+    window = _minutes(thresholds.idle_window)
+    evidence: dict[str, object] = {"gpus": gpus, **_price_evidence(price)}
+
+    def finding(reason: Reason, summary: str, **extra: object) -> Finding:
+        return Finding(
+            reason=reason,
+            resource=resource,
+            summary=summary,
+            observed_at=now,
+            event_id=event_id,
+            hourly_usd=_hourly(price, 1),
+            remediable=bool(extra.pop("remediable", False)),
+            cancels_mark=bool(extra.pop("cancels_mark", False)),
+            evidence=evidence | extra,
+        )
+
+    if reading.verdict is Verdict.IDLE:
+        return [
+            finding(
+                Reason.NOTEBOOK_IDLE,
+                f"Notebook instance {notebook.name} ({notebook.instance_type}, {gpus}) is InService with every "
+                f"GPU under {thresholds.idle_percent:g}% for {window} minutes (busiest peaked at "
+                f"{reading.busiest_gpu_percent:.1f}%). Stopping it keeps its ML storage volume; start it "
+                "again when you need it.",
+                remediable=True,
+                busiest_gpu_percent=reading.busiest_gpu_percent,
+                busiest_gpu_index=reading.busiest_gpu_index,
+                window_minutes=window,
+            )
+        ]
+    if reading.verdict is Verdict.NO_METRICS:
+        return [
+            finding(
+                Reason.GPU_METRICS_MISSING,
+                f"Notebook instance {notebook.name} is an InService {notebook.instance_type} ({gpus}) that "
+                "publishes no GPU metrics: costguard cannot tell whether it is idle, and will not call it idle.",
+                how_to_fix=NOTEBOOK_AGENT_HELP,
+            )
+        ]
+    if reading.verdict in (Verdict.BUSY, Verdict.STARVED) and MARK_TAG_KEY in resource.tags:
+        return [
+            finding(
+                Reason.GPU_ACTIVE_AGAIN,
+                f"Notebook instance {notebook.name} is working again (busiest GPU at "
+                f"{reading.busiest_gpu_percent or 0:.1f}%): its pending stop is cancelled.",
+                cancels_mark=True,
+            )
+        ]
+    return []
+
+
+# -- endpoints ----------------------------------------------------------------------------------
+
+
+def endpoint_resource(endpoint: Endpoint) -> Resource:
+    running = [v for v in endpoint.variants if v.instance_type and v.instance_count > 0]
+    types = {v.instance_type for v in running}
+    return Resource(
+        kind=ResourceKind.ENDPOINT,
+        id=endpoint.name,
+        name=endpoint.name,
+        arn=endpoint.arn,
+        account=endpoint.account,
+        region=endpoint.region,
+        instance_type=types.pop() if len(types) == 1 else "mixed (see variants)",
+        instance_count=sum(v.instance_count for v in running) or 1,
+        tags=endpoint.tags,
+    )
+
+
+def endpoint_findings(
+    endpoint: Endpoint,
+    invocations: float | None,
+    *,
+    prices: Mapping[str, Price | None],
+    window: timedelta,
+    now: datetime,
+    event_id: str | None = None,
+) -> list[Finding]:
+    """``endpoint_idle`` for a GPU endpoint older than the window that served no invocation in it.
+
+    ``invocations`` is the Sum over the window across its variants; no datapoints at all (None) is no
+    traffic too. Notify only: deleting an endpoint is its owner's call.
+    """
+    if not endpoint.has_gpu or (invocations or 0) > 0:
+        return []
+    if endpoint.created is not None and now - endpoint.created < window:
+        return []  # too young to have a whole window of traffic behind it
+    running = [v for v in endpoint.variants if v.instance_type and v.instance_count > 0]
+    costs = [(prices.get(v.instance_type) if v.instance_type else None, v.instance_count) for v in running]
+    # Unknown if any running variant's price is unknown: never a partial sum passed off as the total.
+    hourly = (
+        round(sum(p.usd_per_hour * n for p, n in costs if p is not None), 4)
+        if all(p is not None for p, _ in costs)
+        else None
+    )
+    variants = ", ".join(f"{v.name}: {v.instance_count} x {v.instance_type}" for v in running)
+    hours = int(window.total_seconds() // 3600)
+    return [
+        Finding(
+            reason=Reason.ENDPOINT_IDLE,
+            resource=endpoint_resource(endpoint),
+            summary=f"Endpoint {endpoint.name} keeps {variants} running and served no invocations in "
+            f"{hours} hours. costguard never deletes endpoints: delete it if nobody needs it (its endpoint "
+            "configuration and model stay, so it can be recreated).",
+            observed_at=now,
+            event_id=event_id,
+            hourly_usd=hourly,
+            remediable=False,
+            evidence={
+                "variants": variants,
+                "invocations": 0,
+                "window_hours": hours,
+                "created": endpoint.created.isoformat() if endpoint.created else None,
+                "price_source": ", ".join(
+                    sorted({p.source if p else "unknown" for p, _ in costs}) or ["unknown"]
+                ),
+            },
+        )
+    ]
