@@ -20,6 +20,9 @@ class ResourceKind(StrEnum):
     ENDPOINT = "endpoint"
     CAPACITY_RESERVATION = "capacity_reservation"
     BATCH_JOB = "batch_job"
+    BATCH_QUEUE = "batch_queue"
+    JOB_FAMILY = "job_family"  # the runs of one retrying workload (detect/job_families.py)
+    TRAINING_DIGEST = "training_digest"  # one account and region's completed training jobs of a day
 
 
 class Reason(StrEnum):
@@ -33,6 +36,15 @@ class Reason(StrEnum):
     GPU_ACTIVE_AGAIN = "gpu_active_again"
     NOTEBOOK_IDLE = "notebook_idle"
     ENDPOINT_IDLE = "endpoint_idle"
+    BATCH_RETRY_LOOP = "batch_retry_loop"
+    SPOT_INTERRUPTION = "spot_interruption"
+    JOB_FAILURE_LOOP = "job_failure_loop"
+    JOB_COST_WARNING = "job_cost_warning"
+    JOB_COST_CEILING = "job_cost_ceiling"
+    JOB_NO_MAX_RUNTIME = "job_no_max_runtime"
+    SPOT_WITHOUT_CHECKPOINT = "spot_without_checkpoint"
+    SPOT_RECOMMENDED = "spot_recommended"
+    TRAINING_DIGEST = "training_digest"
 
 
 class Action(StrEnum):

@@ -22,6 +22,7 @@ SWEEP = EVENTS / "schedule-gpu-sweep-1200.json"
 SWEEP_LATER = EVENTS / "schedule-gpu-sweep-1220.json"
 
 IDLE, ONE_BUSY, STARVED, PROTECTED, NO_AGENT, BUSY, ASG = (f"i-0a1f00000000000a{n}" for n in range(1, 8))
+SPOT = "i-0a1f00000000000b1"  # busy spot training (the spot_interruption demo)
 
 
 def by_resource(result: ReplayResult) -> dict[str, list[str]]:
@@ -192,7 +193,7 @@ def test_instance_state_changes_keep_the_alarms(stack: LocalStack) -> None:
     replay(stack, [EVENTS / "schedule-gpu-alarm-reconcile.json"])
     names = {a["AlarmName"] for a in clients.cloudwatch().describe_alarms()["MetricAlarms"]}
     assert names == {
-        f"costguard-gpu-idle-{i}" for i in (IDLE, ONE_BUSY, STARVED, PROTECTED, NO_AGENT, BUSY, ASG)
+        f"costguard-gpu-idle-{i}" for i in (IDLE, ONE_BUSY, STARVED, PROTECTED, NO_AGENT, BUSY, ASG, SPOT)
     }
     clients.ec2().stop_instances(InstanceIds=[BUSY])
     replay(stack, [EVENTS / "schedule-gpu-alarm-reconcile.json"])

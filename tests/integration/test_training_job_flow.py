@@ -61,8 +61,8 @@ def test_repeat_of_same_resource_and_reason_is_suppressed(stack: LocalStack, tmp
 
 def test_unmatched_event_says_so(stack: LocalStack, tmp_path: Path) -> None:
     event = load_event(FAILED.name)
-    event["detail"]["TrainingJobStatus"] = "Completed"
-    path = tmp_path / "completed.json"
+    event["detail"]["TrainingJobStatus"] = "Stopping"  # InProgress, Completed, Failed and Stopped are routed
+    path = tmp_path / "stopping.json"
     path.write_text(json.dumps(event))
     [result] = replay(stack, [path])
     assert not result.ok

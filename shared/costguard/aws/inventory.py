@@ -106,3 +106,30 @@ def describe_gpu_instances(
         for owner, i in raw
         if accelerators[i["InstanceType"]] is not None
     ]
+
+
+def describe_instance(region: str, instance_id: str) -> Ec2Instance | None:
+    """One instance of any type, with its tags and accelerators (None for a CPU type); None when it is gone."""
+    ec2 = clients.ec2(region)
+    try:
+        reservations = ec2.describe_instances(InstanceIds=[instance_id])["Reservations"]
+    except ec2.exceptions.ClientError as error:
+        if error.response["Error"]["Code"] in ("InvalidInstanceID.NotFound", "InvalidInstanceID.Malformed"):
+            return None
+        raise
+    found = [(r.get("OwnerId", ""), i) for r in reservations for i in r["Instances"]]
+    if not found:
+        return None
+    owner, raw = found[0]
+    accelerators = catalog.lookup(region, [raw["InstanceType"]])[raw["InstanceType"]]
+    return Ec2Instance(
+        id=raw["InstanceId"],
+        type=raw["InstanceType"],
+        state=raw["State"]["Name"],
+        account=owner,
+        region=region,
+        launch_time=raw.get("LaunchTime"),
+        tags={t["Key"]: t["Value"] for t in raw.get("Tags", [])},
+        lifecycle=raw.get("InstanceLifecycle"),
+        accelerators=accelerators,
+    )

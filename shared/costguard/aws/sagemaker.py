@@ -11,6 +11,7 @@ from typing import Any
 
 from costguard.aws import clients
 from costguard.aws.inventory import catalog
+from costguard.detect.job_families import family_of
 from costguard.model import Endpoint, EndpointVariant, NotebookInstance, TrainingJob
 
 TRAINING_NAMESPACE = "/aws/sagemaker/TrainingJobs"
@@ -73,6 +74,60 @@ def in_progress_training_jobs(region: str) -> list[TrainingJob]:
             )
         )
     return jobs
+
+
+def in_progress_job_summaries(region: str) -> list[tuple[str, str]]:
+    """(name, ARN) of in-progress training jobs: ceil(jobs/100) ListTrainingJobs calls. The status is
+    filtered client-side too (an emulator may ignore StatusEquals)."""
+    sagemaker = clients.sagemaker(region)
+    return [
+        (summary["TrainingJobName"], summary["TrainingJobArn"])
+        for page in sagemaker.get_paginator("list_training_jobs").paginate(
+            StatusEquals="InProgress", PaginationConfig={"PageSize": LIST_PAGE}
+        )
+        for summary in page["TrainingJobSummaries"]
+        if summary.get("TrainingJobStatus", "InProgress") == "InProgress"
+    ]
+
+
+def described_training_job(
+    region: str, name: str, tags: dict[str, str] | None = None
+) -> dict[str, Any] | None:
+    """DescribeTrainingJob plus its tags (ListTags, unless given), shaped like a state-change event's detail.
+
+    Unavoidable per job: ListTrainingJobs carries no instance type or count, stopping condition, spot or
+    checkpoint settings, and neither call returns tags (the ceilings, the protect tag and the mark live there).
+    """
+    sagemaker = clients.sagemaker(region)
+    try:
+        one: dict[str, Any] = dict(sagemaker.describe_training_job(TrainingJobName=name))
+    except sagemaker.exceptions.ResourceNotFound:
+        return None  # gone between the list and the describe
+    one.pop("ResponseMetadata", None)
+    one["Tags"] = tags if tags is not None else tags_of(sagemaker, one["TrainingJobArn"])
+    return one
+
+
+def in_progress_jobs_described(region: str) -> list[dict[str, Any]]:
+    """Every in-progress job described with its tags: ceil(jobs/100) ListTrainingJobs, then one
+    DescribeTrainingJob and one ListTags per job."""
+    found = (described_training_job(region, name) for name, _ in in_progress_job_summaries(region))
+    return [job for job in found if job is not None and job.get("TrainingJobStatus") == "InProgress"]
+
+
+def in_progress_family_jobs(region: str, family: str) -> list[dict[str, Any]]:
+    """The in-progress jobs of one family. family_of needs each job's tags (costguard:family or the pipeline
+    tag win over the name) and no list call returns tags: one ListTags per in-progress job, then one
+    DescribeTrainingJob per member of the family."""
+    sagemaker = clients.sagemaker(region)
+    members = []
+    for name, arn in in_progress_job_summaries(region):
+        tags = tags_of(sagemaker, arn)
+        if family_of(name, tags) == family:
+            job = described_training_job(region, name, tags)
+            if job is not None and job.get("TrainingJobStatus") == "InProgress":
+                members.append(job)
+    return members
 
 
 def in_service_notebooks(region: str) -> list[NotebookInstance]:

@@ -6,8 +6,14 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from costguard.events.batch import BATCH_JOB_DETAIL_TYPE, BatchJobStateChange
 from costguard.events.cloudwatch import ALARM_DETAIL_TYPE, AlarmStateChange
-from costguard.events.ec2 import INSTANCE_STATE_DETAIL_TYPE, InstanceStateChange
+from costguard.events.ec2 import (
+    INSTANCE_STATE_DETAIL_TYPE,
+    SPOT_INTERRUPTION_DETAIL_TYPE,
+    InstanceStateChange,
+    SpotInterruptionWarning,
+)
 from costguard.events.sagemaker import TRAINING_JOB_DETAIL_TYPE, TrainingJobStateChange
 from costguard.events.scheduled import SCHEDULED_DETAIL_TYPE, ScheduledEvent
 
@@ -15,6 +21,8 @@ from costguard.events.scheduled import SCHEDULED_DETAIL_TYPE, ScheduledEvent
 EVENTBRIDGE_MODELS: dict[tuple[str, str], type[BaseModel]] = {
     ("aws.sagemaker", TRAINING_JOB_DETAIL_TYPE): TrainingJobStateChange,
     ("aws.ec2", INSTANCE_STATE_DETAIL_TYPE): InstanceStateChange,
+    ("aws.ec2", SPOT_INTERRUPTION_DETAIL_TYPE): SpotInterruptionWarning,
+    ("aws.batch", BATCH_JOB_DETAIL_TYPE): BatchJobStateChange,
     ("aws.cloudwatch", ALARM_DETAIL_TYPE): AlarmStateChange,
     ("aws.events", SCHEDULED_DETAIL_TYPE): ScheduledEvent,
     ("aws.scheduler", SCHEDULED_DETAIL_TYPE): ScheduledEvent,

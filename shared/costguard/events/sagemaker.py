@@ -26,6 +26,13 @@ class JobStoppingCondition(BaseModel):
     MaxWaitTimeInSeconds: int | None = None
 
 
+class JobCheckpointConfig(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+    S3Uri: str | None = None
+    LocalPath: str | None = None
+
+
 class TrainingJobDetail(BaseModel):
     model_config = ConfigDict(extra="allow")
 
@@ -37,6 +44,7 @@ class TrainingJobDetail(BaseModel):
     ResourceConfig: JobResourceConfig | None = None
     StoppingCondition: JobStoppingCondition | None = None
     EnableManagedSpotTraining: bool = False
+    CheckpointConfig: JobCheckpointConfig | None = None
     CreationTime: AwsTime | None = None
     TrainingStartTime: AwsTime | None = None
     TrainingEndTime: AwsTime | None = None

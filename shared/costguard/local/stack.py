@@ -269,7 +269,8 @@ def seed_world(world: World, until: datetime | None = None) -> None:
     image = ec2.describe_images()["Images"][0]["ImageId"]
     gpu_info: dict[str, dict[str, Any]] = {}
     for spec in world.instances:
-        made = ec2.run_instances(ImageId=image, InstanceType=spec.type, MinCount=1, MaxCount=1)
+        market = {"InstanceMarketOptions": {"MarketType": "spot"}} if spec.lifecycle == "spot" else {}
+        made = ec2.run_instances(ImageId=image, InstanceType=spec.type, MinCount=1, MaxCount=1, **market)
         instance = backend.get_instance_by_id(made["Instances"][0]["InstanceId"])
         assert instance is not None
         instance.id = spec.id  # moto assigns random ids; the world's events name real-looking ones
@@ -363,7 +364,11 @@ def seed_sagemaker(world: World, until: datetime) -> None:
                 "InstanceCount": job.instance_count,
                 "VolumeSizeInGB": 100,
             },
-            StoppingCondition={"MaxRuntimeInSeconds": 5 * 24 * 3600},
+            StoppingCondition=(
+                {"MaxRuntimeInSeconds": job.max_runtime_seconds} if job.max_runtime_seconds else {}
+            ),
+            EnableManagedSpotTraining=job.managed_spot,
+            **({"CheckpointConfig": {"S3Uri": job.checkpoint_s3_uri}} if job.checkpoint_s3_uri else {}),
             Tags=_tag_list(job.tags),
         )
         # moto creates every training job Completed: the world's status and times go into its backend.

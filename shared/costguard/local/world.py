@@ -64,6 +64,7 @@ class Instance(_Strict):
     gpu_metrics: GpuMetrics = Field(default_factory=GpuMetrics)
     cpu_percent: float = Field(default=20.0, ge=0, le=100)
     network_in_mb_per_minute: float = Field(default=50.0, ge=0)
+    lifecycle: Literal["on-demand", "spot"] = "on-demand"
 
 
 class TrainingJob(_Strict):
@@ -76,6 +77,11 @@ class TrainingJob(_Strict):
     gpu_pattern: Pattern = Field(
         default="busy", description="GPUUtilization of every host while InProgress (summed over its GPUs)"
     )
+    max_runtime_seconds: int | None = Field(
+        default=5 * 24 * 3600, ge=1, description="StoppingCondition.MaxRuntimeInSeconds; null: none set"
+    )
+    managed_spot: bool = False
+    checkpoint_s3_uri: str | None = None
 
 
 class Notebook(_Strict):

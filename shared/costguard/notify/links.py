@@ -22,6 +22,10 @@ def console_url(resource: Resource) -> str:
             return f"{base}/sagemaker/home?region={region}#/endpoints/{rid}"
         case ResourceKind.CAPACITY_RESERVATION:
             return f"{base}/ec2/home?region={region}#CapacityReservationDetails:crId={rid}"
+        case ResourceKind.JOB_FAMILY | ResourceKind.TRAINING_DIGEST:
+            return f"{base}/sagemaker/home?region={region}#/jobs"
         case ResourceKind.BATCH_JOB:
             return f"{base}/batch/home?region={region}#jobs/detail/{rid}"
+        case ResourceKind.BATCH_QUEUE:
+            return f"{base}/batch/home?region={region}#queues/detail/{quote(resource.arn or resource.id, safe='')}"
     return f"{base}/console/home?region={region}"

@@ -16,6 +16,15 @@ TITLES: dict[Reason, str] = {
     Reason.JOB_STALLED: "Training job stalled",
     Reason.NOTEBOOK_IDLE: "Idle GPU notebook",
     Reason.ENDPOINT_IDLE: "GPU endpoint with no traffic",
+    Reason.BATCH_RETRY_LOOP: "Batch job failing in a retry loop",
+    Reason.SPOT_INTERRUPTION: "Spot instance being interrupted",
+    Reason.JOB_FAILURE_LOOP: "Training job failing in a loop",
+    Reason.JOB_COST_WARNING: "Training job nearing its cost ceiling",
+    Reason.JOB_COST_CEILING: "Training job over its cost ceiling",
+    Reason.JOB_NO_MAX_RUNTIME: "Training job without a sane max runtime",
+    Reason.SPOT_WITHOUT_CHECKPOINT: "Spot training job without checkpoints",
+    Reason.SPOT_RECOMMENDED: "Long on-demand training job: spot recommended",
+    Reason.TRAINING_DIGEST: "Daily training digest",
 }
 
 _MAX_TEXT = 2900  # Slack rejects section text over 3000 characters
