@@ -45,6 +45,7 @@ class Reason(StrEnum):
     SPOT_WITHOUT_CHECKPOINT = "spot_without_checkpoint"
     SPOT_RECOMMENDED = "spot_recommended"
     TRAINING_DIGEST = "training_digest"
+    CAPACITY_RESERVATION_IDLE = "capacity_reservation_idle"
 
 
 class Action(StrEnum):
@@ -103,6 +104,23 @@ class TrainingJob:
     started: datetime | None = None
     tags: dict[str, str] = field(default_factory=dict)
     accelerators: Accelerators | None = None  # per instance
+
+
+@dataclass(frozen=True)
+class CapacityReservation:
+    """An EC2 capacity reservation (an ODCR, or a Capacity Block when reservation_type is capacity-block)."""
+
+    id: str
+    account: str
+    region: str
+    instance_type: str
+    total: int
+    available: int
+    state: str = "active"
+    reservation_type: str = "default"
+    availability_zone: str | None = None
+    arn: str | None = None
+    tags: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

@@ -14,6 +14,7 @@ from costguard.events.ec2 import (
     InstanceStateChange,
     SpotInterruptionWarning,
 )
+from costguard.events.health import HEALTH_DETAIL_TYPE, OdcrUnderutilization
 from costguard.events.sagemaker import TRAINING_JOB_DETAIL_TYPE, TrainingJobStateChange
 from costguard.events.scheduled import SCHEDULED_DETAIL_TYPE, ScheduledEvent
 
@@ -24,6 +25,7 @@ EVENTBRIDGE_MODELS: dict[tuple[str, str], type[BaseModel]] = {
     ("aws.ec2", SPOT_INTERRUPTION_DETAIL_TYPE): SpotInterruptionWarning,
     ("aws.batch", BATCH_JOB_DETAIL_TYPE): BatchJobStateChange,
     ("aws.cloudwatch", ALARM_DETAIL_TYPE): AlarmStateChange,
+    ("aws.health", HEALTH_DETAIL_TYPE): OdcrUnderutilization,
     ("aws.events", SCHEDULED_DETAIL_TYPE): ScheduledEvent,
     ("aws.scheduler", SCHEDULED_DETAIL_TYPE): ScheduledEvent,
 }

@@ -100,6 +100,7 @@ class LocalStack:
         self._exit.enter_context(mock_aws())
         self._exit.enter_context(indexed_metrics())
         self._exit.enter_context(moto_stop_training_job())
+        self._exit.enter_context(world_capacity_reservations(self.world))
         self._exit.callback(clock.freeze, None)
         _reset_process_caches()
         clients.calls.clear()
@@ -535,6 +536,41 @@ def moto_stop_training_job() -> Iterator[None]:
         return "{}"
 
     with mock.patch.object(SageMakerResponse, "stop_training_job", stop_training_job, create=True):
+        yield
+
+
+@contextlib.contextmanager
+def world_capacity_reservations(world: World) -> Iterator[None]:
+    """moto has no DescribeCapacityReservations: the adapter (aws/capacity.py) reads the world file's
+    ``capacity_reservations`` instead, in the shape the real call returns."""
+    from costguard.aws.capacity import CapacityReservations, from_api
+
+    def describe(self: Any, region: str, account: str, ids: Any) -> list[Any]:
+        wanted = set(ids)
+        return [
+            from_api(
+                {
+                    "CapacityReservationId": spec.id,
+                    "OwnerId": world.account,
+                    "CapacityReservationArn": (
+                        f"arn:aws:ec2:{world.region}:{world.account}:capacity-reservation/{spec.id}"
+                    ),
+                    "InstanceType": spec.instance_type,
+                    "TotalInstanceCount": spec.total,
+                    "AvailableInstanceCount": max(spec.total - spec.used, 0),
+                    "State": spec.state,
+                    "ReservationType": "capacity-block" if spec.kind == "capacity_block" else "default",
+                    "AvailabilityZone": spec.availability_zone,
+                    "Tags": _tag_list(spec.tags),
+                },
+                account,
+                region,
+            )
+            for spec in world.capacity_reservations
+            if spec.id in wanted and region == world.region
+        ]
+
+    with mock.patch.object(CapacityReservations, "describe", describe):
         yield
 
 

@@ -110,6 +110,8 @@ class CapacityReservation(_Strict):
     total: int = Field(ge=1)
     used: int = Field(default=0, ge=0)
     kind: Literal["odcr", "capacity_block"] = "odcr"
+    state: Literal["active", "scheduled", "expired", "cancelled", "pending", "failed"] = "active"
+    availability_zone: str = "us-east-1a"
     tags: dict[str, str] = Field(default_factory=dict)
 
 

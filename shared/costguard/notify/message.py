@@ -25,6 +25,7 @@ TITLES: dict[Reason, str] = {
     Reason.SPOT_WITHOUT_CHECKPOINT: "Spot training job without checkpoints",
     Reason.SPOT_RECOMMENDED: "Long on-demand training job: spot recommended",
     Reason.TRAINING_DIGEST: "Daily training digest",
+    Reason.CAPACITY_RESERVATION_IDLE: "Capacity reservation paid for but unused",
 }
 
 _MAX_TEXT = 2900  # Slack rejects section text over 3000 characters
