@@ -2,20 +2,15 @@
 
 from __future__ import annotations
 
-from functools import cache
 from typing import Any
 
 from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, process_partial_response
 from aws_lambda_powertools.utilities.batch.types import PartialItemFailureResponse
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
-from aws_lambda_powertools.utilities.idempotency import (
-    DynamoDBPersistenceLayer,
-    IdempotencyConfig,
-    idempotent_function,
-)
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
+from costguard.entry import OncePerEvent
 from costguard.flows.notifier import deliver
 from costguard.notify.notice import Notice
 from costguard.observability import logger, metrics, tracer
@@ -23,20 +18,15 @@ from costguard.settings import get_settings
 
 settings = get_settings()
 processor = BatchProcessor(event_type=EventType.SQS)
+
+
+def deliver_notice(notice: Notice) -> dict[str, str]:
+    deliver(notice, settings)
+    return {"delivered": notice.id}
+
+
 # A redelivered message (after a partial batch failure or a redrive) is posted once.
-idempotency = IdempotencyConfig(event_key_jmespath="id", expires_after_seconds=7 * 24 * 3600)
-
-
-@cache
-def _deliver_once() -> Any:
-    persistence = DynamoDBPersistenceLayer(table_name=settings.state_table)
-
-    @idempotent_function(data_keyword_argument="notice", persistence_store=persistence, config=idempotency)  # type: ignore[untyped-decorator]
-    def deliver_once(notice: Notice) -> dict[str, str]:
-        deliver(notice, settings)
-        return {"delivered": notice.id}
-
-    return deliver_once
+deliver_once = OncePerEvent(deliver_notice, expires_after_seconds=7 * 24 * 3600)
 
 
 def record_handler(record: SQSRecord) -> None:
@@ -47,7 +37,7 @@ def record_handler(record: SQSRecord) -> None:
         metrics.add_metric(name="UnreadableNotices", unit=MetricUnit.Count, value=1)
         raise  # stays on the queue, then lands in the dead-letter queue
     try:
-        _deliver_once()(notice=notice)
+        deliver_once(notice)
     except Exception:
         logger.warning("Slack delivery failed", extra={"message_id": record.message_id, "notice": notice.id})
         metrics.add_metric(name="DeliveryFailures", unit=MetricUnit.Count, value=1)
@@ -59,7 +49,7 @@ def record_handler(record: SQSRecord) -> None:
 @tracer.capture_lambda_handler
 @metrics.log_metrics
 def lambda_handler(event: dict[str, Any], context: LambdaContext) -> PartialItemFailureResponse:
-    idempotency.register_lambda_context(context)
+    deliver_once.register(context)
     return process_partial_response(
         event=event, record_handler=record_handler, processor=processor, context=context
     )

@@ -58,7 +58,11 @@ class OncePerEvent:
         self.config = IdempotencyConfig(event_key_jmespath="id", expires_after_seconds=expires_after_seconds)
         self._once: Callable[..., dict[str, Any]] | None = None
 
-    def __call__(self, event: BaseModel, context: LambdaContext) -> dict[str, Any]:
+    def register(self, context: LambdaContext) -> None:
+        """Tell the idempotency layer how long this invocation has left (once per invocation)."""
+        self.config.register_lambda_context(context)
+
+    def __call__(self, event: BaseModel, context: LambdaContext | None = None) -> dict[str, Any]:
         if self._once is None:
             flow = self.flow
 
@@ -70,6 +74,7 @@ class OncePerEvent:
             self._once = idempotent_function(
                 data_keyword_argument="event", persistence_store=persistence, config=self.config
             )(process)
-        self.config.register_lambda_context(context)
+        if context is not None:
+            self.register(context)
         assert self._once is not None
         return self._once(event=event)
