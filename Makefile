@@ -26,6 +26,7 @@ $(SAM_VENV)/.ready: requirements-sam.txt
 	touch $@
 
 setup: $(VENV)/.ready $(SAM_VENV)/.ready
+	scripts/ensure-chromium
 
 demo: $(VENV)/.ready
 	$(BIN)/costguard demo

@@ -24,6 +24,7 @@ os.environ.setdefault("POWERTOOLS_SERVICE_NAME", "costguard")
 os.environ["POWERTOOLS_LOG_LEVEL"] = "WARNING"
 os.environ.setdefault("POWERTOOLS_METRICS_NAMESPACE", "CostguardBench")
 
+from bench.audit import audit_line, bench_audit_evaluation  # noqa: E402
 from costguard import clock  # noqa: E402
 from costguard.aws import clients  # noqa: E402
 from costguard.detect.gpu import Thresholds, gpu_instance_findings, read_gpus  # noqa: E402
@@ -33,6 +34,7 @@ from costguard.local.stack import LocalStack  # noqa: E402
 from costguard.local.world import World, load_world  # noqa: E402
 from costguard.model import Accelerators, Ec2Instance  # noqa: E402
 from costguard.pricing import bundled_price  # noqa: E402
+from costguard.settings import parse_settings  # noqa: E402
 
 NOW = datetime(2026, 11, 20, 12, 0, tzinfo=UTC)
 
@@ -137,20 +139,111 @@ def bench_demo_replay() -> dict[str, Any]:
     }
 
 
-def main() -> None:
-    results = {
+def bench_backtest(instances: int = 1000, days: int = 7) -> dict[str, Any]:
+    """A week of five-minute history for a mixed GPU fleet, read through the account reader (GetMetricData
+    answered in-process at CloudWatch's limits, calls counted) and walked; wall time of each part."""
+    from unittest import mock
+
+    from costguard.backtest import live
+    from costguard.backtest.walk import Params, backtest
+    from costguard.local.metric_responder import MetricResponder
+    from costguard.pricing import PriceBook
+
+    kinds = [("g5.xlarge", 1, "A10G"), ("g5.12xlarge", 4, "A10G"), ("p4d.24xlarge", 8, "A100")]
+    fleet = []
+    for n in range(instances):
+        kind, count, model = kinds[n % 3]
+        accel = Accelerators(kind="nvidia_gpu", count=count, model=model)
+        fleet.append(
+            Ec2Instance(f"i-{n:017x}", kind, "running", "123456789012", "us-east-1", None, {}, None, accel)
+        )
+    metrics = [
+        ("CWAgent", "nvidia_smi_utilization_gpu", (("InstanceId", i.id), ("index", str(g)), ("name", "GPU")))
+        for i in fleet
+        for g in range(i.accelerators.count if i.accelerators else 0)
+    ] + [("AWS/EC2", "CPUUtilization", (("InstanceId", i.id),)) for i in fleet]
+
+    made: dict[tuple[str, bool, int], list[float | None]] = {}
+
+    def values(namespace: str, metric: str, dims: Any, times: list[datetime]) -> list[float | None]:
+        # Office hours on weekdays for three instances in four, with a 40-minute lunch break; the fourth idles.
+        works = int(dict(dims)["InstanceId"][2:], 16) % 4 != 0
+        key = (metric, works, id(times))
+        if key not in made:
+            made[key] = [
+                20.0
+                if metric == "CPUUtilization"
+                else 85.0
+                if works and t.weekday() < 5 and 9 <= t.hour < 18 and not (t.hour == 12 and t.minute < 40)
+                else 1.0
+                for t in times
+            ]
+        return made[key]
+
+    end = NOW
+    start = end - timedelta(days=days)
+    lookback = timedelta(hours=2)
+    with (
+        mock.patch.object(live, "describe_gpu_instances", lambda region, states: fleet),
+        mock.patch.object(live, "in_progress_training_jobs", lambda region: []),
+        mock.patch.object(live, "in_service_notebooks", lambda region: []),
+    ):
+        MetricResponder(metrics, values).install(clients.cloudwatch("us-east-1"))
+        clients.calls.clear()
+        cpu = time.process_time()
+        began = time.perf_counter()
+        history = live.live_history("us-east-1", start, end, PriceBook(), lookback)
+        read = time.perf_counter() - began
+        calls = clients.calls[("cloudwatch", "GetMetricData")]
+    began = time.perf_counter()
+    result = backtest(history, Params.from_settings(parse_settings()))
+    walked = time.perf_counter() - began
+    cpu = time.process_time() - cpu
+    series = len(metrics)
+    points = live.points_per_series(start - lookback, end, live.LIVE_STEP)
+    return {
+        "instances": instances,
+        "gpus": sum(i.accelerators.count for i in fleet if i.accelerators),
+        "days": days,
+        "steps": len(history.steps()),
+        "datapoints": sum(len(t.series) for s in history.subjects for t in s.tracks.values()),
+        "get_metric_data_calls": calls,
+        "get_metric_data_floor": live.calls_floor(series, points),
+        "read_seconds": round(read, 2),
+        "walk_seconds": round(walked, 2),
+        "total_seconds": round(read + walked, 2),
+        "cpu_seconds": round(cpu, 2),
+        "stops": result.stops,
+        "near_misses": result.near_misses,
+        "reclaimable_usd": result.reclaimable_usd,
+    }
+
+
+CASES: dict[str, Callable[[], dict[str, Any]]] = {
+    "audit_evaluation_10k_instances": bench_audit_evaluation,
+    "verdicts_10k_instances": bench_verdicts,
+    "sweep_1000_instances": bench_sweep,
+    "demo_replay": bench_demo_replay,
+    "backtest_1000_instances_7_days": bench_backtest,
+}
+
+
+def main(names: list[str]) -> None:
+    """Every case, or only those named (``python bench/run.py backtest_1000_instances_7_days``): the others
+    keep their last figures."""
+    out = ROOT / "bench" / "results.json"
+    previous = json.loads(out.read_text()) if names and out.exists() else {}
+    results = previous | {
         "measured_at": datetime.now(UTC).isoformat(timespec="seconds"),
         "machine": {
             "python": platform.python_version(),
             "platform": platform.platform(),
             "processor": platform.machine(),
         },
-        "verdicts_10k_instances": bench_verdicts(),
-        "sweep_1000_instances": bench_sweep(),
-        "demo_replay": bench_demo_replay(),
-        "max_rss_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
     }
-    out = ROOT / "bench" / "results.json"
+    for name in names or list(CASES):
+        results[name] = CASES[name]()
+    results["max_rss_mib"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
     out.write_text(json.dumps(results, indent=2) + "\n")
     v, s, d = results["verdicts_10k_instances"], results["sweep_1000_instances"], results["demo_replay"]
     (ROOT / "bench" / "RESULTS.md").write_text(
@@ -164,10 +257,24 @@ def main() -> None:
         f"floor DescribeInstances {s['floor']['DescribeInstances']}, GetMetricData {s['floor']['GetMetricData']}. "
         f"{s['wall_seconds_on_moto']} s wall on moto (not representative of AWS).\n"
         f"- Demo replay: {d['events']} events, {d['slack_messages']} Slack messages, {d['wall_seconds']} s wall.\n"
-        f"- Peak memory of the benchmark process: {results['max_rss_mib']} MiB.\n"
+        + _backtest_line(results.get("backtest_1000_instances_7_days"))
+        + audit_line(results.get("audit_evaluation_10k_instances"))
+        + f"- Peak memory of the benchmark process: {results['max_rss_mib']} MiB.\n"
     )
     print(json.dumps(results, indent=2))
 
 
+def _backtest_line(b: dict[str, Any] | None) -> str:
+    if not b:
+        return ""
+    return (
+        f"- Backtest of {b['instances']:,} GPU instances ({b['gpus']:,} GPUs) over {b['days']} days in 5-minute "
+        f"steps ({b['steps']:,} steps, {b['datapoints']:,} datapoints): {b['total_seconds']} s wall "
+        f"(read {b['read_seconds']} s, walk {b['walk_seconds']} s), {b.get('cpu_seconds')} s CPU; {b['get_metric_data_calls']} GetMetricData "
+        f"calls, floor {b['get_metric_data_floor']}. CloudWatch answered in-process (local/metric_responder.py): "
+        "AWS's own latency is not included.\n"
+    )
+
+
 if __name__ == "__main__":
-    main()
+    main(sys.argv[1:])

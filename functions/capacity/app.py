@@ -1,4 +1,5 @@
-"""Entry point: AWS Health ODCR underutilization events (capacity_reservation_idle)."""
+"""Entry point: capacity reservations (capacity_reservation_idle, capacity_block_expiring, capacity_block_unused,
+capacity_reservation_state): AWS Health notices, Capacity Block and reservation-state events, the hourly sweep."""
 
 from __future__ import annotations
 
@@ -8,21 +9,40 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from costguard import clock
 from costguard.entry import OncePerEvent, Rejected, parse_event
+from costguard.events.capacity import CapacityBlockEvent, ReservationStateChange
 from costguard.events.health import OdcrUnderutilization
-from costguard.flows.capacity import handle_odcr_underutilization
+from costguard.events.scheduled import ScheduledEvent
+from costguard.flows.capacity import (
+    handle_capacity_block,
+    handle_odcr_underutilization,
+    handle_reservation_state,
+    handle_sweep,
+)
 from costguard.observability import logger, metrics, tracer
 from costguard.runtime import runtime
 from costguard.settings import get_settings
 
 settings = get_settings()  # validated at cold start: a bad variable fails here, named
 
+ACCEPTED = (OdcrUnderutilization, CapacityBlockEvent, ReservationStateChange, ScheduledEvent)
+
 
 def process(event: OdcrUnderutilization) -> dict[str, Any]:
     return handle_odcr_underutilization(event, runtime(), clock.now()).summary()
 
 
-# A redelivered Health event must alert once.
+def on_capacity_block(event: CapacityBlockEvent) -> dict[str, Any]:
+    return handle_capacity_block(event, runtime(), clock.now()).summary()
+
+
+def on_reservation_state(event: ReservationStateChange) -> dict[str, Any]:
+    return handle_reservation_state(event, runtime(), clock.now()).summary()
+
+
+# A redelivered event must alert once.
 process_once = OncePerEvent(process)
+on_capacity_block_once = OncePerEvent(on_capacity_block)
+on_reservation_state_once = OncePerEvent(on_reservation_state)
 
 
 @logger.inject_lambda_context(clear_state=True)
@@ -30,7 +50,14 @@ process_once = OncePerEvent(process)
 @metrics.log_metrics
 def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     try:
-        model = parse_event(event, (OdcrUnderutilization,), function="capacity")
+        model = parse_event(event, ACCEPTED, function="capacity")
     except Rejected as rejected:
         return rejected.result
+    if isinstance(model, ScheduledEvent):
+        return handle_sweep(runtime(), clock.now(), model.region, model.account, model.id).summary()
+    if isinstance(model, CapacityBlockEvent):
+        return on_capacity_block_once(model, context)
+    if isinstance(model, ReservationStateChange):
+        return on_reservation_state_once(model, context)
+    assert isinstance(model, OdcrUnderutilization)
     return process_once(model, context)

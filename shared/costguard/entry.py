@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -16,6 +18,20 @@ from pydantic import BaseModel, ValidationError
 from costguard.events.registry import model_for
 from costguard.runtime import reject
 from costguard.settings import get_settings
+
+# Every accepted model is an EventBridge envelope whose region and account become endpoints and ARNs:
+# a region botocore cannot resolve must be rejected here, not fail deep inside a flow.
+_REGION = re.compile(r"[a-z]{2}(-[a-z]+)+-\d{1,2}")
+_ACCOUNT = re.compile(r"\d{12}")
+
+
+def _check_envelope(parsed: BaseModel) -> BaseModel:
+    region, account = getattr(parsed, "region", None), getattr(parsed, "account", None)
+    if isinstance(region, str) and not _REGION.fullmatch(region):
+        raise ValueError(f"region {region[:40]!r} is not an AWS region")
+    if isinstance(account, str) and not _ACCOUNT.fullmatch(account):
+        raise ValueError(f"account {account[:40]!r} is not an AWS account id")
+    return parsed
 
 
 class Rejected(Exception):
@@ -39,9 +55,21 @@ def parse_event(event: Any, accepted: tuple[type[BaseModel], ...], *, function: 
             reject(event, ValueError(f"{function} does not handle events shaped {shape}"), function=function)
         )
     try:
-        return model.model_validate(event)
+        return _check_envelope(model.model_validate(event))
     except (ValidationError, ValueError, TypeError) as error:
         raise Rejected(reject(event, error, function=function)) from None
+
+
+# A DynamoDB item stops at 400 KB. A result echoing a huge event field is kept in short form: otherwise the
+# record of a flow that has already acted could not be saved, and every retry would fail as "in progress".
+_MAX_STORED_RESULT = 300_000
+
+
+def _storable(result: dict[str, Any]) -> dict[str, Any]:
+    if len(json.dumps(result, default=str)) <= _MAX_STORED_RESULT:
+        return result
+    counted = {k: len(v) if isinstance(v, list | dict | str) else v for k, v in result.items()}
+    return {**counted, "result_truncated": True}
 
 
 class OncePerEvent:
@@ -52,10 +80,15 @@ class OncePerEvent:
     """
 
     def __init__(
-        self, flow: Callable[[Any], dict[str, Any]], *, expires_after_seconds: int = 24 * 3600
+        self,
+        flow: Callable[[Any], dict[str, Any]],
+        *,
+        expires_after_seconds: int = 24 * 3600,
+        key: str = "id",
     ) -> None:
+        """``key`` is the JMESPath of the event id in the dumped model (SNS deliveries keep it deeper)."""
         self.flow = flow
-        self.config = IdempotencyConfig(event_key_jmespath="id", expires_after_seconds=expires_after_seconds)
+        self.config = IdempotencyConfig(event_key_jmespath=key, expires_after_seconds=expires_after_seconds)
         self._once: Callable[..., dict[str, Any]] | None = None
 
     def register(self, context: LambdaContext) -> None:
@@ -67,7 +100,7 @@ class OncePerEvent:
             flow = self.flow
 
             def process(event: Any) -> dict[str, Any]:
-                return flow(event)
+                return _storable(flow(event))
 
             process.__name__ = process.__qualname__ = f"once_{flow.__name__}"  # the key names the flow
             persistence = DynamoDBPersistenceLayer(table_name=get_settings().state_table)

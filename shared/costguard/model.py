@@ -23,6 +23,9 @@ class ResourceKind(StrEnum):
     BATCH_QUEUE = "batch_queue"
     JOB_FAMILY = "job_family"  # the runs of one retrying workload (detect/job_families.py)
     TRAINING_DIGEST = "training_digest"  # one account and region's completed training jobs of a day
+    BUDGET = "budget"  # an AWS Budgets budget, at one alert type and threshold
+    COST_ANOMALY = "cost_anomaly"  # one Cost Anomaly Detection anomaly
+    COSTGUARD_ALARM = "costguard_alarm"  # one of costguard's own CloudWatch alarms (template.yaml, ops)
 
 
 class Reason(StrEnum):
@@ -46,6 +49,20 @@ class Reason(StrEnum):
     SPOT_RECOMMENDED = "spot_recommended"
     TRAINING_DIGEST = "training_digest"
     CAPACITY_RESERVATION_IDLE = "capacity_reservation_idle"
+    CAPACITY_BLOCK_EXPIRING = "capacity_block_expiring"
+    CAPACITY_BLOCK_UNUSED = "capacity_block_unused"
+    CAPACITY_RESERVATION_STATE = "capacity_reservation_state"
+    # The right-sizing audit (audit/): recommendations with a monthly saving, never acted on.
+    RIGHTSIZE_IDLE = "rightsize_idle"
+    RIGHTSIZE_DOWNSIZE = "rightsize_downsize"
+    RIGHTSIZE_FAMILY = "rightsize_family"
+    RIGHTSIZE_MODEL_SIZE = "rightsize_model_size"
+    RIGHTSIZE_SPOT = "rightsize_spot"
+    TRAINIUM_CANDIDATE = "trainium_candidate"
+    # costguard's own health (template.yaml OpsAlarmRule): a function failing or throttled, work in a queue.
+    COSTGUARD_ALARM = "costguard_alarm"
+    BUDGET_BREACH = "budget_breach"
+    COST_ANOMALY = "cost_anomaly"
 
 
 class Action(StrEnum):
@@ -121,6 +138,12 @@ class CapacityReservation:
     availability_zone: str | None = None
     arn: str | None = None
     tags: dict[str, str] = field(default_factory=dict)
+    start: datetime | None = None  # StartDate: when it became (or becomes) active
+    end: datetime | None = None  # EndDate: None for an open-ended ODCR
+
+    @property
+    def is_capacity_block(self) -> bool:
+        return self.reservation_type == "capacity-block"
 
 
 @dataclass(frozen=True)

@@ -6,12 +6,16 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
+from aws_lambda_powertools import Logger
+
 from costguard.act.executor import Outcome, Remediator, StopLimiter, execute
 from costguard.model import Action, Decision, Finding, Reason
 from costguard.notify.dedupe import RepeatGate
 from costguard.notify.notice import Notice
 from costguard.notify.queue import NoticeQueue
 from costguard.policy import Policy, decide_all
+
+logger = Logger(child=True)
 
 # Findings that say the same thing for as long as nothing changes: alerted once (per 30 days).
 ALERT_ONCE = {Reason.GPU_METRICS_MISSING}
@@ -55,6 +59,15 @@ class Report:
         }
 
 
+def _first_in_window(gate: RepeatGate, key: str, now: datetime, window: timedelta) -> bool:
+    try:
+        return gate.first_in_window(key, now, window)
+    except Exception:  # the state table is unreachable
+        # Repeat suppression is a courtesy: a message twice beats a mark or a stop nobody was told of.
+        logger.warning("repeat gate unavailable: notifying anyway", extra={"key": key})
+        return True
+
+
 def act_on(
     findings: Sequence[Finding],
     *,
@@ -77,7 +90,7 @@ def act_on(
         key = f"{decision.resource.key}|{decision.reason}|{decision.action}"
         window = ONCE_WINDOW if decision.reason in ALERT_ONCE else repeat_window
         # A failed or capped action is always reported; a repeat of the same news is not.
-        if outcome.error or outcome.capped or gate.first_in_window(key, now, window):
+        if outcome.error or outcome.capped or _first_in_window(gate, key, now, window):
             report.notices.append(notice)
         else:
             report.suppressed.append(decision)

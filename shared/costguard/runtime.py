@@ -74,17 +74,23 @@ def runtime() -> Runtime:
     )
 
 
+# AWS event ids are UUIDs; a longer "id" is hostile input and is cut before it is logged or kept.
+_MAX_ID = 200
+# SQS refuses bodies over 256 KiB; json.dumps escapes to ASCII, so characters are bytes.
+_MAX_KEPT_BODY = 250_000
+
+
 def event_id(event: Any) -> str:
     """The id to log for any payload shape (EventBridge id, SQS messageId, SNS MessageId)."""
     if isinstance(event, dict):
         for key in ("id", "messageId", "MessageId"):
             if isinstance(event.get(key), str):
-                return str(event[key])
+                return str(event[key])[:_MAX_ID]
         records = event.get("Records")
         if isinstance(records, list) and records and isinstance(records[0], dict):
             sns = records[0].get("Sns")
             if isinstance(sns, dict) and isinstance(sns.get("MessageId"), str):
-                return str(sns["MessageId"])
+                return str(sns["MessageId"])[:_MAX_ID]
     return "unknown"
 
 
@@ -99,8 +105,12 @@ def reject(event: Any, error: Exception, *, function: str) -> dict[str, Any]:
         "rejected malformed event", extra={"event_id": eid, "function": function, "problem": problem}
     )
     metrics.add_metric(name="RejectedEvents", unit=MetricUnit.Count, value=1)
-    body = json.dumps(
-        {"function": function, "event_id": eid, "problem": problem, "event": event}, default=str
-    )
-    clients.sqs().send_message(QueueUrl=get_settings().failed_events_queue_url, MessageBody=body[:250_000])
+    kept: dict[str, Any] = {"function": function, "event_id": eid, "problem": problem, "event": event}
+    body = json.dumps(kept, default=str)
+    if len(body) > _MAX_KEPT_BODY:
+        # Too big for SQS: keep the event's own JSON text cut to fit, so the message stays readable JSON.
+        kept["event"] = json.dumps(event, default=str)[: _MAX_KEPT_BODY // 3]
+        kept["event_truncated"] = True
+        body = json.dumps(kept, default=str)
+    clients.sqs().send_message(QueueUrl=get_settings().failed_events_queue_url, MessageBody=body)
     return {"rejected": True, "event_id": eid, "problem": problem}

@@ -9,7 +9,11 @@ from typing import Annotated
 from pydantic import Field, ValidationError, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
+from costguard.detect.escalation import DEFAULT_ESCALATION, parse_levels
+
 ENV_PREFIX = "COSTGUARD_"
+# The states of a future-dated capacity reservation that EventBridge reports ("EC2 Capacity Reservation <State>").
+CAPACITY_STATES = ("scheduled", "active", "delayed", "unsupported", "failed", "expired", "cancelled")
 
 
 class Mode(StrEnum):
@@ -60,13 +64,46 @@ class Settings(BaseSettings):
     default_job_max_hours: float = Field(default=0.0, ge=0, description="0: no default time ceiling")
     max_runtime_hours: float = Field(default=72.0, gt=0, le=28 * 24)
     spot_recommend_hours: float = Field(default=4.0, gt=0, le=28 * 24)
+    capacity_window_hours: int = Field(default=24, ge=1, le=14 * 24)
+    capacity_idle_threshold_percent: float = Field(default=20.0, ge=0, le=100)
+    capacity_block_idle_minutes: int = Field(default=30, ge=5, le=24 * 60)
+    capacity_state_notices: Annotated[tuple[str, ...], NoDecode] = Field(
+        default=CAPACITY_STATES,
+        description="future-dated reservation states that give a message; empty: none",
+    )
+    budget_escalation: str = Field(
+        default=DEFAULT_ESCALATION,
+        description="What a budget breach allows: comma-separated '<forecast|actual>[>=PERCENT]:<action>'",
+    )
     regions: Annotated[tuple[str, ...], NoDecode] = ()
+    audit_bucket: str = Field(default="", description="S3 bucket of the right-sizing audit's reports")
+    audit_lookback_days: int = Field(default=14, ge=1, le=63)
+    audit_rules_key: str = Field(
+        default="", description="S3 key, in the audit bucket, of a JSON file overriding audit rules"
+    )
+    audit_link_hours: int = Field(default=12, ge=1, le=168)
+
+    @field_validator("budget_escalation")
+    @classmethod
+    def _valid_escalation(cls, value: str) -> str:
+        parse_levels(value)  # a bad level fails at cold start, named
+        return value
 
     @field_validator("regions", mode="before")
     @classmethod
     def _split_regions(cls, value: object) -> object:
         if isinstance(value, str):
             return tuple(part.strip() for part in value.split(",") if part.strip())
+        return value
+
+    @field_validator("capacity_state_notices", mode="before")
+    @classmethod
+    def _split_states(cls, value: object) -> object:
+        if isinstance(value, str):
+            value = tuple(part.strip().lower() for part in value.split(",") if part.strip())
+            unknown = sorted(set(value) - set(CAPACITY_STATES))
+            if unknown:
+                raise ValueError(f"unknown states {unknown}: choose from {', '.join(CAPACITY_STATES)}")
         return value
 
     @property

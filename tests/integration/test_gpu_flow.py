@@ -23,6 +23,7 @@ SWEEP_LATER = EVENTS / "schedule-gpu-sweep-1220.json"
 
 IDLE, ONE_BUSY, STARVED, PROTECTED, NO_AGENT, BUSY, ASG = (f"i-0a1f00000000000a{n}" for n in range(1, 8))
 SPOT = "i-0a1f00000000000b1"  # busy spot training (the spot_interruption demo)
+AUDIT_FLEET = tuple(f"i-0a1f00000000000d{n}" for n in range(1, 8))  # the right-sizing audit's instances
 
 
 def by_resource(result: ReplayResult) -> dict[str, list[str]]:
@@ -193,7 +194,8 @@ def test_instance_state_changes_keep_the_alarms(stack: LocalStack) -> None:
     replay(stack, [EVENTS / "schedule-gpu-alarm-reconcile.json"])
     names = {a["AlarmName"] for a in clients.cloudwatch().describe_alarms()["MetricAlarms"]}
     assert names == {
-        f"costguard-gpu-idle-{i}" for i in (IDLE, ONE_BUSY, STARVED, PROTECTED, NO_AGENT, BUSY, ASG, SPOT)
+        f"costguard-gpu-idle-{i}"
+        for i in (IDLE, ONE_BUSY, STARVED, PROTECTED, NO_AGENT, BUSY, ASG, SPOT, *AUDIT_FLEET)
     }
     clients.ec2().stop_instances(InstanceIds=[BUSY])
     replay(stack, [EVENTS / "schedule-gpu-alarm-reconcile.json"])

@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 
 from costguard.aws import clients
+from costguard.aws.capacity import CapacityReservations
 from costguard.aws.sagemaker import TrainingJobStopper
 from costguard.model import MARK_TAG_KEY, Resource, ResourceKind
 
@@ -16,8 +17,13 @@ class UnsupportedAction(RuntimeError):
 class AwsRemediator:
     """Stops and marks through the service that owns the resource. Never terminates or deletes."""
 
-    def __init__(self, training_jobs: TrainingJobStopper | None = None) -> None:
+    def __init__(
+        self,
+        training_jobs: TrainingJobStopper | None = None,
+        reservations: CapacityReservations | None = None,
+    ) -> None:
         self.training_jobs = training_jobs or TrainingJobStopper()
+        self.reservations = reservations or CapacityReservations()
 
     def stop(self, resource: Resource) -> None:
         if resource.kind is ResourceKind.EC2_INSTANCE:
@@ -26,6 +32,9 @@ class AwsRemediator:
             self.training_jobs.stop(resource.region, resource.id)
         elif resource.kind is ResourceKind.NOTEBOOK:
             clients.sagemaker(resource.region).stop_notebook_instance(NotebookInstanceName=resource.id)
+        elif resource.kind is ResourceKind.CAPACITY_RESERVATION:
+            # Stopping a reservation is cancelling it; the adapter refuses a Capacity Block.
+            self.reservations.cancel(resource.region, resource.id)
         else:
             raise UnsupportedAction(f"costguard does not stop {resource.kind}")
 
@@ -34,6 +43,8 @@ class AwsRemediator:
             clients.ec2(resource.region).delete_tags(Resources=[resource.id], Tags=[{"Key": MARK_TAG_KEY}])
         elif resource.arn and resource.kind in (ResourceKind.TRAINING_JOB, ResourceKind.NOTEBOOK):
             clients.sagemaker(resource.region).delete_tags(ResourceArn=resource.arn, TagKeys=[MARK_TAG_KEY])
+        elif resource.kind is ResourceKind.CAPACITY_RESERVATION:
+            self.reservations.untag(resource.region, resource.id, MARK_TAG_KEY)
         else:
             raise UnsupportedAction(f"costguard cannot unmark {resource.kind} {resource.id}")
 
@@ -47,5 +58,7 @@ class AwsRemediator:
             clients.sagemaker(resource.region).add_tags(
                 ResourceArn=resource.arn, Tags=[{"Key": MARK_TAG_KEY, "Value": value}]
             )
+        elif resource.kind is ResourceKind.CAPACITY_RESERVATION:
+            self.reservations.tag(resource.region, resource.id, MARK_TAG_KEY, value)
         else:
             raise UnsupportedAction(f"costguard cannot mark {resource.kind} {resource.id}")

@@ -56,11 +56,23 @@ def execute(decision: Decision, remediator: Remediator, limiter: StopLimiter | N
     logger.info("executing decision", extra={"decision": decision.summary(), "verb": verb})
     if decision.dry_run:
         return Outcome(done=False, detail=f"dry run: would {verb} {resource.display_name}")
-    if decision.action is Action.STOP and limiter is not None and not limiter.acquire(decision.decided_at):
-        logger.warning("hourly stop cap reached", extra={"decision_id": decision.id})
-        return Outcome(
-            done=False, detail=f"hourly stop cap reached: {resource.display_name} not stopped", capped=True
-        )
+    if decision.action is Action.STOP and limiter is not None:
+        try:
+            allowed = limiter.acquire(decision.decided_at)
+        except Exception as error:  # the cap cannot be counted (state table unreachable): no stop without it
+            logger.exception("stop cap unavailable", extra={"decision_id": decision.id})
+            return Outcome(
+                done=False,
+                detail=f"stop cap unavailable: {resource.display_name} not stopped",
+                error=str(error)[:500],
+            )
+        if not allowed:
+            logger.warning("hourly stop cap reached", extra={"decision_id": decision.id})
+            return Outcome(
+                done=False,
+                detail=f"hourly stop cap reached: {resource.display_name} not stopped",
+                capped=True,
+            )
     try:
         if decision.action is Action.STOP:
             remediator.stop(resource)

@@ -1,11 +1,13 @@
-"""Capacity reservations paid for but unused (AWS Health ODCR underutilization). Pure."""
+"""Capacity reservations paid for but unused: AWS Health ODCR underutilization, and the hourly sweep's
+utilization verdict (which alone may allow a cancel). Pure."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from costguard.model import CapacityReservation, Finding, Reason, Resource, ResourceKind
+from costguard.model import MARK_TAG_KEY, CapacityReservation, Finding, Reason, Resource, ResourceKind
 from costguard.pricing import Price
 
 
@@ -95,3 +97,120 @@ def idle_reservation_finding(
         hourly_usd=round(total * price.usd_per_hour, 4) if total and price else None,
         event_id=event_id,
     )
+
+
+# The owner's opt-in: without it an idle reservation is only reported, whatever the mode.
+AUTO_CANCEL_TAG = "costguard:auto-cancel"
+
+
+@dataclass(frozen=True)
+class UsageWindow:
+    """The sweep's rule: under ``threshold_percent`` on average over the last ``hours`` is idle."""
+
+    hours: int
+    threshold_percent: float
+
+
+def opted_in(tags: dict[str, str]) -> bool:
+    return tags.get(AUTO_CANCEL_TAG, "").strip().lower() == "true"
+
+
+def sweep_findings(
+    reservation: CapacityReservation,
+    hourly_mean: Sequence[tuple[datetime, float]],
+    hourly_peak: Sequence[tuple[datetime, float]],
+    *,
+    window: UsageWindow,
+    price: Price | None,
+    now: datetime,
+    event_id: str | None,
+) -> list[Finding]:
+    """``capacity_reservation_idle`` for an ODCR whose InstanceUtilization averaged under the threshold over the
+    window (one datapoint per hour), with the dollars wasted so far and per day ahead. It may be cancelled only
+    when its owner opted in and every hour of the whole window was under the threshold; a marked reservation
+    that is in use again has its mark removed. No data, or a Capacity Block, gives nothing here."""
+    if reservation.is_capacity_block or not hourly_mean:
+        return []
+    threshold = window.threshold_percent
+    mean = sum(v for _, v in hourly_mean) / len(hourly_mean)
+    resource = Resource(
+        kind=ResourceKind.CAPACITY_RESERVATION,
+        id=reservation.id,
+        account=reservation.account,
+        region=reservation.region,
+        arn=reservation.arn,
+        instance_type=reservation.instance_type,
+        instance_count=reservation.total,
+        tags=reservation.tags,
+    )
+    hourly = round(reservation.total * price.usd_per_hour, 4) if price else None
+    if mean >= threshold:
+        if MARK_TAG_KEY not in reservation.tags:
+            return []
+        return [
+            Finding(
+                reason=Reason.GPU_ACTIVE_AGAIN,
+                resource=resource,
+                summary=(
+                    f"Capacity reservation {reservation.id} is in use again ({mean:.1f}% on average over the "
+                    f"last {len(hourly_mean)} h): its pending cancel is off."
+                ),
+                observed_at=now,
+                evidence={"utilization_percent": round(mean, 1), "threshold_percent": threshold},
+                hourly_usd=hourly,
+                cancels_mark=True,
+                event_id=event_id,
+            )
+        ]
+    peak = max(v for _, v in (hourly_peak or hourly_mean))
+    covered = len({at for at, _ in hourly_mean})
+    blocker = None
+    if covered < window.hours:
+        blocker = (
+            f"utilization data covers {covered} of the last {window.hours} hours; a reservation is cancelled "
+            "only after a whole window under the threshold"
+        )
+    elif peak >= threshold:
+        blocker = (
+            f"its busiest hour reached {peak:g}% (threshold {threshold:g}%); a reservation is cancelled only "
+            "when every hour of the window stays under it"
+        )
+    wasted = (
+        round(sum((1 - v / 100.0) * reservation.total * price.usd_per_hour for _, v in hourly_mean), 2)
+        if price
+        else None
+    )
+    per_day = unused_usd_per_day(mean, reservation.total, price)
+    so_far = "an unknown amount" if wasted is None else f"${wasted:,.2f}"
+    ahead = "an unknown amount" if per_day is None else f"${per_day:,.2f} a day"
+    return [
+        Finding(
+            reason=Reason.CAPACITY_RESERVATION_IDLE,
+            resource=resource.model_copy(update={"stop_blocker": blocker}),
+            summary=(
+                f"Capacity reservation {reservation.id} ({reservation.instance_type} x {reservation.total}) "
+                f"averaged {mean:.1f}% used over the last {covered} h (threshold {threshold:g}%): {so_far} paid "
+                f"for unused instances in that time, and {ahead} from now on while it stays this empty."
+            ),
+            observed_at=now,
+            evidence={
+                "utilization_percent": round(mean, 1),
+                "peak_hour_percent": round(peak, 1),
+                "hours_with_data": covered,
+                "window_hours": window.hours,
+                "usd_unused_in_window": wasted,
+                "usd_per_day_unused": per_day,
+                "availability_zone": reservation.availability_zone,
+                "auto_cancel": (
+                    f"opted in ({AUTO_CANCEL_TAG}=true): cancelled in remediate mode after the grace period"
+                    if opted_in(reservation.tags)
+                    else f"not opted in: tag it {AUTO_CANCEL_TAG}=true to let costguard cancel it in remediate mode"
+                ),
+                "price_source": price.source if price else None,
+            },
+            hourly_usd=hourly,
+            cost_usd=wasted,
+            remediable=opted_in(reservation.tags),
+            event_id=event_id,
+        )
+    ]

@@ -82,7 +82,8 @@ def read_gpus(
     values = [v for pts in starved_points.values() for _, v in pts]
     mean = round(fmean(values), 2) if values else None
     # Starvation is every GPU waiting: one GPU busy beside idle ones is a sizing matter, not a data one.
-    per_gpu_means = [fmean(v for _, v in pts) for pts in starved_points.values() if pts]
+    # (Lists, not generators: fmean sums a list in C, which backtests of a week feel.)
+    per_gpu_means = [fmean([v for _, v in pts]) for pts in starved_points.values() if pts]
     uniformly_underused = bool(per_gpu_means) and max(per_gpu_means) < thresholds.starved_percent
     if busiest_value is None and mean is None:
         return GpuReading(Verdict.NO_METRICS, expected_gpus)

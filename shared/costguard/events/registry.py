@@ -7,6 +7,20 @@ from typing import Any
 from pydantic import BaseModel
 
 from costguard.events.batch import BATCH_JOB_DETAIL_TYPE, BatchJobStateChange
+from costguard.events.budgets import (
+    ANOMALY_DETAIL_TYPE,
+    AnomalyDetected,
+    BudgetNotification,
+    CostAnomalyNotification,
+    json_object,
+    sns_message,
+)
+from costguard.events.capacity import (
+    CAPACITY_BLOCK_PREFIX,
+    RESERVATION_STATE_DETAIL_TYPES,
+    CapacityBlockEvent,
+    ReservationStateChange,
+)
 from costguard.events.cloudwatch import ALARM_DETAIL_TYPE, AlarmStateChange
 from costguard.events.ec2 import (
     INSTANCE_STATE_DETAIL_TYPE,
@@ -26,10 +40,37 @@ EVENTBRIDGE_MODELS: dict[tuple[str, str], type[BaseModel]] = {
     ("aws.batch", BATCH_JOB_DETAIL_TYPE): BatchJobStateChange,
     ("aws.cloudwatch", ALARM_DETAIL_TYPE): AlarmStateChange,
     ("aws.health", HEALTH_DETAIL_TYPE): OdcrUnderutilization,
+    ("aws.ce", ANOMALY_DETAIL_TYPE): AnomalyDetected,
     ("aws.events", SCHEDULED_DETAIL_TYPE): ScheduledEvent,
     ("aws.scheduler", SCHEDULED_DETAIL_TYPE): ScheduledEvent,
+    **{("aws.ec2", detail_type): ReservationStateChange for detail_type in RESERVATION_STATE_DETAIL_TYPES},
 }
+# (source, detail-type prefix) -> model, for families AWS has renamed (tried after the exact matches).
+EVENTBRIDGE_PREFIXES: list[tuple[str, str, type[BaseModel]]] = [
+    ("aws.ec2", CAPACITY_BLOCK_PREFIX, CapacityBlockEvent),
+]
+
+
+def sns_model_for(message: str) -> type[BaseModel]:
+    """SNS deliveries carry no type: a JSON anomaly is one, anything else is read as a budget alert
+    (whose parser forwards wording it cannot read instead of dropping it)."""
+    body = json_object(message)
+    return CostAnomalyNotification if body is not None and "anomalyId" in body else BudgetNotification
 
 
 def model_for(event: dict[str, Any]) -> type[BaseModel] | None:
-    return EVENTBRIDGE_MODELS.get((str(event.get("source")), str(event.get("detail-type"))))
+    message = sns_message(event)
+    if message is not None:
+        return sns_model_for(message)
+    source, detail_type = str(event.get("source")), str(event.get("detail-type"))
+    exact = EVENTBRIDGE_MODELS.get((source, detail_type))
+    if exact is not None:
+        return exact
+    return next(
+        (
+            model
+            for src, prefix, model in EVENTBRIDGE_PREFIXES
+            if src == source and detail_type.startswith(prefix)
+        ),
+        None,
+    )

@@ -7,6 +7,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from costguard.aws import alarms
+from costguard.aws.budgets import keep_budget_marks
 from costguard.aws.inventory import describe_gpu_instances
 from costguard.aws.metrics import (
     GPU_METRIC,
@@ -108,7 +109,9 @@ def evaluate(
     data = read_fleet(
         region, [i for i in instances if i.accelerators and i.accelerators.is_nvidia], thresholds, now
     )
-    return runtime.act(findings_for(instances, data, runtime, thresholds, now, event_id), now)
+    findings = findings_for(instances, data, runtime, thresholds, now, event_id)
+    # A budget breach at stop_all marks busy instances on purpose: their marks are not cancelled here.
+    return runtime.act(keep_budget_marks(findings, runtime.settings.state_table, now), now)
 
 
 def handle_alarm(event: AlarmStateChange, runtime: Runtime, now: datetime) -> Report:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import datetime, timedelta
 
+from costguard.aws.budgets import keep_budget_marks
 from costguard.aws.metrics import (
     GPU_METRIC,
     GPU_NAMESPACE,
@@ -161,7 +162,8 @@ def findings_for(
 
 def evaluate(region: str, runtime: Runtime, now: datetime, event_id: str | None = None) -> Report:
     findings = findings_for(region, runtime, thresholds_of(runtime), now, event_id)
-    return runtime.act(findings, now)
+    # A budget breach at stop_all marks busy jobs and notebooks on purpose: their marks are not cancelled here.
+    return runtime.act(keep_budget_marks(findings, runtime.settings.state_table, now), now)
 
 
 def handle_sweep(runtime: Runtime, now: datetime, default_region: str, event_id: str | None) -> Report:

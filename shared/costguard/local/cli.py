@@ -1,11 +1,13 @@
-"""The `costguard` command: replay events, run the demo, redrive the dead-letter queue."""
+"""The `costguard` command: replay events, run the demo, backtest a period, audit right-sizing, redrive."""
 
 from __future__ import annotations
 
 import argparse
 import json
 import sys
+import tempfile
 from collections.abc import Sequence
+from pathlib import Path
 
 from costguard.events.common import to_datetime
 from costguard.local.render import render
@@ -85,7 +87,43 @@ def cmd_demo(args: argparse.Namespace) -> int:
         f"\nSummary: {sum(len(r.findings) for r in results)} findings, {messages} Slack messages, "
         f"${spent:,.2f} already spent on flagged runs, ${hourly:,.2f}/h on resources costguard would stop."
     )
-    return 0 if all(r.ok for r in results) else 1
+    from costguard.backtest.command import demo_backtest
+
+    print("\nWhat remediate mode would have done over the world's series (`costguard backtest` for more):")
+    print(demo_backtest(world))
+    from costguard.local.audit import print_summary, run_audit, write_outputs
+
+    print("\nThe right-sizing audit (`costguard audit` for its options):")
+    audit = run_audit(world, overrides=_log_level(args))
+    print_summary(audit, write_outputs(audit, Path(tempfile.mkdtemp(prefix="costguard-audit-"))))
+    return 0 if all(r.ok for r in results) and audit.report is not None else 1
+
+
+def cmd_backtest(args: argparse.Namespace) -> int:
+    from costguard.backtest.command import cmd_backtest as run
+
+    return run(args, None if args.live else _world(args.world, args.now))
+
+
+def cmd_audit(args: argparse.Namespace) -> int:
+    from costguard.audit.rules import RulesFileError, load_rules
+    from costguard.local.audit import print_summary, run_audit, write_outputs
+
+    try:
+        load_rules(args.rules)  # a bad rules file is named here, before anything starts
+    except RulesFileError as error:
+        print(f"costguard: bad rules file: {error}", file=sys.stderr)
+        return 2
+    world = _world(args.world, args.now)
+    regions = [r.strip() for r in args.regions.split(",") if r.strip()] if args.regions else None
+    run = run_audit(world, rules_file=args.rules, regions=regions, overrides=_log_level(args))
+    written = write_outputs(run, Path(args.out))
+    if args.json:
+        print(json.dumps(run.report if run.report is not None else {"error": run.error}, default=str))
+    else:
+        print_summary(run, written)
+    failed = run.report is None or bool(run.report["totals"]["failed_regions"])
+    return 1 if failed else 0
 
 
 def cmd_redrive(args: argparse.Namespace) -> int:
@@ -127,6 +165,26 @@ def parser() -> argparse.ArgumentParser:
     dm.add_argument("--mode", choices=["notify", "remediate"], default="notify")
     dm.add_argument("--verbose", action="store_true", help="the functions' INFO logs on stderr")
     dm.set_defaults(run=cmd_demo)
+
+    from costguard.backtest.command import add_arguments as backtest_arguments
+
+    bt = commands.add_parser(
+        "backtest", help="what costguard would have caught, stopped and saved over a past period (dry run)"
+    )
+    backtest_arguments(bt)
+    bt.set_defaults(run=cmd_backtest)
+
+    au = commands.add_parser(
+        "audit", help="run the right-sizing audit state machine on the world and write its report"
+    )
+    au.add_argument("--world", help="world YAML file (default: the demo world)")
+    au.add_argument("--now", help="the time to audit at (ISO 8601 or epoch), default the world's")
+    au.add_argument("--json", action="store_true", help="print the report JSON")
+    au.add_argument("--out", default="costguard-audit", help="directory for report.json and report.html")
+    au.add_argument("--rules", help="JSON file overriding the packaged rules")
+    au.add_argument("--regions", help="comma-separated regions (default: the world's)")
+    au.add_argument("--verbose", action="store_true", help="the functions' INFO logs on stderr")
+    au.set_defaults(run=cmd_audit)
 
     rd = commands.add_parser(
         "redrive", help="move notices from the dead-letter queue back to the decisions queue"

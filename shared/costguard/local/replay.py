@@ -11,6 +11,7 @@ from typing import Any
 from costguard import clock
 from costguard.events.common import to_datetime
 from costguard.local.stack import LocalStack
+from costguard.local.template import sns_topic_name
 
 
 @dataclass
@@ -73,7 +74,8 @@ def replay_event(stack: LocalStack, path: str | Path) -> ReplayResult:
     if not routes:
         result.error = (
             f"{path}: no rule in template.yaml matches this event "
-            f"(source={event.get('source')!r}, detail-type={event.get('detail-type')!r})"
+            f"(source={event.get('source')!r}, detail-type={event.get('detail-type')!r}, "
+            f"topic={sns_topic_name(event)!r})"
         )
         return result
     before = len(stack.sink.messages)
@@ -92,8 +94,10 @@ def replay_event(stack: LocalStack, path: str | Path) -> ReplayResult:
 
 def event_time(event: dict[str, Any]) -> datetime | None:
     try:
+        if "time" not in event and isinstance(event.get("Records"), list):
+            return to_datetime(event["Records"][0]["Sns"]["Timestamp"])  # an SNS delivery
         return to_datetime(event["time"])
-    except (KeyError, ValueError, TypeError):
+    except (KeyError, IndexError, ValueError, TypeError):
         return None
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import threading
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -19,6 +20,11 @@ class SlackSink:
     script: deque[int] = field(default_factory=deque)
     always: int | None = None  # a status to answer every time (Slack down), until cleared
     retry_after_seconds: int = 0
+    # Status 0 in the script or from ``answer`` holds the request this long, records nothing, then answers
+    # 504: a Slack that times out.
+    stall_seconds: float = 0.0
+    # Decides each status from the message when set (fault injection); the script still comes first.
+    answer: Callable[[dict[str, Any]], int] | None = None
     _server: ThreadingHTTPServer | None = None
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -38,10 +44,18 @@ class SlackSink:
             def do_POST(self) -> None:
                 body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
                 with sink._lock:
-                    status = sink.script.popleft() if sink.script else (sink.always or 200)
+                    if sink.script:
+                        status = sink.script.popleft()
+                    elif sink.answer is not None:
+                        status = sink.answer(json.loads(body))
+                    else:
+                        status = sink.always or 200
                     sink.requests.append((self.path, status))
                     if status == 200:
                         sink.messages.append({"channel": self.path.rsplit("/", 1)[-1], **json.loads(body)})
+                if status == 0:
+                    threading.Event().wait(sink.stall_seconds)  # not time.sleep: tests record those
+                    status = 504
                 self.send_response(status)
                 if status == 429:
                     self.send_header("Retry-After", str(sink.retry_after_seconds))

@@ -23,7 +23,10 @@ from moto import mock_aws
 
 from costguard import clock
 from costguard.aws import clients
+from costguard.local.budgets import seed_budgets
+from costguard.local.capacity import publish_capacity_metrics, world_capacity_reservations
 from costguard.local.fast_metrics import indexed_metrics
+from costguard.local.history import publish_usage_history
 from costguard.local.sink import SlackSink
 from costguard.local.template import Function, Template, resolve
 from costguard.local.world import GpuMetrics, World, gpu_series
@@ -100,7 +103,7 @@ class LocalStack:
         self._exit.enter_context(mock_aws())
         self._exit.enter_context(indexed_metrics())
         self._exit.enter_context(moto_stop_training_job())
-        self._exit.enter_context(world_capacity_reservations(self.world))
+        self.capacity = self._exit.enter_context(world_capacity_reservations(self.world))
         self._exit.callback(clock.freeze, None)
         _reset_process_caches()
         clients.calls.clear()
@@ -261,6 +264,8 @@ def seed_world(world: World, until: datetime | None = None) -> None:
     """Create the world's instances (with the world's own ids) and SageMaker resources, and publish their
     metrics."""
     seed_sagemaker(world, until or world.now)
+    publish_capacity_metrics(world, until or world.now)
+    seed_budgets(world)
     if not world.instances:
         return
     from moto.ec2.models import ec2_backends  # the embedded AWS only
@@ -288,6 +293,7 @@ def seed_world(world: World, until: datetime | None = None) -> None:
             described = ec2.describe_instance_types(InstanceTypes=[spec.type])["InstanceTypes"]
             gpu_info[spec.type] = described[0].get("GpuInfo", {}) if described else {}
     publish_metrics(world, gpu_info, until or world.now)
+    publish_usage_history(world, gpu_info)  # the audit's hourly history (local/history.py)
 
 
 def publish_metrics(world: World, gpu_info: dict[str, dict[str, Any]], until: datetime) -> None:
@@ -536,41 +542,6 @@ def moto_stop_training_job() -> Iterator[None]:
         return "{}"
 
     with mock.patch.object(SageMakerResponse, "stop_training_job", stop_training_job, create=True):
-        yield
-
-
-@contextlib.contextmanager
-def world_capacity_reservations(world: World) -> Iterator[None]:
-    """moto has no DescribeCapacityReservations: the adapter (aws/capacity.py) reads the world file's
-    ``capacity_reservations`` instead, in the shape the real call returns."""
-    from costguard.aws.capacity import CapacityReservations, from_api
-
-    def describe(self: Any, region: str, account: str, ids: Any) -> list[Any]:
-        wanted = set(ids)
-        return [
-            from_api(
-                {
-                    "CapacityReservationId": spec.id,
-                    "OwnerId": world.account,
-                    "CapacityReservationArn": (
-                        f"arn:aws:ec2:{world.region}:{world.account}:capacity-reservation/{spec.id}"
-                    ),
-                    "InstanceType": spec.instance_type,
-                    "TotalInstanceCount": spec.total,
-                    "AvailableInstanceCount": max(spec.total - spec.used, 0),
-                    "State": spec.state,
-                    "ReservationType": "capacity-block" if spec.kind == "capacity_block" else "default",
-                    "AvailabilityZone": spec.availability_zone,
-                    "Tags": _tag_list(spec.tags),
-                },
-                account,
-                region,
-            )
-            for spec in world.capacity_reservations
-            if spec.id in wanted and region == world.region
-        ]
-
-    with mock.patch.object(CapacityReservations, "describe", describe):
         yield
 
 

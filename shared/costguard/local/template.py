@@ -40,8 +40,12 @@ class Route:
     pattern: dict[str, Any] | None = None
     target: Any = None
     schedule_name: str | None = None
+    topic_name: str | None = None  # an SNS source: the topic's name as the local stack has it
 
     def matches(self, event: dict[str, Any]) -> bool:
+        if self.source_type == "SNS":
+            # SNS delivers to its subscribers whatever is published: the topic is the whole route.
+            return self.topic_name is not None and sns_topic_name(event) == self.topic_name
         if self.source_type in ("Schedule", "ScheduleV2") and self.schedule_name:
             # What a scheduled rule sends: a Scheduled Event naming the rule in its resources.
             pattern = {
@@ -106,6 +110,9 @@ class Template:
                     target=event.get("Properties", {}).get("Queue")
                     or event.get("Properties", {}).get("Topic"),
                     schedule_name=_stack_sub(event.get("Properties", {}).get("Name")),
+                    topic_name=self.topic_name(event.get("Properties", {}).get("Topic"))
+                    if event["Type"] == "SNS"
+                    else None,
                 )
                 for name, event in (props.get("Events") or {}).items()
             ]
@@ -116,6 +123,14 @@ class Template:
                 routes,
             )
         return found
+
+    def topic_name(self, topic: Any) -> str | None:
+        """The name of a topic the template creates (``!Ref Topic``) or names by ARN."""
+        if isinstance(topic, dict) and "Ref" in topic:
+            props = self.resources.get(topic["Ref"], {}).get("Properties", {})
+            return _stack_sub(props.get("TopicName")) or f"{LOCAL_STACK_NAME}-{topic['Ref']}"
+        named = _stack_sub(topic)
+        return named.rsplit(":", 1)[-1] if named else None
 
     def global_environment(self) -> dict[str, Any]:
         env: dict[str, Any] = self.body["Globals"]["Function"]["Environment"]["Variables"]
@@ -136,6 +151,16 @@ class Template:
 
 
 LOCAL_STACK_NAME = "costguard"
+
+
+def sns_topic_name(event: dict[str, Any]) -> str | None:
+    """The topic an SNS delivery (``Records[].Sns``) came from."""
+    records = event.get("Records")
+    if not isinstance(records, list) or not records or not isinstance(records[0], dict):
+        return None
+    sns = records[0].get("Sns")
+    arn = sns.get("TopicArn") if isinstance(sns, dict) else None
+    return arn.rsplit(":", 1)[-1] if isinstance(arn, str) else None
 
 
 def _stack_sub(value: Any) -> str | None:

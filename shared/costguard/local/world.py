@@ -35,13 +35,36 @@ class Segment(_Strict):
     end: AwsTime | None = None
 
 
+class Run(_Strict):
+    """Explicit points in a row: ``values[n]`` is the percent at ``start + n * step_minutes``; null publishes
+    nothing at that time. A week of five-minute points is one list of 2016 numbers, not 2016 keys."""
+
+    start: AwsTime
+    step_minutes: int = Field(default=5, ge=1, le=24 * 60)
+    values: list[Annotated[float, Field(ge=0, le=100)] | None] = Field(min_length=1)
+
+    def points(self) -> dict[datetime, float | None]:
+        step = timedelta(minutes=self.step_minutes)
+        return {self.start + n * step: value for n, value in enumerate(self.values)}
+
+
 class GpuSeries(_Strict):
-    """One GPU's series: a pattern, time segments, or explicit points (which win)."""
+    """One GPU's series: a pattern, time segments, or explicit points and runs (which win, runs last)."""
 
     index: int = Field(ge=0, le=63)
     pattern: Pattern | None = None
     segments: list[Segment] = Field(default_factory=list)
     points: dict[str, float] = Field(default_factory=dict, description="ISO time -> percent")
+    runs: list[Run] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _segments_in_order(self) -> GpuSeries:
+        for seg in self.segments:
+            if seg.start is not None and seg.end is not None and seg.end <= seg.start:
+                raise ValueError(
+                    f"GPU {self.index}: a segment ends ({seg.end}) before it starts ({seg.start})"
+                )
+        return self
 
 
 class GpuMetrics(_Strict):
@@ -52,6 +75,21 @@ class GpuMetrics(_Strict):
     period_seconds: int = Field(default=60, ge=60)
     memory_used_percent: float = Field(default=50.0, ge=0, le=100)
     gpus: list[GpuSeries] = Field(default_factory=list, description="per-GPU overrides")
+    segments: list[Segment] = Field(
+        default_factory=list, description="patterns over spans of time for every GPU (a GPU's own win)"
+    )
+
+
+class UsageHistory(_Strict):
+    """Hourly history for the right-sizing audit: GPU utilization and memory per GPU, and CPU, from ``days``
+    before now (or launch) up to where ``gpu_metrics``' own recent series starts."""
+
+    days: int = Field(default=14, ge=1, le=63)
+    gpu_percent: float = Field(ge=0, le=100, description="mean utilization of each busy GPU")
+    swing: float = Field(default=5.0, ge=0, le=50)
+    busy_gpus: int | None = Field(default=None, ge=0, description="GPUs 0..n-1 carry the load; default all")
+    memory_used_gib: float = Field(default=0.0, ge=0, description="memory in use on each busy GPU")
+    cpu_percent: float | None = Field(default=None, ge=0, le=100, description="default: the instance's")
 
 
 class Instance(_Strict):
@@ -65,6 +103,13 @@ class Instance(_Strict):
     cpu_percent: float = Field(default=20.0, ge=0, le=100)
     network_in_mb_per_minute: float = Field(default=50.0, ge=0)
     lifecycle: Literal["on-demand", "spot"] = "on-demand"
+    capacity_reservation_id: str | None = Field(
+        default=None, description="the capacity reservation or Capacity Block it runs in"
+    )
+    stopped_at: AwsTime | None = Field(
+        default=None, description="when its owner stopped it (backtests): it ran from launched until then"
+    )
+    usage: UsageHistory | None = Field(default=None, description="hourly history for the audit")
 
 
 class TrainingJob(_Strict):
@@ -105,7 +150,7 @@ class Endpoint(_Strict):
 
 
 class CapacityReservation(_Strict):
-    id: str
+    id: Annotated[str, Field(pattern=r"^cr-[0-9a-zA-Z]+$")]
     instance_type: str
     total: int = Field(ge=1)
     used: int = Field(default=0, ge=0)
@@ -113,13 +158,30 @@ class CapacityReservation(_Strict):
     state: Literal["active", "scheduled", "expired", "cancelled", "pending", "failed"] = "active"
     availability_zone: str = "us-east-1a"
     tags: dict[str, str] = Field(default_factory=dict)
+    start: AwsTime | None = Field(default=None, description="StartDate; metrics start here (<= 48 h back)")
+    end: AwsTime | None = Field(default=None, description="EndDate (a Capacity Block's end)")
+    utilization_percent: float | None = Field(
+        default=None, ge=0, le=100, description="InstanceUtilization published; default used / total"
+    )
+
+    @property
+    def utilization(self) -> float:
+        if self.utilization_percent is not None:
+            return self.utilization_percent
+        return round(100.0 * min(self.used, self.total) / self.total, 2)
 
 
 class Budget(_Strict):
+    """A monthly cost budget, seeded into the embedded AWS Budgets; its alerts come from events/."""
+
     name: str
     limit_usd: float = Field(gt=0)
     actual_usd: float = Field(default=0, ge=0)
     forecast_usd: float = Field(default=0, ge=0)
+    scope_tags: dict[str, str] = Field(
+        default_factory=dict,
+        description="the budget's cost filter on tags (TagKeyValue user:<key>$<value>): its resources",
+    )
 
 
 class World(_Strict):
@@ -178,9 +240,11 @@ def gpu_series(
 ) -> list[tuple[datetime, float]]:
     """The datapoints one GPU publishes from ``now - lookback`` to ``until`` (default ``now``), oldest first."""
     override = next((g for g in metrics.gpus if g.index == gpu_index), None)
-    explicit = {}
+    explicit: dict[datetime, float | None] = {}
     if override:
         explicit = {AwsTimeAdapter.validate_python(t): v for t, v in override.points.items()}
+        for run in override.runs:
+            explicit |= run.points()
     end = max(until or now, now)
     start = now - timedelta(minutes=metrics.lookback_minutes)
     step = timedelta(seconds=metrics.period_seconds)
@@ -188,12 +252,15 @@ def gpu_series(
     at = end - step
     while at > start:
         pattern: Pattern = metrics.pattern
+        for seg in metrics.segments:
+            if (seg.start is None or seg.start <= at) and (seg.end is None or at < seg.end):
+                pattern = seg.pattern
         if override:
             pattern = override.pattern or pattern
             for seg in override.segments:
                 if (seg.start is None or seg.start <= at) and (seg.end is None or at < seg.end):
                     pattern = seg.pattern
-        value = explicit.get(at, utilization(pattern, int(at.timestamp() // 60), gpu_index))
+        value = explicit[at] if at in explicit else utilization(pattern, int(at.timestamp() // 60), gpu_index)
         if value is not None:
             points.append((at, value))
         at -= step

@@ -2,10 +2,21 @@
 
 from __future__ import annotations
 
+import hashlib
 from datetime import datetime, timedelta
 from typing import Protocol
 
 from costguard.aws import clients
+
+# DynamoDB refuses partition keys over 2048 bytes; a key built from a hostile resource id can be longer.
+_MAX_KEY_BYTES = 1024
+
+
+def _table_key(key: str) -> str:
+    encoded = key.encode("utf-8", "surrogatepass")
+    if len(encoded) <= _MAX_KEY_BYTES:
+        return f"repeat#{key}"
+    return f"repeat#sha256:{hashlib.sha256(encoded).hexdigest()}"
 
 
 class RepeatGate(Protocol):
@@ -26,7 +37,7 @@ class DynamoRepeatGate:
             dynamodb.put_item(
                 TableName=self.table,
                 Item={
-                    "id": {"S": f"repeat#{key}"},
+                    "id": {"S": _table_key(key)},
                     "expiration": {"N": str(int((now + window).timestamp()))},
                 },
                 ConditionExpression="attribute_not_exists(id) OR expiration <= :now",

@@ -28,4 +28,11 @@ def console_url(resource: Resource) -> str:
             return f"{base}/batch/home?region={region}#jobs/detail/{rid}"
         case ResourceKind.BATCH_QUEUE:
             return f"{base}/batch/home?region={region}#queues/detail/{quote(resource.arn or resource.id, safe='')}"
+        case ResourceKind.BUDGET:
+            # Budgets and Cost Anomaly Detection are global: their consoles take no region.
+            return "https://console.aws.amazon.com/billing/home#/budgets"
+        case ResourceKind.COST_ANOMALY:
+            return "https://console.aws.amazon.com/cost-management/home#/anomaly-detection/overview"
+        case ResourceKind.COSTGUARD_ALARM:
+            return f"{base}/cloudwatch/home?region={region}#alarmsV2:alarm/{rid}"
     return f"{base}/console/home?region={region}"

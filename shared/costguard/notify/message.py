@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from costguard.model import Action, Reason
+from costguard.model import Action, Reason, ResourceKind
 from costguard.notify.links import console_url
 from costguard.notify.notice import Notice
 
@@ -26,6 +26,12 @@ TITLES: dict[Reason, str] = {
     Reason.SPOT_RECOMMENDED: "Long on-demand training job: spot recommended",
     Reason.TRAINING_DIGEST: "Daily training digest",
     Reason.CAPACITY_RESERVATION_IDLE: "Capacity reservation paid for but unused",
+    Reason.CAPACITY_BLOCK_EXPIRING: "Capacity Block ending: checkpoint now",
+    Reason.CAPACITY_BLOCK_UNUSED: "Capacity Block paid for with nothing running",
+    Reason.CAPACITY_RESERVATION_STATE: "Capacity reservation state change",
+    Reason.BUDGET_BREACH: "Budget breached: what is burning money now",
+    Reason.COST_ANOMALY: "Cost anomaly",
+    Reason.COSTGUARD_ALARM: "costguard itself needs attention",
 }
 
 _MAX_TEXT = 2900  # Slack rejects section text over 3000 characters
@@ -49,12 +55,18 @@ def action_line(notice: Notice) -> str:
         return f":no_entry: Not stopped: {outcome.detail} (MaxStopsPerHour). It stays marked and is retried next run."
     if decision.action is Action.UNMARK:
         return f":arrow_forward: {'Would cancel (dry run)' if decision.dry_run else 'Cancelled'} the pending stop: {decision.note}."
+    # A capacity reservation is cancelled, not stopped: the same action, said as AWS says it.
+    stop, stopped = (
+        ("cancel", "Cancelled")
+        if decision.resource.kind is ResourceKind.CAPACITY_RESERVATION
+        else ("stop", "Stopped")
+    )
     if decision.action is Action.STOP:
-        return f":stop_sign: {'Would stop (dry run)' if decision.dry_run else 'Stopped'}. {decision.note}"
+        return f":stop_sign: {f'Would {stop} (dry run)' if decision.dry_run else stopped}. {decision.note}"
     if decision.action is Action.MARK:
         when = decision.stop_after.strftime("%Y-%m-%d %H:%M UTC") if decision.stop_after else "later"
-        prefix = "Would mark for stop (dry run)" if decision.dry_run else "Marked for stop"
-        return f":hourglass_flowing_sand: {prefix}; stop due at {when} unless it gets busy or is protected."
+        prefix = f"Would mark for {stop} (dry run)" if decision.dry_run else f"Marked for {stop}"
+        return f":hourglass_flowing_sand: {prefix}; {stop} due at {when} unless it gets busy or is protected."
     return f":information_source: No action: {decision.note}."
 
 

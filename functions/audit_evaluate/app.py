@@ -1,0 +1,21 @@
+"""Entry point: the audit task judging one region's resources by the right-sizing rules."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aws_lambda_powertools.utilities.typing import LambdaContext
+
+from costguard.audit.steps import RegionTask, step_input
+from costguard.flows.audit import evaluate_region
+from costguard.observability import logger, metrics, tracer
+from costguard.settings import get_settings
+
+settings = get_settings()  # validated at cold start
+
+
+@logger.inject_lambda_context(clear_state=True)
+@tracer.capture_lambda_handler
+@metrics.log_metrics
+def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+    return evaluate_region(step_input(event, RegionTask, function="audit_evaluate"), settings)

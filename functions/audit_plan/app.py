@@ -1,0 +1,23 @@
+"""Entry point: the audit state machine's first task, naming the run, its moment and its regions."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from aws_lambda_powertools.utilities.typing import LambdaContext
+
+from costguard.audit.steps import PlanInput, step_input
+from costguard.flows.audit import plan
+from costguard.observability import logger, metrics, tracer
+from costguard.settings import get_settings
+
+settings = get_settings()  # validated at cold start
+
+
+@logger.inject_lambda_context(clear_state=True)
+@tracer.capture_lambda_handler
+@metrics.log_metrics
+def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+    step = step_input(event, PlanInput, function="audit_plan")
+    return plan(step, settings, os.environ["AWS_REGION"])

@@ -1,0 +1,107 @@
+"""The audit's plain data: what runs (subjects), how it was used, instance type facts and findings."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from costguard.model import Reason, ResourceKind
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+
+class TypeFacts(_Frozen):
+    """An instance type's accelerators and size, from DescribeInstanceTypes."""
+
+    name: str
+    accelerator_kind: str | None = None  # nvidia_gpu | gpu | neuron | None
+    accelerator_count: int = 0
+    accelerator_model: str | None = None
+    accelerator_memory_mib: int = 0  # per device
+    vcpus: int = 0
+
+    @property
+    def family(self) -> str:
+        return family_of(self.name)
+
+    @property
+    def total_accelerator_memory_mib(self) -> int:
+        return self.accelerator_count * self.accelerator_memory_mib
+
+
+class TypeOption(_Frozen):
+    """A type a recommendation may point at: offered in the region, with known facts and an hourly price."""
+
+    facts: TypeFacts
+    instance_type: str  # as priced: "g5.xlarge", or "ml.g5.xlarge" for SageMaker
+    hourly_usd: float
+
+
+class Subject(_Frozen):
+    """One running resource the audit judges."""
+
+    kind: ResourceKind
+    id: str
+    name: str | None = None
+    account: str
+    region: str
+    instance_type: str
+    instance_count: int = 1
+    spot: bool = False
+    checkpointed: bool = False  # SageMaker CheckpointConfig, or the checkpoint tag
+    running_hours: float = 0.0  # since launch or start
+    tags: dict[str, str] = Field(default_factory=dict)
+    facts: TypeFacts | None = None
+
+    @property
+    def key(self) -> str:
+        return f"{self.account}/{self.region}/{self.kind}/{self.id}"
+
+
+class Usage(_Frozen):
+    """A subject's utilization over the window, per period of ``period_hours``.
+
+    GPU percentages are per GPU; ``busiest`` is the busiest GPU of each period. Percentiles are taken over the
+    periods' maxima, so a recommendation holds even for the peaks inside a period.
+    """
+
+    window_hours: float
+    period_hours: float
+    hours_observed: float = 0.0
+    gpu_p50: float | None = None
+    gpu_p95: float | None = None
+    gpu_max: float | None = None
+    per_gpu_p95: tuple[float, ...] = ()
+    memory_peak_mib: float | None = None  # the fullest GPU's peak memory use
+    memory_total_peak_mib: float | None = None  # the peak of the sum over GPUs
+    cpu_p95: float | None = None
+    chart: tuple[float, ...] = ()  # the busiest GPU over the window, a few points a day
+
+    @property
+    def coverage(self) -> float:
+        return min(1.0, self.hours_observed / self.window_hours) if self.window_hours else 0.0
+
+
+class AuditFinding(_Frozen):
+    """One recommendation: what runs, what it should run on, and what that saves per month."""
+
+    reason: Reason
+    subject: Subject
+    summary: str
+    current_hourly_usd: float
+    recommended_type: str | None  # None: stop it
+    recommended_market: str = "on-demand"  # or "spot"
+    recommended_hourly_usd: float | None = None
+    monthly_cost_usd: float
+    monthly_saving_usd: float
+    confidence: str  # high | medium | low
+    evidence: dict[str, Any] = Field(default_factory=dict)
+    alternatives: tuple[dict[str, Any], ...] = ()
+    chart: tuple[float, ...] = ()
+
+
+def family_of(instance_type: str) -> str:
+    return instance_type.removeprefix("ml.").split(".", 1)[0]

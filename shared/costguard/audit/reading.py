@@ -1,0 +1,111 @@
+"""The audit's metric reads: every subject's GPU, GPU memory and CPU series over the window, batched.
+
+All queries of a region go through aws/metrics.get_metric_data, 500 to a call. The period is chosen so that a
+full call (500 series) stays under GetMetricData's 100,800 datapoints, so no call needs a second page:
+ceil(queries / 500) calls. CloudWatch percentile statistics are not asked for (the embedded AWS returns
+nothing for them, and a percentile per period would hide the peaks); each period's Maximum is read and
+p50/p95 are taken over those maxima in audit/usage.py.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from collections.abc import Sequence
+from datetime import datetime, timedelta
+
+from costguard.audit.model import Subject, Usage
+from costguard.audit.usage import summarize
+from costguard.aws.metrics import GPU_NAMESPACE, QUERIES_PER_CALL, Query, get_metric_data, list_gpu_series
+from costguard.aws.sagemaker import NOTEBOOK_DIMENSION, TRAINING_NAMESPACE
+from costguard.model import ResourceKind
+
+GPU_MEMORY_METRIC = "nvidia_smi_memory_used"  # MiB, per GPU
+DATAPOINTS_PER_CALL = 100_800  # GetMetricData's limit per call
+ENDPOINT_NAMESPACE = "/aws/sagemaker/Endpoints"
+STAT = "Maximum"
+
+
+def period_for(window: timedelta) -> int:
+    """Whole hours, as few as keep 500 full series under the datapoint limit (2 hours for 14 days)."""
+    per_series = DATAPOINTS_PER_CALL // QUERIES_PER_CALL
+    return 3600 * max(1, math.ceil(window.total_seconds() / 3600 / per_series))
+
+
+def queries_for(region: str, subjects: Sequence[Subject]) -> list[Query]:
+    """One query per GPU series (utilization and memory), plus CPU, per subject."""
+    queries: list[Query] = []
+    by_dimension: dict[str, list[Subject]] = defaultdict(list)
+    for subject in subjects:
+        if subject.kind is ResourceKind.EC2_INSTANCE:
+            by_dimension["InstanceId"].append(subject)
+            queries.append(
+                Query(
+                    (subject.key, "cpu", ""),
+                    "AWS/EC2",
+                    "CPUUtilization",
+                    (("InstanceId", subject.id),),
+                    STAT,
+                )
+            )
+        elif subject.kind is ResourceKind.NOTEBOOK:
+            by_dimension[NOTEBOOK_DIMENSION].append(subject)
+        elif subject.kind is ResourceKind.TRAINING_JOB:
+            # SageMaker sums GPU figures over a host's GPUs; the first host stands for the job.
+            host = (("Host", f"{subject.id}/algo-1"),)
+            for metric, measure in (("GPUUtilization", "host_gpu"), ("GPUMemoryUtilization", "host_memory")):
+                queries.append(Query((subject.key, measure, ""), TRAINING_NAMESPACE, metric, host, STAT))
+        elif subject.kind is ResourceKind.ENDPOINT:
+            endpoint, variant = subject.id.split("/", 1)
+            variant_dims = (("EndpointName", endpoint), ("VariantName", variant))
+            for metric, measure in (("GPUUtilization", "host_gpu"), ("GPUMemoryUtilization", "host_memory")):
+                queries.append(
+                    Query((subject.key, measure, ""), ENDPOINT_NAMESPACE, metric, variant_dims, STAT)
+                )
+    for dimension, members in by_dimension.items():
+        series = list_gpu_series(region, [s.id for s in members], dimension=dimension)
+        for subject in members:
+            for dims in series.get(subject.id, []):
+                index = dict(dims).get("index", "0")
+                for metric, measure in (("nvidia_smi_utilization_gpu", "gpu"), (GPU_MEMORY_METRIC, "memory")):
+                    queries.append(Query((subject.key, measure, index), GPU_NAMESPACE, metric, dims, STAT))
+    return queries
+
+
+def read_usage(
+    region: str, subjects: Sequence[Subject], now: datetime, lookback_days: int
+) -> dict[str, Usage]:
+    """Usage by subject key over the ``lookback_days`` before ``now``."""
+    window = timedelta(days=lookback_days)
+    start = now - window
+    period = period_for(window)
+    queries = queries_for(region, subjects)
+    metrics = get_metric_data(region, queries, start, now, period) if queries else None
+    usage: dict[str, Usage] = {}
+    for subject in subjects:
+        found = metrics.of(subject.key) if metrics else {}
+        gpu: dict[int, list[tuple[datetime, float]]] = {}
+        memory: dict[int, list[tuple[datetime, float]]] = {}
+        for (measure, sub), points in found.items():
+            if measure == "gpu":
+                gpu[int(sub)] = points
+            elif measure == "memory":
+                memory[int(sub)] = points
+        count = subject.facts.accelerator_count if subject.facts else 0
+        if ("host_gpu", "") in found and count:
+            # Summed over the host's GPUs: back to a per-GPU figure, the same on each GPU.
+            per_gpu = [(at, value / count) for at, value in found[("host_gpu", "")]]
+            gpu = dict.fromkeys(range(count), per_gpu)
+            per_memory = subject.facts.accelerator_memory_mib if subject.facts else 0
+            if ("host_memory", "") in found and per_memory:
+                used = [(at, value / count / 100 * per_memory) for at, value in found[("host_memory", "")]]
+                memory = dict.fromkeys(range(count), used)
+        usage[subject.key] = summarize(
+            start=start,
+            window_hours=window.total_seconds() / 3600,
+            period_hours=period / 3600,
+            gpu=gpu,
+            memory_used_mib=memory,
+            cpu=found.get(("cpu", ""), []),
+        )
+    return usage

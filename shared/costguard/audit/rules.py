@@ -1,0 +1,128 @@
+"""The audit's rules as data: the packaged rules.json, overridden key by key by a user's file."""
+
+from __future__ import annotations
+
+import json
+from functools import cache
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Tags(_Strict):
+    model_params: str
+    workload: str
+    checkpoint: str
+
+
+class IdleRule(_Strict):
+    gpu_max_percent: float = Field(ge=0, le=100)
+    cpu_p95_percent: float = Field(ge=0, le=100)
+
+
+class DownsizeRule(_Strict):
+    gpu_target_percent: float = Field(gt=0, le=100)
+    memory_headroom: float = Field(ge=1)
+    cpu_headroom: float = Field(ge=1)
+
+
+class FamilyRule(_Strict):
+    memory_headroom: float = Field(ge=1)
+    gpu_p95_max_percent: float = Field(ge=0, le=100)
+    families: tuple[str, ...]
+
+
+class ModelBand(_Strict):
+    up_to_billion: float | None  # None: no upper bound
+    families: tuple[str, ...]
+
+
+class ModelSizeRule(_Strict):
+    gib_per_billion_params: float = Field(gt=0)
+    memory_headroom: float = Field(ge=1)
+    bands: tuple[ModelBand, ...]
+    experiment_workloads: tuple[str, ...]
+    experiment_families: tuple[str, ...]
+    experiment_spot_discount: float = Field(ge=0, lt=1)
+
+
+class SpotRule(_Strict):
+    workloads: tuple[str, ...]
+    min_running_hours: float = Field(ge=0)
+    discount: float = Field(ge=0, lt=1)
+
+
+class TrainiumRule(_Strict):
+    workloads: tuple[str, ...]
+    min_cumulative_hours: float = Field(ge=0)
+    single_device_type: str
+    multi_device_type: str
+    caveat: str
+
+
+class Rules(_Strict):
+    version: int
+    hours_per_month: float = Field(gt=0)
+    min_coverage: float = Field(ge=0, le=1, description="share of the window that must have GPU data")
+    tags: Tags
+    idle: IdleRule
+    downsize: DownsizeRule
+    family: FamilyRule
+    model_size: ModelSizeRule
+    spot: SpotRule
+    trainium: TrainiumRule
+
+
+class RulesFileError(ValueError):
+    """The rules file cannot be read or does not validate; the message names the file."""
+
+
+def _merge(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:
+    merged = dict(base)
+    for key, value in override.items():
+        if isinstance(value, dict) and isinstance(merged.get(key), dict):
+            merged[key] = _merge(merged[key], value)
+        else:
+            merged[key] = value
+    return merged
+
+
+@cache
+def packaged_rules_text() -> str:
+    return resources.files(__package__).joinpath("rules.json").read_text(encoding="utf-8")
+
+
+def parse_rules(override: dict[str, Any] | None = None, *, source: str = "rules override") -> Rules:
+    """The packaged rules with ``override`` merged in: a user file names only what it changes."""
+    base: dict[str, Any] = json.loads(packaged_rules_text())
+    try:
+        return Rules.model_validate(_merge(base, override or {}))
+    except ValidationError as error:
+        raise RulesFileError(f"{source}: {error}") from None
+
+
+def read_override(text: str, source: str) -> dict[str, Any]:
+    try:
+        loaded = json.loads(text)
+    except json.JSONDecodeError as error:
+        raise RulesFileError(f"{source}: not JSON: {error}") from None
+    if not isinstance(loaded, dict):
+        raise RulesFileError(f"{source}: the rules file holds one JSON object")
+    return loaded
+
+
+def load_rules(path: str | Path | None = None) -> Rules:
+    """The packaged rules, or those overridden by a local JSON file."""
+    if not path:
+        return parse_rules()
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except OSError as error:
+        raise RulesFileError(f"{path}: {error}") from None
+    return parse_rules(read_override(text, str(path)), source=str(path))

@@ -1,0 +1,64 @@
+"""The payloads the audit state machine passes between its Lambda tasks (small: the data lives in S3)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Literal, TypeVar
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from costguard.runtime import reject
+
+
+class _Step(BaseModel):
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+
+class PlanInput(_Step):
+    """The execution's input and context: every field may be left out."""
+
+    execution: str = Field(min_length=1, max_length=80)
+    started: datetime
+    input: dict[str, Any] = Field(default_factory=dict)
+
+
+class RegionTask(_Step):
+    """One region's item of the Map: what Discover, ReadMetrics and Evaluate take and hand on."""
+
+    run: str = Field(min_length=1, max_length=80, pattern=r"^[A-Za-z0-9_.:-]+$")
+    now: datetime
+    region: str = Field(pattern=r"^[a-z]{2}(-[a-z]+)+-\d+$")
+    subjects: int = 0
+
+
+class RegionOutcome(_Step):
+    """What a region's branch ends with: its result's key, or the error a Catch recorded."""
+
+    region: str
+    status: Literal["ok", "failed"] = "failed"
+    result_key: str | None = None
+    error: str | None = None
+    cause: str | None = None
+
+
+class ReportInput(_Step):
+    run: str = Field(min_length=1, max_length=80, pattern=r"^[A-Za-z0-9_.:-]+$")
+    now: datetime
+    regions: list[RegionOutcome]
+
+
+M = TypeVar("M", bound=_Step)
+
+
+class MalformedStepInput(ValueError):
+    """A task's input did not validate: it was logged, counted and kept, and the task fails on it."""
+
+
+def step_input(event: Any, model: type[M], *, function: str) -> M:
+    """The task's typed input; a malformed one is kept (failed-events queue) and fails the task, so the state
+    machine's Catch names it in the report."""
+    try:
+        return model.model_validate(event)
+    except ValidationError as error:
+        reject(event, error, function=function)
+        raise MalformedStepInput(f"{function}: malformed input: {error}") from None

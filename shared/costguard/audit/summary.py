@@ -1,0 +1,50 @@
+"""The Slack summary of an audit: the total, the top items, failed regions and the report's link."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from costguard.notify.message import escape
+
+TOP_ITEMS = 5
+
+
+def summary_message(report: dict[str, Any], link: str | None) -> dict[str, Any]:
+    totals = report["totals"]
+    title = f"Right-sizing audit: ${totals['monthly_saving_usd']:,.2f}/month to save"
+    lines = []
+    for finding in report["findings"][:TOP_ITEMS]:
+        resource = finding["resource"]
+        target = finding["recommended_type"] or "stop"
+        if finding["recommended_market"] == "spot":
+            target += " on spot"
+        lines.append(
+            f"• *${finding['monthly_saving_usd']:,.2f}/mo* `{escape(finding['reason'])}` "
+            f"{escape(resource['name'] or resource['id'])} ({escape(resource['region'])}): "
+            f"{escape(finding['current_type'])} → {escape(target)}"
+        )
+    body = (
+        f"{totals['findings']} findings over {totals['resources']} resources costing "
+        f"${totals['monthly_cost_usd']:,.2f}/month ({report['window']['days']:g}-day window)."
+    )
+    blocks: list[dict[str, Any]] = [
+        {"type": "header", "text": {"type": "plain_text", "text": title[:150]}},
+        {"type": "section", "text": {"type": "mrkdwn", "text": body}},
+    ]
+    if lines:
+        blocks.append({"type": "section", "text": {"type": "mrkdwn", "text": "\n".join(lines)[:2900]}})
+    if totals["failed_regions"]:
+        failed = ", ".join(escape(r) for r in totals["failed_regions"])
+        blocks.append(
+            {"type": "section", "text": {"type": "mrkdwn", "text": f":warning: Not audited: {failed}"}}
+        )
+    if link:
+        blocks.append(
+            {
+                "type": "actions",
+                "elements": [
+                    {"type": "button", "text": {"type": "plain_text", "text": "Open the report"}, "url": link}
+                ],
+            }
+        )
+    return {"text": title, "blocks": blocks}

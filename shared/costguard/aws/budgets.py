@@ -1,0 +1,123 @@
+"""AWS Budgets reads and the state-table record of breaches still in force."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict
+from datetime import UTC, datetime
+from typing import Any
+
+from aws_lambda_powertools import Logger
+
+from costguard.aws import clients
+from costguard.detect.budgets import BudgetAlert, Scope
+from costguard.detect.escalation import AlertType, Escalation
+from costguard.model import Finding
+
+logger = Logger(child=True)
+
+BREACH_INDEX = "budget-breaches"  # a string set of the budgets with a breach in force
+
+
+def describe_budget(account: str, name: str) -> dict[str, Any] | None:
+    """The budget's definition (its cost filters name its scope); None when it does not exist any more.
+
+    The Budgets API is global and served from us-east-1.
+    """
+    budgets = clients.client("budgets", "us-east-1")
+    try:
+        found: dict[str, Any] = budgets.describe_budget(AccountId=account, BudgetName=name)["Budget"]
+    except budgets.exceptions.NotFoundException:
+        return None
+    return found
+
+
+def end_of_month(now: datetime) -> datetime:
+    """When a monthly budget's period, and with it a breach, ends."""
+    year, month = (now.year + 1, 1) if now.month == 12 else (now.year, now.month + 1)
+    return datetime(year, month, 1, tzinfo=UTC)
+
+
+class BreachLog:
+    """Breaches whose escalation stops resources, kept until the budget period ends, so the scheduled
+    follow-up can stop what was marked once its grace period is over."""
+
+    def __init__(self, table: str) -> None:
+        self.table = table
+
+    def remember(
+        self,
+        alert: BudgetAlert,
+        account: str,
+        region: str,
+        now: datetime,
+        *,
+        escalation: Escalation,
+        scope: Scope,
+    ) -> None:
+        dynamodb = clients.client("dynamodb")
+        key = f"budget-breach#{account}#{alert.name}"
+        expires = str(int(end_of_month(now).timestamp()))
+        record = {
+            "alert": asdict(alert),
+            "account": account,
+            "region": region,
+            "at": now.isoformat(),
+            "escalation": escalation.value,
+            "scope": [list(pair) for pair in scope.tags],
+        }
+        dynamodb.put_item(
+            TableName=self.table,
+            Item={"id": {"S": key}, "breach": {"S": json.dumps(record)}, "expiration": {"N": expires}},
+        )
+        # ADD to a string set is atomic: two budgets breached at once are both kept.
+        dynamodb.update_item(
+            TableName=self.table,
+            Key={"id": {"S": BREACH_INDEX}},
+            UpdateExpression="ADD budgets :key SET expiration = :exp",
+            ExpressionAttributeValues={":key": {"SS": [key]}, ":exp": {"N": expires}},
+        )
+
+    def in_force(self, now: datetime) -> list[tuple[BudgetAlert, str, str]]:
+        """(alert, account, region) of every breach whose period has not ended."""
+        return [(self._alert(record), record["account"], record["region"]) for record in self._records(now)]
+
+    def stop_all_scopes(self, now: datetime) -> list[Scope]:
+        """The scopes of breaches in force whose level stops every resource, busy or not."""
+        return [
+            Scope(tuple((str(k), str(v)) for k, v in record.get("scope", [])))
+            for record in self._records(now)
+            if record.get("escalation") == Escalation.STOP_ALL.value
+        ]
+
+    @staticmethod
+    def _alert(record: dict[str, Any]) -> BudgetAlert:
+        fields = record["alert"] | {"alert_type": AlertType(record["alert"]["alert_type"])}
+        return BudgetAlert(**fields)
+
+    def _records(self, now: datetime) -> list[dict[str, Any]]:
+        dynamodb = clients.client("dynamodb")
+        index = dynamodb.get_item(TableName=self.table, Key={"id": {"S": BREACH_INDEX}}).get("Item") or {}
+        found = []
+        for key in sorted(index.get("budgets", {}).get("SS", [])):
+            item = dynamodb.get_item(TableName=self.table, Key={"id": {"S": key}}).get("Item")
+            # TTL deletion lags by up to days: the expiration is checked here too.
+            if not item or int(item["expiration"]["N"]) <= now.timestamp():
+                continue
+            found.append(json.loads(item["breach"]["S"]))
+        return found
+
+
+def keep_budget_marks(findings: list[Finding], table: str, now: datetime) -> list[Finding]:
+    """Drop the sweeps' "working again" cancels on resources a ``stop_all`` breach in force has marked:
+    that mark stops busy resources on purpose. The state table is read only when there is a cancel to judge."""
+    cancels = [f for f in findings if f.cancels_mark]
+    if not cancels or not table:
+        return findings
+    try:
+        scopes = BreachLog(table).stop_all_scopes(now)
+    except Exception:  # the sweep goes on; the cancel stands
+        logger.warning("budget breaches not readable", exc_info=True)
+        return findings
+    held = {id(f) for f in cancels if any(scope.covers(f.resource) for scope in scopes)}
+    return [f for f in findings if id(f) not in held]

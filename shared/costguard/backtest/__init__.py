@@ -1,0 +1,1 @@
+"""Backtest: what costguard would have caught, stopped and saved over a past period."""

@@ -1,0 +1,95 @@
+"""What a backtest replays: the resources of a period, when each ran, its per-GPU series and its price."""
+
+from __future__ import annotations
+
+from bisect import bisect_left, bisect_right
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from enum import StrEnum
+from functools import cached_property
+
+from costguard.detect.gpu import Series
+from costguard.model import Ec2Instance, NotebookInstance, TrainingJob
+from costguard.pricing import Price
+
+Interval = tuple[datetime, datetime]
+
+
+class SubjectKind(StrEnum):
+    EC2_INSTANCE = "ec2_instance"
+    TRAINING_JOB = "training_job"
+    NOTEBOOK = "notebook_instance"
+
+
+@dataclass
+class GpuTrack:
+    """One GPU's (or one training host's) series, with its times kept apart for bisection."""
+
+    series: Series
+
+    def __post_init__(self) -> None:
+        self.series.sort(key=lambda p: p[0])
+        self.times = [t for t, _ in self.series]
+
+    def within(self, start: datetime, end: datetime) -> Series:
+        """The points in (start, end], as the detectors' own windows count them."""
+        return self.series[bisect_right(self.times, start) : bisect_right(self.times, end)]
+
+    def after(self, start: datetime) -> int:
+        return bisect_right(self.times, start)
+
+    def at_or_after(self, start: datetime) -> int:
+        return bisect_left(self.times, start)
+
+
+@dataclass
+class Subject:
+    """One resource of the period. ``tracks`` are keyed as the deployed reader keys them: the GPU index for
+    an instance or a notebook, the host number N of ``algo-N`` for a training job (SageMaker's per-host
+    sum over its GPUs, as published)."""
+
+    kind: SubjectKind
+    resource: Ec2Instance | TrainingJob | NotebookInstance
+    tracks: dict[int, GpuTrack]
+    running: list[Interval]  # when it ran (and was billed): outside these it was stopped by its owner or gone
+    price: Price | None
+    gpu_count: int  # GPUs per instance
+
+    @property
+    def id(self) -> str:
+        r = self.resource
+        return r.id if isinstance(r, Ec2Instance) else r.name
+
+    @property
+    def instance_type(self) -> str:
+        r = self.resource
+        return r.type if isinstance(r, Ec2Instance) else r.instance_type
+
+    @property
+    def instances(self) -> int:
+        return self.resource.instance_count if isinstance(self.resource, TrainingJob) else 1
+
+    @cached_property
+    def hourly_usd(self) -> float | None:
+        return round(self.price.usd_per_hour * self.instances, 4) if self.price else None
+
+    def running_at(self, at: datetime) -> Interval | None:
+        for start, end in self.running:
+            if start <= at < end:
+                return start, end
+        return None
+
+
+@dataclass
+class History:
+    """The period [start, end) in steps of one metric period."""
+
+    start: datetime
+    end: datetime
+    step: timedelta
+    subjects: list[Subject] = field(default_factory=list)
+    source: str = ""
+
+    def steps(self) -> list[datetime]:
+        count = int((self.end - self.start) / self.step)
+        return [self.start + self.step * (n + 1) for n in range(count)]

@@ -1,0 +1,467 @@
+"""Budget breaches and cost anomalies: read the alert, rank what runs by $/h, decide what to stop. Pure."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+from costguard.detect.escalation import AlertType, Escalation, Level
+from costguard.events.budgets import Anomaly
+from costguard.model import Finding, Reason, Resource, ResourceKind
+from costguard.policy import is_protected, marked_at
+
+# -- reading an AWS Budgets message ---------------------------------------------------------------
+
+_MONEY = re.compile(r"\$\s*(-?[0-9][0-9,]*(?:\.[0-9]+)?)")
+_PERCENT = re.compile(r"([0-9]+(?:\.[0-9]+)?)\s*%")
+_ACCOUNT = re.compile(r"\bAWS Account\s*:?\s*(\d{12})\b", re.IGNORECASE)
+_SUBJECT_NAME = re.compile(r"AWS Budgets:\s*(.+?)\s+has (?:exceeded|been exceeded|reached)", re.IGNORECASE)
+_SENTENCE_TYPE = re.compile(r"\bthe (ACTUAL|FORECASTED) (?:Cost|Usage)\b", re.IGNORECASE)
+
+
+class BudgetMessageError(ValueError):
+    """The message does not read as an AWS Budgets alert; the text says what was missing."""
+
+
+@dataclass(frozen=True)
+class BudgetAlert:
+    """What one AWS Budgets notification says."""
+
+    name: str
+    alert_type: AlertType
+    budget_type: str | None = None
+    budgeted_usd: float | None = None
+    threshold_usd: float | None = None
+    threshold_percent: float | None = None
+    amount_usd: float | None = None  # the ACTUAL or FORECASTED amount the alert reports
+    account: str | None = None
+
+    @property
+    def percent(self) -> float | None:
+        """How far into the budget the alert is: the reported amount, else its threshold, over the budget."""
+        if self.budgeted_usd:
+            for value in (self.amount_usd, self.threshold_usd):
+                if value is not None:
+                    return round(value / self.budgeted_usd * 100, 1)
+        return self.threshold_percent
+
+    @property
+    def key(self) -> str:
+        """One alert of one budget: a FORECASTED and an ACTUAL alert are two pieces of news."""
+        threshold = f"{self.threshold_usd:g}" if self.threshold_usd is not None else "?"
+        return f"{self.name}/{self.alert_type.value}>{threshold}"
+
+
+def money(text: str) -> float | None:
+    found = _MONEY.search(text)
+    return float(found.group(1).replace(",", "")) if found else None
+
+
+def parse_budget_message(message: str, subject: str | None = None) -> BudgetAlert:
+    """Read the "Key: value" lines AWS Budgets writes, in any order, ignoring lines it does not know.
+
+    Wording varies (daily budgets, "(80.0% of your budget)", usage budgets): only the budget name and the
+    alert type are required; the name falls back to the subject, the type to the opening sentence.
+    """
+    fields: dict[str, str] = {}
+    for line in message.splitlines():
+        key, sep, value = line.partition(":")
+        if sep and value.strip() and len(key) <= 40:
+            fields.setdefault(" ".join(key.lower().split()), value.strip())
+    name = fields.get("budget name")
+    if not name and subject:
+        found = _SUBJECT_NAME.search(subject)
+        name = found.group(1) if found else None
+    raw_type = fields.get("alert type", "")
+    if not raw_type:
+        sentence = _SENTENCE_TYPE.search(message)
+        raw_type = sentence.group(1) if sentence else ""
+    missing = [what for what, value in (("Budget Name", name), ("Alert Type", raw_type)) if not value]
+    if missing:
+        raise BudgetMessageError(f"no {' and no '.join(missing)} line")
+    try:
+        alert_type = AlertType(raw_type.strip().upper().split()[0])
+    except ValueError:
+        raise BudgetMessageError(f"unknown Alert Type {raw_type!r}") from None
+    threshold_text = fields.get("alert threshold", "")
+    percent = _PERCENT.search(threshold_text)
+    account = _ACCOUNT.search(message)
+    assert name is not None
+    return BudgetAlert(
+        name=name,
+        alert_type=alert_type,
+        budget_type=fields.get("budget type"),
+        budgeted_usd=money(fields.get("budgeted amount", "")),
+        threshold_usd=money(threshold_text),
+        threshold_percent=float(percent.group(1)) if percent else None,
+        amount_usd=money(fields.get(f"{alert_type.value.lower()} amount", "")),
+        account=account.group(1) if account else None,
+    )
+
+
+# -- what runs, and in what order ----------------------------------------------------------------
+
+# Busiest last: idle first, then what cannot be judged, then starved, then busy.
+_BUSYNESS = {"idle": 0, "no_metrics": 1, "too_early": 1, "unknown": 1, "starved": 2, "busy": 3}
+_STOPPABLE = {ResourceKind.EC2_INSTANCE, ResourceKind.TRAINING_JOB, ResourceKind.NOTEBOOK}
+
+
+@dataclass(frozen=True)
+class Running:
+    """A GPU or accelerator resource running now, what it costs and how busy it is."""
+
+    resource: Resource
+    hourly_usd: float | None
+    verdict: str  # idle | starved | busy | no_metrics | too_early | unknown
+    detail: str = ""  # e.g. "8 x A100", "2 hosts"
+
+    @property
+    def stoppable(self) -> bool:
+        return self.resource.kind in _STOPPABLE and self.resource.stop_blocker is None
+
+
+def ranked(resources: Iterable[Running]) -> list[Running]:
+    """Costliest per hour first; an unknown price goes last, never counted as zero."""
+    return sorted(
+        resources,
+        key=lambda r: (r.hourly_usd is None, -(r.hourly_usd or 0.0), r.resource.kind.value, r.resource.id),
+    )
+
+
+def busiest_last(resources: Iterable[Running]) -> list[Running]:
+    """The order stops are made in: idle before busy, and the costliest first within each."""
+    return sorted(
+        resources, key=lambda r: (_BUSYNESS.get(r.verdict, 1), r.hourly_usd is None, -(r.hourly_usd or 0.0))
+    )
+
+
+@dataclass(frozen=True)
+class Scope:
+    """The tags that mark a budget's resources (any one of them); empty: every resource of the account."""
+
+    tags: tuple[tuple[str, str], ...] = ()
+
+    def covers(self, resource: Resource) -> bool:
+        return not self.tags or any(resource.tags.get(key) == value for key, value in self.tags)
+
+    def describe(self) -> str:
+        return (
+            " or ".join(f"{k}={v}" for k, v in self.tags)
+            if self.tags
+            else "every GPU resource of the account"
+        )
+
+
+def scope_from_budget(budget: dict[str, object]) -> Scope:
+    """The tag filter of a DescribeBudget answer: legacy CostFilters.TagKeyValue ("user:team$ml") or a
+    FilterExpression on Tags. Anything else (services, accounts) does not narrow which resources run."""
+    pairs: list[tuple[str, str]] = []
+    filters = budget.get("CostFilters")
+    if isinstance(filters, dict):
+        for entry in filters.get("TagKeyValue") or []:
+            key, sep, value = str(entry).partition("$")
+            if sep and value:
+                pairs.append((key.removeprefix("user:"), value))
+    expression = budget.get("FilterExpression")
+    if isinstance(expression, dict) and isinstance(expression.get("Tags"), dict):
+        tags = expression["Tags"]
+        key = str(tags.get("Key", "")).removeprefix("user:")
+        pairs += [(key, str(v)) for v in tags.get("Values") or [] if key and v]
+    return Scope(tuple(dict.fromkeys(pairs)))
+
+
+def _money(value: float | None, suffix: str = "") -> str:
+    return "unknown" if value is None else f"${value:,.2f}{suffix}"
+
+
+def total_hourly(resources: Sequence[Running]) -> float | None:
+    """The sum of known prices; None when nothing is priced."""
+    known = [r.hourly_usd for r in resources if r.hourly_usd is not None]
+    return round(sum(known), 4) if known else None
+
+
+def listing(resources: Sequence[Running], protect_tag_key: str, limit: int = 15) -> str:
+    lines = []
+    for n, r in enumerate(resources[:limit], 1):
+        res = r.resource
+        notes = []
+        if is_protected(res.tags, protect_tag_key):
+            notes.append("protected")
+        if res.stop_blocker:
+            notes.append(f"not stoppable: {res.stop_blocker}")
+        elif res.kind not in _STOPPABLE:
+            notes.append("never stopped by costguard")
+        extra = f" ({'; '.join(notes)})" if notes else ""
+        lines.append(
+            f"{n}. {_money(r.hourly_usd, '/h')} {res.kind.value} {res.display_name} "
+            f"[{res.instance_type or '?'} x {res.instance_count}{', ' + r.detail if r.detail else ''}] "
+            f"{r.verdict}{extra}"
+        )
+    if len(resources) > limit:
+        lines.append(f"... and {len(resources) - limit} more")
+    return "\n".join(lines) or "nothing GPU or accelerator is running"
+
+
+# -- budget breaches -----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Breach:
+    """One budget alert, the level it reached and the resources in its scope."""
+
+    alert: BudgetAlert
+    level: Level | None
+    scope: Scope
+    account: str
+    region: str
+    observed_at: datetime
+    event_id: str | None = None
+    running: tuple[Running, ...] = field(default_factory=tuple)
+
+    @property
+    def escalation(self) -> Escalation:
+        return self.level.escalation if self.level else Escalation.NOTIFY
+
+    def headline(self) -> str:
+        a = self.alert
+        percent = f" ({a.percent:g}% of {_money(a.budgeted_usd)})" if a.percent is not None else ""
+        amount = (
+            f"{a.alert_type.value} {_money(a.amount_usd)}" if a.amount_usd is not None else a.alert_type.value
+        )
+        threshold = f", alert threshold {_money(a.threshold_usd)}" if a.threshold_usd is not None else ""
+        return f"Budget {a.name}: {amount}{percent}{threshold}."
+
+    def level_text(self) -> str:
+        if self.level is None:
+            return "No escalation level applies: reported only."
+        meaning = {
+            Escalation.NOTIFY: "report only",
+            Escalation.STOP_IDLE: "mark, then stop, idle resources in scope",
+            Escalation.STOP_ALL: "mark, then stop, every unprotected resource in scope, busiest last",
+        }[self.level.escalation]
+        return f"Escalation level `{self.level.label}`: {meaning}."
+
+
+def budget_resource(alert: BudgetAlert, account: str, region: str) -> Resource:
+    return Resource(
+        kind=ResourceKind.BUDGET,
+        id=alert.key,
+        name=alert.name,
+        account=alert.account or account,
+        region=region,
+        arn=f"arn:aws:budgets::{alert.account or account}:budget/{alert.name}",
+    )
+
+
+def breach_summary(breach: Breach, protect_tag_key: str) -> Finding:
+    """The alert itself: what is burning money now, costliest first. Never acts."""
+    in_scope = ranked(breach.running)
+    body = (
+        f"{breach.headline()} {breach.level_text()} Scope: {breach.scope.describe()}.\n"
+        f"Running GPU and accelerator resources in scope, costliest first "
+        f"({len(in_scope)}, {_money(total_hourly(in_scope), '/h')} together):\n"
+        + listing(in_scope, protect_tag_key)
+    )
+    return Finding(
+        reason=Reason.BUDGET_BREACH,
+        resource=budget_resource(breach.alert, breach.account, breach.region),
+        summary=body,
+        observed_at=breach.observed_at,
+        event_id=breach.event_id,
+        hourly_usd=total_hourly(in_scope),
+        cost_usd=breach.alert.amount_usd if breach.alert.alert_type is AlertType.ACTUAL else None,
+        evidence={
+            "alert_type": breach.alert.alert_type.value,
+            "budgeted_usd": breach.alert.budgeted_usd,
+            "amount_usd": breach.alert.amount_usd,
+            "percent_of_budget": breach.alert.percent,
+            "escalation": breach.level.label if breach.level else "none",
+            "scope": breach.scope.describe(),
+            "ranked": [
+                {
+                    "kind": r.resource.kind.value,
+                    "id": r.resource.id,
+                    "hourly_usd": r.hourly_usd,
+                    "verdict": r.verdict,
+                }
+                for r in in_scope
+            ],
+        },
+    )
+
+
+def breach_stops(breach: Breach, *, protect_tag_key: str, grace: timedelta, max_stops: int) -> list[Finding]:
+    """The resources this level may act on, busiest last, as remediable findings for the common policy.
+
+    Every candidate is marked at once (owners hear early); of those whose grace period is over, only the
+    first ``max_stops`` in busiest-last order are offered, so the per-run cap holds the busiest back
+    rather than the cheapest. Protected and unstoppable resources are in the summary, not here.
+    """
+    if breach.escalation is Escalation.NOTIFY:
+        return []
+    wanted = [
+        r
+        for r in busiest_last(breach.running)
+        if r.stoppable
+        and not is_protected(r.resource.tags, protect_tag_key)
+        and (breach.escalation is Escalation.STOP_ALL or r.verdict == "idle")
+    ]
+    findings: list[Finding] = []
+    due = 0
+    for r in wanted:
+        mark = marked_at(r.resource.tags)
+        if mark is not None and mark + grace <= breach.observed_at:
+            due += 1
+            if due > max_stops:
+                continue  # the busier ones wait for the next run
+        findings.append(
+            Finding(
+                reason=Reason.BUDGET_BREACH,
+                resource=r.resource,
+                summary=f"{breach.headline()} {breach.level_text()} {r.resource.display_name} "
+                f"({r.resource.instance_type}, {_money(r.hourly_usd, '/h')}) is {r.verdict}.",
+                observed_at=breach.observed_at,
+                event_id=breach.event_id,
+                hourly_usd=r.hourly_usd,
+                remediable=True,
+                evidence={
+                    "budget": breach.alert.name,
+                    "escalation": breach.level.label if breach.level else "none",
+                    "verdict": r.verdict,
+                    "scope": breach.scope.describe(),
+                },
+            )
+        )
+    return findings
+
+
+def unreadable_budget_finding(
+    message: str,
+    subject: str | None,
+    problem: str,
+    *,
+    account: str,
+    region: str,
+    now: datetime,
+    event_id: str,
+) -> Finding:
+    """A message on the budget topic costguard cannot read: forwarded as received, with a note."""
+    name = subject or "AWS Budgets message"
+    return Finding(
+        reason=Reason.BUDGET_BREACH,
+        resource=Resource(
+            kind=ResourceKind.BUDGET, id=f"unreadable/{event_id}", name=name, account=account, region=region
+        ),
+        summary=f"costguard could not read this message ({problem}), so it took no action and lists nothing; "
+        f"here it is as received:\n\n{message}",
+        observed_at=now,
+        event_id=event_id,
+        evidence={"note": "unexpected wording: forwarded as received", "problem": problem},
+    )
+
+
+# -- cost anomalies ------------------------------------------------------------------------------
+
+_EC2_KINDS = frozenset({ResourceKind.EC2_INSTANCE})
+_SAGEMAKER_KINDS = frozenset({ResourceKind.TRAINING_JOB, ResourceKind.NOTEBOOK, ResourceKind.ENDPOINT})
+
+
+def kinds_of_service(service: str | None) -> frozenset[ResourceKind]:
+    text = (service or "").lower()
+    if "elastic compute cloud" in text or text.startswith("ec2") or "amazon ec2" in text:
+        return _EC2_KINDS
+    if "sagemaker" in text:
+        return _SAGEMAKER_KINDS
+    return frozenset()
+
+
+def anomaly_scope(anomaly: Anomaly, own_account: str, default_region: str) -> dict[str, set[ResourceKind]]:
+    """Region -> resource kinds to list: the root causes' services in this account (or the monitored
+    dimension when there are no root causes). Other accounts' resources are not visible from here."""
+    wanted: dict[str, set[ResourceKind]] = {}
+    causes = anomaly.root_causes or []
+    for cause in causes:
+        if cause.linked_account and own_account and cause.linked_account != own_account:
+            continue
+        kinds = kinds_of_service(cause.service)
+        if kinds:
+            wanted.setdefault(cause.region or default_region, set()).update(kinds)
+    if not causes:
+        kinds = kinds_of_service(anomaly.dimension_value)
+        if kinds:
+            wanted.setdefault(default_region, set()).update(kinds)
+    return wanted
+
+
+def anomaly_finding(
+    anomaly: Anomaly,
+    running: Sequence[Running],
+    *,
+    account: str,
+    region: str,
+    now: datetime,
+    event_id: str | None,
+    protect_tag_key: str,
+) -> Finding:
+    """``cost_anomaly``: impact, root causes and the GPU resources running in what they name. Never acts."""
+    impact = anomaly.impact
+    percent = f" (+{impact.total_impact_percentage:g}%)" if impact.total_impact_percentage is not None else ""
+    causes = "; ".join(
+        ", ".join(
+            part
+            for part in (
+                c.service,
+                c.region,
+                c.usage_type,
+                f"account {c.linked_account}"
+                + (f" ({c.linked_account_name})" if c.linked_account_name else "")
+                if c.linked_account
+                else None,
+            )
+            if part
+        )
+        for c in anomaly.root_causes
+    )
+    listed = ranked(running)
+    what = anomaly.dimension_value or anomaly.monitor_name or "spend"
+    summary = (
+        f"Cost anomaly on {what} since {anomaly.start_date or 'an unknown date'}: "
+        f"{_money(impact.total_impact)} above the expected {_money(impact.total_expected_spend)} "
+        f"(actual {_money(impact.total_actual_spend)}){percent}.\n"
+        f"Root causes: {causes or 'none given'}.\n"
+        f"Running GPU and accelerator resources of the services and regions named, costliest first "
+        f"({len(listed)}, {_money(total_hourly(listed), '/h')} together):\n"
+        + listing(listed, protect_tag_key)
+    )
+    return Finding(
+        reason=Reason.COST_ANOMALY,
+        resource=Resource(
+            kind=ResourceKind.COST_ANOMALY,
+            id=anomaly.anomaly_id,
+            name=f"{anomaly.monitor_name}: {what}" if anomaly.monitor_name else what,
+            arn=anomaly.monitor_arn,
+            account=anomaly.account_id or account,
+            region=region,
+        ),
+        summary=summary,
+        observed_at=now,
+        event_id=event_id,
+        hourly_usd=total_hourly(listed),
+        cost_usd=impact.total_impact,
+        evidence={
+            "max_score": anomaly.score.max_score,
+            "total_impact_usd": impact.total_impact,
+            "details": anomaly.details_link,
+            "ranked": [
+                {
+                    "kind": r.resource.kind.value,
+                    "id": r.resource.id,
+                    "hourly_usd": r.hourly_usd,
+                    "verdict": r.verdict,
+                }
+                for r in listed
+            ],
+        },
+    )

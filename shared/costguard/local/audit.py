@@ -1,0 +1,214 @@
+"""The right-sizing audit run locally: statemachine/audit.asl.json executed by the embedded AWS.
+
+moto executes the ASL file itself (the same file the template deploys, its DefinitionSubstitutions resolved
+from the template); its Lambda tasks are routed to the real handlers, in this process.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+from unittest import mock
+
+from costguard.aws import clients
+from costguard.local.stack import PROJECT_ROOT, LocalStack
+from costguard.local.template import LOCAL_STACK_NAME, Template, resolve
+from costguard.local.world import World
+
+STATE_MACHINE = "AuditStateMachine"
+BUCKET = "costguard-audit-reports"
+RULES_KEY = "config/rules.json"
+EXECUTION_TIMEOUT_SECONDS = 600
+
+
+@dataclass
+class AuditRun:
+    """What a local audit produced: the execution's status and output, the report and the Slack summary."""
+
+    status: str
+    output: dict[str, Any]
+    report: dict[str, Any] | None
+    html: str | None
+    slack: list[dict[str, Any]] = field(default_factory=list)
+    error: str | None = None
+    definition: str = ""  # the definition moto executed
+    states: list[str] = field(default_factory=list)  # the states it entered, in order
+
+
+def state_machine(template: Template) -> dict[str, Any]:
+    props: dict[str, Any] = template.resources[STATE_MACHINE]["Properties"]
+    return props
+
+
+def function_arn(logical_id: str, region: str, account: str) -> str:
+    return f"arn:aws:lambda:{region}:{account}:function:{LOCAL_STACK_NAME}-{logical_id}"
+
+
+def definition(template: Template, region: str, account: str) -> str:
+    """The ASL file named by DefinitionUri, with its DefinitionSubstitutions filled in as the stack would."""
+    props = state_machine(template)
+    text: str = (template.path.parent / props["DefinitionUri"]).read_text(encoding="utf-8")
+    for name, value in props.get("DefinitionSubstitutions", {}).items():
+        if isinstance(value, dict) and "Fn::GetAtt" in value and value["Fn::GetAtt"][1] == "Arn":
+            value = function_arn(value["Fn::GetAtt"][0], region, account)
+        text = text.replace("${" + name + "}", str(value))
+    return text
+
+
+def audit_environment(template: Template, bucket: str, rules_key: str) -> dict[str, str]:
+    """The audit functions' own variables from the template, with the local bucket and rules file."""
+    refs = template.parameter_defaults() | {"AuditReportsBucket": bucket}
+    if rules_key:
+        refs["AuditRulesKey"] = rules_key
+    plan = template.resources["AuditPlanFunction"]["Properties"]["Environment"]["Variables"]
+    return {k: resolve(v, refs, {}) for k, v in plan.items()}
+
+
+@contextlib.contextmanager
+def lambda_routed_to(stack: LocalStack) -> Iterator[None]:
+    """moto's Docker-free Lambda echoes its input; answer each invoke with the named function's real handler."""
+    from moto.awslambda_simple.models import LambdaSimpleBackend
+
+    lock = threading.Lock()
+
+    def invoke(
+        self: Any, function_name: str, qualifier: Any, body: Any, headers: Any, response_headers: Any
+    ) -> bytes:
+        logical_id = function_name.rsplit(":", 1)[-1].removeprefix(f"{LOCAL_STACK_NAME}-")
+        event = json.loads(body) if body else {}
+        try:
+            # One at a time: the Map's iterations run in threads, and each invocation's stdout (the metrics
+            # Lambda would ship to CloudWatch) is captured by swapping the process-wide sys.stdout.
+            with lock:
+                result = stack.invoke(logical_id, event).result
+        except Exception as error:  # what Lambda reports for an unhandled error: the task fails with it
+            response_headers["x-amz-function-error"] = "Unhandled"
+            return json.dumps({"errorType": type(error).__name__, "errorMessage": str(error)[:2000]}).encode()
+        return json.dumps(result, default=str).encode()
+
+    with mock.patch.object(LambdaSimpleBackend, "invoke", invoke):
+        yield
+
+
+@contextlib.contextmanager
+def executing_state_machines() -> Iterator[None]:
+    """Tell the running mock to execute ASL and to use its Docker-free Lambda."""
+    from moto.core.config import default_user_config
+
+    with mock.patch.dict(
+        default_user_config,
+        {"stepfunctions": {"execute_state_machine": True}, "lambda": {"use_docker": False}},
+    ):
+        yield
+
+
+def run_audit(
+    world: World,
+    *,
+    now: datetime | None = None,
+    rules_file: str | Path | None = None,
+    regions: list[str] | None = None,
+    template_path: Path | None = None,
+    overrides: dict[str, str] | None = None,
+) -> AuditRun:
+    """Seed the world, start the state machine and wait for it; the report comes back from S3."""
+    template = Template.load(template_path or PROJECT_ROOT / "template.yaml")
+    rules_key = RULES_KEY if rules_file else ""
+    env = audit_environment(template, BUCKET, rules_key) | (overrides or {})
+    with LocalStack(world, template=template, overrides=env) as stack:
+        s3: Any = clients.client("s3", world.region)
+        create = (
+            {}
+            if world.region == "us-east-1"
+            else {"CreateBucketConfiguration": {"LocationConstraint": world.region}}
+        )
+        s3.create_bucket(Bucket=BUCKET, **create)
+        if rules_file:
+            s3.put_object(Bucket=BUCKET, Key=RULES_KEY, Body=Path(rules_file).read_bytes())
+        with executing_state_machines(), lambda_routed_to(stack):
+            sfn: Any = clients.client("stepfunctions", world.region)
+            asl = definition(template, world.region, world.account)
+            arn = sfn.create_state_machine(
+                name=f"{LOCAL_STACK_NAME}-audit",
+                definition=asl,
+                roleArn=f"arn:aws:iam::{world.account}:role/{LOCAL_STACK_NAME}-audit",
+            )["stateMachineArn"]
+            request: dict[str, Any] = {"now": (now or world.now).isoformat()}
+            if regions:
+                request["regions"] = regions
+            # Named as the console and the schedule name them (moto leaves an unnamed execution's name empty).
+            name = f"local-{(now or world.now):%Y%m%dT%H%M%SZ}"
+            execution = sfn.start_execution(stateMachineArn=arn, name=name, input=json.dumps(request))[
+                "executionArn"
+            ]
+            described = _wait(sfn, execution)
+            states = [
+                event["stateEnteredEventDetails"]["name"]
+                for event in sfn.get_execution_history(executionArn=execution, maxResults=1000)["events"]
+                if "stateEnteredEventDetails" in event
+            ]
+        status = described["status"]
+        output = json.loads(described.get("output") or "{}")
+        report = html = None
+        if status == "SUCCEEDED":
+            report = json.loads(s3.get_object(Bucket=BUCKET, Key=output["report_key"])["Body"].read())
+            html = s3.get_object(Bucket=BUCKET, Key=output["html_key"])["Body"].read().decode()
+        error = None if status == "SUCCEEDED" else f"{described.get('error')}: {described.get('cause')}"
+        return AuditRun(status, output, report, html, list(stack.sink.messages), error, asl, states)
+
+
+def _wait(sfn: Any, execution: str) -> dict[str, Any]:
+    deadline = time.monotonic() + EXECUTION_TIMEOUT_SECONDS
+    while True:
+        described: dict[str, Any] = sfn.describe_execution(executionArn=execution)
+        if described["status"] != "RUNNING" or time.monotonic() > deadline:
+            return described
+        time.sleep(0.05)
+
+
+def write_outputs(run: AuditRun, out: Path) -> list[Path]:
+    """report.json and report.html in ``out``."""
+    out.mkdir(parents=True, exist_ok=True)
+    written = []
+    if run.report is not None:
+        path = out / "report.json"
+        path.write_text(json.dumps(run.report, indent=2, default=str), encoding="utf-8")
+        written.append(path)
+    if run.html is not None:
+        path = out / "report.html"
+        path.write_text(run.html, encoding="utf-8")
+        written.append(path)
+    return written
+
+
+def print_summary(run: AuditRun, written: list[Path]) -> None:
+    """What `costguard audit` prints: the totals, one line per finding, failed regions and the files."""
+    if run.report is None:
+        print(f"costguard audit: the state machine ended {run.status}: {run.error}")
+        return
+    totals = run.report["totals"]
+    print(
+        f"Right-sizing audit: {totals['findings']} findings over {totals['resources']} resources "
+        f"(${totals['monthly_cost_usd']:,.2f}/month): ${totals['monthly_saving_usd']:,.2f}/month to save."
+    )
+    for finding in run.report["findings"]:
+        resource = finding["resource"]
+        target = finding["recommended_type"] or "stop"
+        if finding["recommended_market"] == "spot":
+            target += " (spot)"
+        print(
+            f"  ${finding['monthly_saving_usd']:>11,.2f}/mo  {finding['reason']:<22} "
+            f"{resource['name'] or resource['id']}: {finding['current_type']} -> {target} "
+            f"[{finding['confidence']}]"
+        )
+    for region in totals["failed_regions"]:
+        print(f"  region {region} FAILED: not audited")
+    for path in written:
+        print(f"  wrote {path}")

@@ -1,0 +1,256 @@
+"""The right-sizing audit end to end: statemachine/audit.asl.json executed by moto, its tasks run by the real
+handlers, against the demo world; the report checked by hand and rendered by a headless browser."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+from html.parser import HTMLParser
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from costguard.local.audit import AuditRun, definition, run_audit, write_outputs
+from costguard.local.cli import main
+from costguard.local.template import Template
+from costguard.local.world import World, load_world
+from costguard.pricing import bundled_table
+from tests.conftest import DEMO_WORLD, ROOT
+
+HOURS = 730  # hours_per_month in the packaged rules
+EC2 = bundled_table()["ec2"]
+IDLE = "i-0a1f00000000000d1"
+DOWNSIZE = "i-0a1f00000000000d2"
+FAMILY = "i-0a1f00000000000d3"
+MODEL_SIZE = "i-0a1f00000000000d4"
+SPOT = "i-0a1f00000000000d5"
+TRAINIUM = "i-0a1f00000000000d6"
+WELL_SIZED = "i-0a1f00000000000d7"
+
+
+@pytest.fixture(scope="module")
+def demo() -> AuditRun:
+    run = run_audit(load_world(DEMO_WORLD))
+    assert run.status == "SUCCEEDED", run.error
+    return run
+
+
+def findings_by_id(run: AuditRun) -> dict[str, dict[str, Any]]:
+    assert run.report is not None
+    return {f["resource"]["id"]: f for f in run.report["findings"]}
+
+
+def test_each_rule_fires_with_the_saving_recomputed_by_hand(demo: AuditRun) -> None:
+    expected = {
+        # Stop it: all of its price.
+        IDLE: ("rightsize_idle", None, EC2["g6e.12xlarge"] * HOURS),
+        # One busy A10G of four, 10 GiB, 10% of 48 vCPUs (6 with headroom): the g5 with 1 GPU and 8 vCPUs.
+        DOWNSIZE: ("rightsize_downsize", "g5.2xlarge", (EC2["g5.12xlarge"] - EC2["g5.2xlarge"]) * HOURS),
+        # 8 H100s at ~35% p95 need 4 GPUs of 16.8 GiB (14 GiB + 20%): 4 L4s.
+        FAMILY: ("rightsize_family", "g6.12xlarge", (EC2["p5.48xlarge"] - EC2["g6.12xlarge"]) * HOURS),
+        # A 7B model: 7 x 2 GiB x 1.2 = 16.8 GiB, the cheapest of the under-10B classes that holds it.
+        MODEL_SIZE: ("rightsize_model_size", "g6.xlarge", (EC2["p4d.24xlarge"] - EC2["g6.xlarge"]) * HOURS),
+        # Same type on spot at the assumed 60% discount (the price after it rounded to 4 places).
+        SPOT: (
+            "rightsize_spot",
+            "g5.48xlarge",
+            (EC2["g5.48xlarge"] - round(EC2["g5.48xlarge"] * 0.4, 4)) * HOURS,
+        ),
+        # 8 A100s to 16 Trainium chips, like for like in hours.
+        TRAINIUM: (
+            "trainium_candidate",
+            "trn1.32xlarge",
+            (EC2["p4d.24xlarge"] - EC2["trn1.32xlarge"]) * HOURS,
+        ),
+    }
+    found = findings_by_id(demo)
+    for instance, (reason, target, saving) in expected.items():
+        finding = found[instance]
+        assert finding["reason"] == reason, instance
+        assert finding["recommended_type"] == target, instance
+        assert finding["monthly_saving_usd"] == pytest.approx(saving, abs=0.01), instance
+    assert found[SPOT]["recommended_market"] == "spot"
+    assert "Neuron SDK" in found[TRAINIUM]["summary"]
+
+
+def test_the_evidence_names_what_was_measured(demo: AuditRun) -> None:
+    found = findings_by_id(demo)
+    downsize = found[DOWNSIZE]["evidence"]
+    assert downsize["needed_gpus"] == 1
+    assert downsize["gpu_memory_peak_gib"] == pytest.approx(10.0)
+    assert 60 <= downsize["gpu_p95_percent"] <= 75
+    assert found[FAMILY]["evidence"]["gpu_memory_peak_gib"] == pytest.approx(14.0)
+    assert found[IDLE]["evidence"]["gpu_max_percent"] <= 5
+    assert found[IDLE]["confidence"] == "high"  # two full weeks of data
+    assert found[MODEL_SIZE]["evidence"]["model_params_billion"] == 7
+
+
+def test_the_well_sized_busy_instance_gets_no_recommendation(demo: AuditRun) -> None:
+    assert demo.report is not None
+    assert WELL_SIZED not in findings_by_id(demo)
+    # It was judged (enough data, priced), not skipped.
+    assert WELL_SIZED not in {s["id"] for s in demo.report["skipped"]}
+
+
+def test_totals_and_groups_add_up(demo: AuditRun) -> None:
+    assert demo.report is not None
+    report = demo.report
+    findings = report["findings"]
+    savings = [f["monthly_saving_usd"] for f in findings]
+    assert savings == sorted(savings, reverse=True)
+    assert report["totals"]["findings"] == len(findings) == 6
+    assert report["totals"]["monthly_saving_usd"] == pytest.approx(sum(savings), abs=0.01)
+    assert sum(r["monthly_saving_usd"] for r in report["by_rule"].values()) == pytest.approx(
+        sum(savings), abs=0.02
+    )
+    assert report["by_team"]["search"]["findings"] == 1  # the p5; the well-sized g6 has none
+    assert report["regions"] == [
+        {"region": "us-east-1", "status": "ok", "resources": report["totals"]["resources"], "findings": 6}
+    ]
+    assert report["schema"] == "costguard.audit/1"
+
+
+def test_the_local_run_executes_the_asl_file_itself(demo: AuditRun) -> None:
+    template = Template.load(ROOT / "template.yaml")
+    props = template.resources["AuditStateMachine"]["Properties"]
+    assert props["DefinitionUri"] == "statemachine/audit.asl.json"
+    text = (ROOT / "statemachine" / "audit.asl.json").read_text()
+    assert demo.definition == definition(template, "us-east-1", "123456789012")
+    # Only the substitutions differ from the file.
+    assert re.sub(r"arn:aws:lambda:[^\"]+", "X", demo.definition) == re.sub(r"\$\{Audit\w+\}", "X", text)
+    assert demo.states[0] == "Plan"
+    assert demo.states[-1] == "Report"
+    assert {"Regions", "Discover", "ReadMetrics", "Evaluate"} <= set(demo.states)
+
+
+def test_the_slack_summary_gives_the_total_the_top_items_and_the_link(demo: AuditRun) -> None:
+    assert demo.report is not None
+    [message] = demo.slack
+    total = demo.report["totals"]["monthly_saving_usd"]
+    assert f"${total:,.2f}/month" in message["text"]
+    text = json.dumps(message)
+    assert "rightsize_family" in text  # the largest saving is among the top items
+    [button] = next(b for b in message["blocks"] if b["type"] == "actions")["elements"]
+    assert demo.output["html_key"] in button["url"]
+    assert "Signature=" in button["url"] or "X-Amz-Signature=" in button["url"]
+
+
+class _Dom(HTMLParser):
+    """Totals by element id and the finding rows, from the DOM the browser produced."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.ids: dict[str, str] = {}
+        self.rows = 0
+        self._open: str | None = None
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        attributes = dict(attrs)
+        if tag == "tr" and "finding" in (attributes.get("class") or "").split():
+            self.rows += 1
+        if attributes.get("id", "").startswith("total-"):  # type: ignore[union-attr]
+            self._open = attributes["id"]
+
+    def handle_data(self, data: str) -> None:
+        if self._open:
+            self.ids[self._open] = self.ids.get(self._open, "") + data.strip()
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag == "b":
+            self._open = None
+
+
+def test_the_html_report_renders_in_a_headless_browser(demo: AuditRun, tmp_path: Path) -> None:
+    assert demo.report is not None
+    chromium = shutil.which("chromium")
+    assert chromium, "chromium is not installed: run scripts/ensure-chromium (make setup does)"
+    [_, page] = write_outputs(demo, tmp_path)
+    rendered = subprocess.run(
+        [
+            chromium,
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-background-networking",
+            "--dump-dom",
+            page.as_uri(),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    ).stdout
+    dom = _Dom()
+    dom.feed(rendered)
+    totals = demo.report["totals"]
+    assert dom.ids["total-saving"] == f"${totals['monthly_saving_usd']:,.2f}"
+    assert dom.ids["total-findings"] == str(totals["findings"])
+    assert dom.ids["total-resources"] == str(totals["resources"])
+    assert dom.rows == len(demo.report["findings"]) == 6
+    assert "<polyline" in rendered  # the utilization charts are there
+
+
+def test_a_failed_region_is_named_and_the_rest_reported(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # The command line, with a rules override (read by the Evaluate task from the bucket) and two regions,
+    # one of which fails in its Discover task.
+    import costguard.flows.audit as flow
+
+    real = flow.discover
+
+    def discover(region: str, now: Any) -> Any:
+        if region == "eu-west-3":
+            raise PermissionError("not authorized to perform: ec2:DescribeInstances")
+        return real(region, now)
+
+    monkeypatch.setattr(flow, "discover", discover)
+    world = load_world(DEMO_WORLD)
+    small = World.model_validate(
+        {
+            "now": world.now.isoformat(),
+            "instances": [i.model_dump(mode="json") for i in world.instances if i.id in (IDLE, WELL_SIZED)],
+        }
+    )
+    world_file = tmp_path / "world.json"  # YAML is a superset of JSON
+    world_file.write_text(small.model_dump_json(exclude_none=True))
+    rules = tmp_path / "rules.json"
+    rules.write_text(json.dumps({"idle": {"gpu_max_percent": 0.5}}))
+    out = tmp_path / "out"
+    code = main(
+        [
+            "audit",
+            "--world",
+            str(world_file),
+            "--out",
+            str(out),
+            "--rules",
+            str(rules),
+            "--regions",
+            "us-east-1,eu-west-3",
+        ]
+    )
+    assert code == 1  # a region was not audited
+    report = json.loads((out / "report.json").read_text())
+    assert report["totals"]["failed_regions"] == ["eu-west-3"]
+    [failed] = [r for r in report["regions"] if r["region"] == "eu-west-3"]
+    assert failed["error"] == "PermissionError"
+    assert "ec2:DescribeInstances" in failed["cause"]
+    # With idle meaning under 0.5%, the forgotten g6e (up to 2%) is no longer idle: it fits a cheaper family.
+    [finding] = report["findings"]
+    assert finding["resource"]["id"] == IDLE
+    assert finding["reason"] == "rightsize_family"
+    assert "eu-west-3" in (out / "report.html").read_text()
+    assert "FAILED" in capsys.readouterr().out
+
+
+def test_a_bad_rules_file_is_named_before_anything_runs(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    rules = tmp_path / "rules.json"
+    rules.write_text(json.dumps({"idle": {"gpu_max_percent": 500}}))
+    assert main(["audit", "--rules", str(rules), "--out", str(tmp_path)]) == 2
+    assert "gpu_max_percent" in capsys.readouterr().err

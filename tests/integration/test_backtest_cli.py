@@ -1,0 +1,62 @@
+"""`costguard backtest` as a user runs it: the week world, the sweep, the reports, bad input."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from costguard.backtest.command import demo_backtest
+from costguard.local.cli import main
+from costguard.local.world import load_world
+from tests.conftest import DEMO_WORLD, ROOT
+
+WEEK = str(ROOT / "worlds" / "backtest.yaml")
+
+
+def test_backtest_of_the_week_world_as_json_with_a_sweep(capsys: pytest.CaptureFixture[str]) -> None:
+    code = main(["backtest", "--world", WEEK, "--json", "--sweep", "idle-threshold=5", "idle-window=30,60"])
+    assert code == 0
+    captured = capsys.readouterr()
+    document = json.loads(captured.out)
+    assert captured.err == ""  # no progress bar with --json
+    assert document["schema_version"] == 1
+    assert document["period"]["step_minutes"] == 5
+    by_id = {r["id"]: r for r in document["resources"]}
+    # The 45-minute lunch break: stopped five minutes before its owner came back.
+    lunch = [d for d in by_id["i-0b7e00000000000a3"]["decisions"] if d["action"] == "stop"]
+    assert [(d["at"], d["near_miss"], d["ended_by"]) for d in lunch] == [
+        ("2026-11-17T12:40:00+00:00", True, "busy")
+    ]
+    # Stopped by its owner on Wednesday at 15:00: the savings end there.
+    forgotten = [d for d in by_id["i-0b7e00000000000a5"]["decisions"] if d["action"] == "stop"]
+    assert forgotten[-1]["ended_by"] == "owner_stopped"
+    assert forgotten[-1]["stopped_until"] == "2026-11-18T15:00:00+00:00"
+    # Protected: never stopped.
+    assert all(d["action"] != "stop" for d in by_id["i-0b7e00000000000a4"]["decisions"])
+    windows = {row["idle_window_minutes"]: row for row in document["sweep"]}
+    # A 60-minute window never sees the lunch break idle long enough: one stop fewer.
+    assert windows[30]["stops"] == windows[60]["stops"] + 1
+    assert document["totals"]["reclaimable_usd"] == windows[30]["reclaimable_usd"]
+
+
+def test_backtest_writes_the_json_and_the_self_contained_html(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["backtest", "--world", WEEK, "--days", "2", "--out", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "Totals:" in out
+    page = (tmp_path / "backtest.html").read_text()
+    assert page.count("<svg") == len(json.loads((tmp_path / "backtest.json").read_text())["resources"])
+
+
+def test_a_bad_sweep_exits_2(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["backtest", "--sweep", "idle=5"]) == 2
+    assert "idle-threshold" in capsys.readouterr().err
+
+
+def test_the_demo_ends_with_a_short_backtest_of_the_demo_world() -> None:
+    text = demo_backtest(load_world(DEMO_WORLD))
+    assert "i-0a1f00000000000a1" in text  # the forgotten p4d would have been stopped
+    assert "stop" in text and "Totals:" in text

@@ -1,0 +1,198 @@
+"""budget_breach and cost_anomaly end to end: SNS or EventBridge -> BudgetsFunction -> queue -> notifier -> Slack."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+
+from costguard.aws import clients
+from costguard.local.replay import replay
+from costguard.local.sink import SlackSink
+from costguard.local.stack import LocalStack
+from costguard.local.template import Template
+from costguard.local.world import World
+from tests.conftest import EVENTS, ROOT, load_event
+
+P4D_IDLE, P4D_BUSY = "i-0a1f00000000000a1", "i-0a1f00000000000a2"
+FORECAST = EVENTS / "budget-forecasted-ml-research.json"
+ACTUAL_80 = EVENTS / "budget-actual-80-ml-research.json"
+ACTUAL_100 = EVENTS / "budget-actual-100-ml-research.json"
+ACTUAL_150 = EVENTS / "budget-actual-150-ml-research.json"
+UNREADABLE = EVENTS / "budget-unexpected-wording.json"
+FOLLOW_UP = EVENTS / "schedule-budget-follow-up-1230.json"
+FOLLOW_UP_AT = datetime(2026, 11, 20, 12, 30, tzinfo=UTC)
+
+
+@pytest.fixture
+def stack(world: World, sink: SlackSink, sleeps: list[float]) -> Iterator[LocalStack]:
+    """The demo stack with metric series running on to the latest sample event, as `costguard replay` has it."""
+    with LocalStack(world, sink=sink, until=FOLLOW_UP_AT) as running:
+        yield running
+
+
+def actions(decisions: list[dict[str, Any]]) -> list[tuple[str, str, str]]:
+    return [(d["action"], d["resource_kind"], d["resource_id"]) for d in decisions]
+
+
+SUMMARY = ("notify", "budget")
+
+# The README's table of escalation levels, as the default BudgetEscalation and the demo world play it
+# (budget ml-research-gpu, scoped by its cost filter to team=ml-research; notify mode, so all dry runs).
+DOCUMENTED = [
+    (FORECAST, "forecast:notify", []),
+    (ACTUAL_80, "none", []),
+    (
+        ACTUAL_100,
+        "actual>=100:stop_idle",
+        [("mark", "ec2_instance", P4D_IDLE), ("mark", "notebook_instance", "dana-scratch")],
+    ),
+    (
+        ACTUAL_150,
+        "actual>=150:stop_all",
+        [
+            ("mark", "ec2_instance", P4D_IDLE),
+            ("mark", "notebook_instance", "dana-scratch"),
+            ("mark", "ec2_instance", P4D_BUSY),
+            ("mark", "notebook_instance", "li-finetune-lab"),
+        ],
+    ),
+]
+
+
+@pytest.mark.parametrize(("path", "level", "stops"), DOCUMENTED, ids=lambda v: getattr(v, "name", None))
+def test_each_level_gives_its_documented_decisions(
+    stack: LocalStack, path: Any, level: str, stops: list[tuple[str, str, str]]
+) -> None:
+    [result] = replay(stack, [path])
+    assert result.ok, result.error
+    assert result.function == "BudgetsFunction"
+    summary, *rest = result.decisions
+    assert (summary["action"], summary["resource_kind"], summary["reason"]) == (*SUMMARY, "budget_breach")
+    assert result.findings[0]["evidence"]["escalation"] == level
+    assert actions(rest) == stops
+    assert all(d["dry_run"] for d in result.decisions)
+    assert all(d["reason"] == "budget_breach" for d in rest)
+
+
+def test_breach_lists_what_runs_in_scope_costliest_first(stack: LocalStack) -> None:
+    [result] = replay(stack, [ACTUAL_100])
+    ranked = result.findings[0]["evidence"]["ranked"]
+    assert [r["id"] for r in ranked] == [P4D_IDLE, P4D_BUSY, "dana-scratch", "li-finetune-lab"]
+    hourly = [r["hourly_usd"] for r in ranked]
+    assert hourly == sorted(hourly, reverse=True)
+    assert [r["verdict"] for r in ranked] == ["idle", "busy", "idle", "busy"]
+    # Out of scope (team=nlp, vision, platform...) is not listed.
+    assert "i-0a1f00000000000a4" not in json.dumps(result.findings)
+    text = json.dumps(result.slack)
+    assert text.index("research-p4d-forgotten") < text.index("dana-scratch") < text.index("li-finetune-lab")
+
+
+def test_remediate_marks_then_the_follow_up_stops_after_grace(world: World, sink: SlackSink) -> None:
+    with LocalStack(world, sink=sink, mode="remediate", until=FOLLOW_UP_AT) as stack:
+        [breach] = replay(stack, [ACTUAL_100])
+        assert breach.ok, breach.error
+        assert {(d["action"], d["resource_id"], d["dry_run"]) for d in breach.decisions[1:]} == {
+            ("mark", P4D_IDLE, False),
+            ("mark", "dana-scratch", False),
+        }
+        ec2 = clients.ec2("us-east-1")
+        [[instance]] = [
+            r["Instances"] for r in ec2.describe_instances(InstanceIds=[P4D_IDLE])["Reservations"]
+        ]
+        assert "costguard:marked-at" in {t["Key"] for t in instance.get("Tags", [])}
+
+        [follow_up] = replay(stack, [FOLLOW_UP])  # 12:30, past the 15-minute grace period
+        assert follow_up.ok, follow_up.error
+        assert {(d["action"], d["resource_id"]) for d in follow_up.decisions} == {
+            ("stop", P4D_IDLE),
+            ("stop", "dana-scratch"),
+        }
+        [[instance]] = [
+            r["Instances"] for r in ec2.describe_instances(InstanceIds=[P4D_IDLE])["Reservations"]
+        ]
+        assert instance["State"]["Name"] in ("stopping", "stopped")
+        busy = ec2.describe_instances(InstanceIds=[P4D_BUSY])["Reservations"][0]["Instances"][0]
+        assert busy["State"]["Name"] == "running"  # stop_idle leaves busy resources alone
+
+
+def test_unexpected_wording_is_delivered_with_a_note_logged_and_counted(
+    stack: LocalStack, caplog: pytest.LogCaptureFixture
+) -> None:
+    [result] = replay(stack, [UNREADABLE])
+    assert result.ok, result.error
+    [decision] = result.decisions
+    assert (decision["action"], decision["reason"]) == ("notify", "budget_breach")
+    [message] = result.slack
+    text = json.dumps(message)
+    assert "could not read this message" in text
+    assert "went past what you planned this month" in text  # the message itself, as received
+    message_id = load_event(UNREADABLE.name)["Records"][0]["Sns"]["MessageId"]
+    [logged] = [r for r in caplog.records if r.getMessage() == "unreadable budget notification"]
+    assert logged.event_id == message_id  # type: ignore[attr-defined]
+    invocation = stack.invoke("BudgetsFunction", {**load_event(UNREADABLE.name)} | _redelivered_as("x-2"))
+    assert "UnreadableBudgetNotifications" in invocation.output  # the metric, in EMF on stdout
+
+
+def _redelivered_as(message_id: str) -> dict[str, Any]:
+    event = load_event(UNREADABLE.name)
+    event["Records"][0]["Sns"]["MessageId"] = message_id
+    return event
+
+
+def test_redelivered_notification_is_handled_once(stack: LocalStack) -> None:
+    first, second = replay(stack, [ACTUAL_100, ACTUAL_100])
+    assert first.ok and second.ok
+    assert len(first.slack) == 3
+    assert second.slack == []
+
+
+def test_anomaly_over_sns_lists_running_ec2_of_its_root_cause(stack: LocalStack) -> None:
+    [result] = replay(stack, [EVENTS / "cost-anomaly-sns.json"])
+    assert result.ok, result.error
+    [decision] = result.decisions
+    assert (decision["reason"], decision["action"], decision["resource_kind"]) == (
+        "cost_anomaly",
+        "notify",
+        "cost_anomaly",
+    )
+    ranked = result.findings[0]["evidence"]["ranked"]
+    assert {r["kind"] for r in ranked} == {"ec2_instance"}
+    assert ranked[0]["id"] == "i-0a1f00000000000a4"  # the p5.48xlarge, $55.04/h
+    assert result.findings[0]["cost_usd"] == 1054.39
+    assert "BoxUsage:p4d.24xlarge" in json.dumps(result.slack)
+
+
+def test_anomaly_over_eventbridge_lists_running_sagemaker(stack: LocalStack) -> None:
+    [result] = replay(stack, [EVENTS / "cost-anomaly-detected.json"])
+    assert result.ok, result.error
+    kinds = {r["kind"] for r in result.findings[0]["evidence"]["ranked"]}
+    assert kinds == {"training_job", "notebook_instance", "endpoint"}
+
+
+def test_sns_deliveries_route_by_topic() -> None:
+    template = Template.load(ROOT / "template.yaml")
+    event = load_event("budget-actual-100-ml-research.json")
+    assert [r.function for r in template.route(event)] == ["BudgetsFunction"]
+    event["Records"][0]["Sns"]["TopicArn"] = "arn:aws:sns:us-east-1:123456789012:someone-elses-topic"
+    assert template.route(event) == []
+
+
+def test_stop_all_keeps_its_marks_on_busy_resources_and_stops_them(world: World, sink: SlackSink) -> None:
+    with LocalStack(world, sink=sink, mode="remediate", until=FOLLOW_UP_AT) as stack:
+        [breach] = replay(stack, [ACTUAL_150])
+        assert ("mark", P4D_BUSY, False) in {
+            (d["action"], d["resource_id"], d["dry_run"]) for d in breach.decisions
+        }
+        # The GPU sweep sees the marked p4d busy: without the breach it would cancel the mark (gpu_active_again).
+        [sweep] = replay(stack, [EVENTS / "schedule-gpu-sweep-1220.json"])
+        assert sweep.ok, sweep.error
+        assert not [d for d in sweep.decisions if d["resource_id"] == P4D_BUSY and d["action"] == "unmark"]
+        [follow_up] = replay(stack, [FOLLOW_UP])
+        stopped = {d["resource_id"] for d in follow_up.decisions if d["action"] == "stop"}
+        assert stopped == {P4D_IDLE, P4D_BUSY, "dana-scratch", "li-finetune-lab"}
+        state = clients.ec2("us-east-1").describe_instances(InstanceIds=[P4D_BUSY])["Reservations"][0]
+        assert state["Instances"][0]["State"]["Name"] in ("stopping", "stopped")
