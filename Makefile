@@ -4,12 +4,14 @@ PYTHON ?= $(shell scripts/find-python 3.13)
 SAM_PYTHON ?= python3
 VENV := .venv
 SAM_VENV := .venv-sam
+CHECKOV_VENV := .venv-checkov
 BIN := $(VENV)/bin
 export SAM_CLI_TELEMETRY := 0
 export AWS_DEFAULT_REGION ?= us-east-1
 export COSTGUARD_SAM := $(CURDIR)/$(SAM_VENV)/bin/sam
+export COSTGUARD_CHECKOV := $(CURDIR)/$(CHECKOV_VENV)/bin/checkov
 
-.PHONY: setup demo test lint typecheck unit template bench clean
+.PHONY: setup demo test lint typecheck unit bench clean
 
 $(VENV)/.ready: pyproject.toml constraints.txt
 	@test -n "$(PYTHON)" || { echo "no Python 3.13 found: set PYTHON=/path/to/python3.13"; exit 1; }
@@ -25,7 +27,14 @@ $(SAM_VENV)/.ready: requirements-sam.txt
 	$(SAM_VENV)/bin/pip install --quiet -r requirements-sam.txt
 	touch $@
 
-setup: $(VENV)/.ready $(SAM_VENV)/.ready
+# checkov pins many packages of its own: it too lives apart from the runtime set.
+$(CHECKOV_VENV)/.ready: requirements-checkov.txt
+	$(SAM_PYTHON) -m venv $(CHECKOV_VENV)
+	$(CHECKOV_VENV)/bin/pip install --quiet --upgrade pip
+	$(CHECKOV_VENV)/bin/pip install --quiet -r requirements-checkov.txt
+	touch $@
+
+setup: $(VENV)/.ready $(SAM_VENV)/.ready $(CHECKOV_VENV)/.ready
 	scripts/ensure-chromium
 
 demo: $(VENV)/.ready
@@ -47,4 +56,4 @@ bench: $(VENV)/.ready
 	$(BIN)/python bench/run.py
 
 clean:
-	rm -rf $(VENV) $(SAM_VENV) .aws-sam .mypy_cache .ruff_cache
+	rm -rf $(VENV) $(SAM_VENV) $(CHECKOV_VENV) .aws-sam .mypy_cache .ruff_cache

@@ -25,6 +25,12 @@ os.environ["POWERTOOLS_LOG_LEVEL"] = "WARNING"
 os.environ.setdefault("POWERTOOLS_METRICS_NAMESPACE", "CostguardBench")
 
 from bench.audit import audit_line, bench_audit_evaluation  # noqa: E402
+from bench.costs import bench_costs  # noqa: E402
+from bench.detectors import bench_detectors  # noqa: E402
+from bench.fleet import bench_fleet  # noqa: E402
+from bench.imports import bench_imports  # noqa: E402
+from bench.report import results_sections, write_readme  # noqa: E402
+from bench.trust import bench_trust  # noqa: E402
 from costguard import clock  # noqa: E402
 from costguard.aws import clients  # noqa: E402
 from costguard.detect.gpu import Thresholds, gpu_instance_findings, read_gpus  # noqa: E402
@@ -220,11 +226,15 @@ def bench_backtest(instances: int = 1000, days: int = 7) -> dict[str, Any]:
 
 
 CASES: dict[str, Callable[[], dict[str, Any]]] = {
+    "cold_imports": bench_imports,
+    "detector_latency": bench_detectors,
+    "fleet": bench_fleet,
     "audit_evaluation_10k_instances": bench_audit_evaluation,
     "verdicts_10k_instances": bench_verdicts,
     "sweep_1000_instances": bench_sweep,
     "demo_replay": bench_demo_replay,
     "backtest_1000_instances_7_days": bench_backtest,
+    "hostile_input_and_soak": bench_trust,
 }
 
 
@@ -243,6 +253,9 @@ def main(names: list[str]) -> None:
     }
     for name in names or list(CASES):
         results[name] = CASES[name]()
+    if "fleet" in results and "cold_imports" in results:
+        # Priced from this run's counts (or the last run's, for a case not run this time).
+        results["monthly_cost"] = bench_costs(results["fleet"], results["cold_imports"])
     results["max_rss_mib"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
     out.write_text(json.dumps(results, indent=2) + "\n")
     v, s, d = results["verdicts_10k_instances"], results["sweep_1000_instances"], results["demo_replay"]
@@ -260,7 +273,9 @@ def main(names: list[str]) -> None:
         + _backtest_line(results.get("backtest_1000_instances_7_days"))
         + audit_line(results.get("audit_evaluation_10k_instances"))
         + f"- Peak memory of the benchmark process: {results['max_rss_mib']} MiB.\n"
+        + results_sections(results)
     )
+    write_readme(results)
     print(json.dumps(results, indent=2))
 
 

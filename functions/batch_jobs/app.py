@@ -7,12 +7,15 @@ from typing import Any
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from costguard import clock
-from costguard.entry import OncePerEvent, Rejected, parse_event
+from costguard.entry import ONCE_PERMISSIONS, PARSE_PERMISSIONS, OncePerEvent, Rejected, parse_event
 from costguard.events.batch import BatchJobStateChange
-from costguard.flows.batch import handle_batch_job_event
+from costguard.flows.batch import EVENT_PERMISSIONS, handle_batch_job_event
 from costguard.observability import logger, metrics, tracer
 from costguard.runtime import runtime
 from costguard.settings import get_settings
+
+# The IAM actions this handler's calls need: tests/template/test_iam.py holds the template to them.
+PERMISSIONS = PARSE_PERMISSIONS | ONCE_PERMISSIONS | EVENT_PERMISSIONS
 
 settings = get_settings()  # validated at cold start: a bad variable fails here, named
 

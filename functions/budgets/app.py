@@ -7,7 +7,7 @@ from typing import Any
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from costguard import clock
-from costguard.entry import OncePerEvent, Rejected, parse_event
+from costguard.entry import ONCE_PERMISSIONS, PARSE_PERMISSIONS, OncePerEvent, Rejected, parse_event
 from costguard.events.budgets import (
     SNS_MESSAGE_ID_PATH,
     AnomalyDetected,
@@ -15,10 +15,14 @@ from costguard.events.budgets import (
     CostAnomalyNotification,
 )
 from costguard.events.scheduled import ScheduledEvent
+from costguard.flows.budgets import PERMISSIONS as BUDGETS_PERMISSIONS
 from costguard.flows.budgets import follow_up, handle_anomaly_event, handle_budget_notification
 from costguard.observability import logger, metrics, tracer
 from costguard.runtime import runtime
 from costguard.settings import get_settings
+
+# The IAM actions this handler's calls need: tests/template/test_iam.py holds the template to them.
+PERMISSIONS = PARSE_PERMISSIONS | ONCE_PERMISSIONS | BUDGETS_PERMISSIONS
 
 settings = get_settings()  # validated at cold start: a bad escalation level fails here, named
 

@@ -8,10 +8,11 @@ from typing import Any
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from costguard import clock
-from costguard.entry import OncePerEvent, Rejected, parse_event
+from costguard.entry import ONCE_PERMISSIONS, PARSE_PERMISSIONS, OncePerEvent, Rejected, parse_event
 from costguard.events.capacity import CapacityBlockEvent, ReservationStateChange
 from costguard.events.health import OdcrUnderutilization
 from costguard.events.scheduled import ScheduledEvent
+from costguard.flows.capacity import PERMISSIONS as CAPACITY_PERMISSIONS
 from costguard.flows.capacity import (
     handle_capacity_block,
     handle_odcr_underutilization,
@@ -21,6 +22,9 @@ from costguard.flows.capacity import (
 from costguard.observability import logger, metrics, tracer
 from costguard.runtime import runtime
 from costguard.settings import get_settings
+
+# The IAM actions this handler's calls need: tests/template/test_iam.py holds the template to them.
+PERMISSIONS = PARSE_PERMISSIONS | ONCE_PERMISSIONS | CAPACITY_PERMISSIONS
 
 settings = get_settings()  # validated at cold start: a bad variable fails here, named
 

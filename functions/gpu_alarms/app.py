@@ -6,13 +6,16 @@ from typing import Any
 
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from costguard.entry import Rejected, parse_event
+from costguard.entry import PARSE_PERMISSIONS, Rejected, parse_event
 from costguard.events.ec2 import InstanceStateChange
 from costguard.events.scheduled import ScheduledEvent
-from costguard.flows.gpu import handle_state_change, reconcile
+from costguard.flows.gpu import ALARMS_PERMISSIONS, handle_state_change, reconcile
 from costguard.observability import logger, metrics, tracer
 from costguard.runtime import runtime
 from costguard.settings import get_settings
+
+# The IAM actions this handler's calls need: tests/template/test_iam.py holds the template to them.
+PERMISSIONS = PARSE_PERMISSIONS | ALARMS_PERMISSIONS
 
 settings = get_settings()  # validated at cold start
 

@@ -7,13 +7,16 @@ from typing import Any
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from costguard import clock
-from costguard.entry import OncePerEvent, Rejected, parse_event
+from costguard.entry import ONCE_PERMISSIONS, PARSE_PERMISSIONS, OncePerEvent, Rejected, parse_event
 from costguard.events.cloudwatch import AlarmStateChange
 from costguard.events.scheduled import ScheduledEvent
-from costguard.flows.gpu import handle_alarm, handle_sweep
+from costguard.flows.gpu import VERDICT_PERMISSIONS, handle_alarm, handle_sweep
 from costguard.observability import logger, metrics, tracer
 from costguard.runtime import runtime
 from costguard.settings import get_settings
+
+# The IAM actions this handler's calls need: tests/template/test_iam.py holds the template to them.
+PERMISSIONS = PARSE_PERMISSIONS | ONCE_PERMISSIONS | VERDICT_PERMISSIONS
 
 settings = get_settings()  # validated at cold start
 

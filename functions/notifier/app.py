@@ -10,11 +10,15 @@ from aws_lambda_powertools.utilities.batch.types import PartialItemFailureRespon
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from costguard.entry import OncePerEvent
-from costguard.flows.notifier import deliver
+from costguard.entry import ONCE_PERMISSIONS, OncePerEvent
+from costguard.flows.notifier import DELIVER_PERMISSIONS, deliver
 from costguard.notify.notice import Notice
 from costguard.observability import logger, metrics, tracer
 from costguard.settings import get_settings
+
+# The IAM actions this handler's calls need: tests/template/test_iam.py holds the template to them.
+# An unreadable notice stays on the queue for its dead-letter queue: nothing is sent anywhere.
+PERMISSIONS = ONCE_PERMISSIONS | DELIVER_PERMISSIONS
 
 settings = get_settings()
 processor = BatchProcessor(event_type=EventType.SQS)

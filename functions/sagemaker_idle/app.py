@@ -7,12 +7,15 @@ from typing import Any
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from costguard import clock
-from costguard.entry import Rejected, parse_event
+from costguard.entry import PARSE_PERMISSIONS, Rejected, parse_event
 from costguard.events.scheduled import ScheduledEvent
-from costguard.flows.sagemaker import handle_sweep
+from costguard.flows.sagemaker import SWEEP_PERMISSIONS, handle_sweep
 from costguard.observability import logger, metrics, tracer
 from costguard.runtime import runtime
 from costguard.settings import get_settings
+
+# The IAM actions this handler's calls need: tests/template/test_iam.py holds the template to them.
+PERMISSIONS = PARSE_PERMISSIONS | SWEEP_PERMISSIONS
 
 settings = get_settings()  # validated at cold start
 

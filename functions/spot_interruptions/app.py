@@ -7,12 +7,15 @@ from typing import Any
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from costguard import clock
-from costguard.entry import OncePerEvent, Rejected, parse_event
+from costguard.entry import ONCE_PERMISSIONS, PARSE_PERMISSIONS, OncePerEvent, Rejected, parse_event
 from costguard.events.ec2 import SpotInterruptionWarning
-from costguard.flows.spot import handle_spot_interruption
+from costguard.flows.spot import EVENT_PERMISSIONS, handle_spot_interruption
 from costguard.observability import logger, metrics, tracer
 from costguard.runtime import runtime
 from costguard.settings import get_settings
+
+# The IAM actions this handler's calls need: tests/template/test_iam.py holds the template to them.
+PERMISSIONS = PARSE_PERMISSIONS | ONCE_PERMISSIONS | EVENT_PERMISSIONS
 
 settings = get_settings()  # validated at cold start: a bad variable fails here, named
 

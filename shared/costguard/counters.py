@@ -8,6 +8,9 @@ from datetime import UTC, datetime, timedelta
 from typing import Protocol
 
 from costguard.aws import clients
+from costguard.permissions import needs
+
+PERMISSIONS = needs("dynamodb:UpdateItem", "dynamodb:PutItem")
 
 
 @dataclass(frozen=True)

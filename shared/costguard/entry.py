@@ -16,7 +16,8 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 from pydantic import BaseModel, ValidationError
 
 from costguard.events.registry import model_for
-from costguard.runtime import reject
+from costguard.permissions import needs
+from costguard.runtime import REJECT_PERMISSIONS, reject
 from costguard.settings import get_settings
 
 # Every accepted model is an EventBridge envelope whose region and account become endpoints and ARNs:
@@ -32,6 +33,11 @@ def _check_envelope(parsed: BaseModel) -> BaseModel:
     if isinstance(account, str) and not _ACCOUNT.fullmatch(account):
         raise ValueError(f"account {account[:40]!r} is not an AWS account id")
     return parsed
+
+
+PARSE_PERMISSIONS = REJECT_PERMISSIONS  # parse_event
+# OncePerEvent: powertools idempotency reads, writes, completes and (when the flow fails) deletes its record.
+ONCE_PERMISSIONS = needs("dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem")
 
 
 class Rejected(Exception):

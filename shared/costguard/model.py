@@ -233,6 +233,10 @@ class Finding(BaseModel):
     cancels_mark: bool = Field(
         default=False, description="The resource is working again: any pending stop is off"
     )
+    repeat_scope: str | None = Field(
+        default=None,
+        description="Distinct news about the same resource and reason (a new state, say): not a repeat",
+    )
     event_id: str | None = None
 
 

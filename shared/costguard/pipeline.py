@@ -88,6 +88,8 @@ def act_on(
             continue  # waiting out a grace period: the mark message already said so
         notice = Notice(decision=decision, outcome=outcome, protect_tag_key=policy.protect_tag_key)
         key = f"{decision.resource.key}|{decision.reason}|{decision.action}"
+        if decision.finding.repeat_scope:
+            key += f"|{decision.finding.repeat_scope}"
         window = ONCE_WINDOW if decision.reason in ALERT_ONCE else repeat_window
         # A failed or capped action is always reported; a repeat of the same news is not.
         if outcome.error or outcome.capped or _first_in_window(gate, key, now, window):

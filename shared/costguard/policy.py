@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from functools import lru_cache
 
 from costguard.events.common import to_datetime
 from costguard.model import MARK_TAG_KEY, Action, Decision, Finding
@@ -32,6 +33,13 @@ def marked_at(tags: dict[str, str]) -> datetime | None:
     raw = tags.get(MARK_TAG_KEY)
     if not raw:
         return None
+    return _parse_mark(raw)
+
+
+@lru_cache(maxsize=4096)
+def _parse_mark(raw: str) -> datetime | None:
+    # Cached: a marked resource is decided on at every sweep until its stop (and at every step of a
+    # backtest), always with the same mark; a datetime is immutable, so sharing one is safe.
     try:
         parsed: datetime = to_datetime(raw)
     except ValueError:
@@ -41,58 +49,63 @@ def marked_at(tags: dict[str, str]) -> datetime | None:
 
 def decide(finding: Finding, policy: Policy, now: datetime) -> Decision:
     """The one decision for one finding."""
+    return _decision(finding, policy, now, *_choose(finding, policy, now))
 
-    def decision(action: Action, note: str, stop_after: datetime | None = None) -> Decision:
-        return Decision(
-            action=action,
-            reason=finding.reason,
-            finding=finding,
-            dry_run=policy.dry_run,
-            note=note,
-            decided_at=now,
-            stop_after=stop_after,
-        )
 
+def _choose(finding: Finding, policy: Policy, now: datetime) -> tuple[Action, str, datetime | None]:
+    """The action for one finding, with its note and, for a mark or a stop, when the stop is due."""
     resource = finding.resource
     if finding.cancels_mark:
-        return decision(Action.UNMARK, "working again: the pending stop is cancelled")
+        return Action.UNMARK, "working again: the pending stop is cancelled", None
     if not finding.remediable:
-        return decision(Action.NOTIFY, "costguard reports this finding and never acts on it")
+        return Action.NOTIFY, "costguard reports this finding and never acts on it", None
     if is_protected(resource.tags, policy.protect_tag_key):
-        return decision(Action.NOTIFY, f"protected by tag {policy.protect_tag_key}: never stopped")
+        return Action.NOTIFY, f"protected by tag {policy.protect_tag_key}: never stopped", None
     if resource.stop_blocker:
-        return decision(Action.NOTIFY, f"not stopped: {resource.stop_blocker}")
+        return Action.NOTIFY, f"not stopped: {resource.stop_blocker}", None
     mark = marked_at(resource.tags)
     if mark is None:
-        return decision(
+        return (
             Action.MARK,
             f"marked now; stopped after a {_minutes(policy.grace)} grace period",
             now + policy.grace,
         )
     due = mark + policy.grace
     if now < due:
-        return decision(Action.NONE, f"in its grace period until {due.isoformat()}", due)
-    return decision(Action.STOP, f"grace period over since {due.isoformat()}", due)
+        return Action.NONE, f"in its grace period until {due.isoformat()}", due
+    return Action.STOP, f"grace period over since {due.isoformat()}", due
+
+
+def _decision(
+    finding: Finding, policy: Policy, now: datetime, action: Action, note: str, stop_after: datetime | None
+) -> Decision:
+    return Decision(
+        action=action,
+        reason=finding.reason,
+        finding=finding,
+        dry_run=policy.dry_run,
+        note=note,
+        decided_at=now,
+        stop_after=stop_after,
+    )
 
 
 def decide_all(findings: Iterable[Finding], policy: Policy, now: datetime) -> list[Decision]:
     """Decide each finding, then hold stops beyond the cap back to a notification, costliest first."""
-    decisions = [decide(finding, policy, now) for finding in findings]
+    listed = list(findings)
+    # Each action chosen first, each decision then built once: with many instances waiting on the cap,
+    # building their stops only to copy each into a notification was much of the cost of a sweep (and of
+    # every step of a backtest).
+    chosen = [_choose(finding, policy, now) for finding in listed]
     stops = sorted(
-        (d for d in decisions if d.action is Action.STOP), key=lambda d: d.hourly_usd or 0.0, reverse=True
+        (n for n, (action, _, _) in enumerate(chosen) if action is Action.STOP),
+        key=lambda n: listed[n].hourly_usd or 0.0,
+        reverse=True,
     )
-    over_cap = {id(d) for d in stops[policy.max_stops :]}
-    return [
-        d.model_copy(
-            update={
-                "action": Action.NOTIFY,
-                "note": f"stop cap of {policy.max_stops} per run reached: not stopped",
-            }
-        )
-        if id(d) in over_cap
-        else d
-        for d in decisions
-    ]
+    held = f"stop cap of {policy.max_stops} per run reached: not stopped"
+    for n in stops[policy.max_stops :]:
+        chosen[n] = (Action.NOTIFY, held, chosen[n][2])
+    return [_decision(finding, policy, now, *choice) for finding, choice in zip(listed, chosen, strict=True)]
 
 
 def _minutes(delta: timedelta) -> str:

@@ -12,16 +12,27 @@ from aws_lambda_powertools.metrics import MetricUnit
 
 from costguard.act.aws import AwsRemediator
 from costguard.act.executor import Remediator, StopLimiter
+from costguard.act.limits import PERMISSIONS as STOP_CAP_PERMISSIONS
 from costguard.act.limits import DynamoStopLimiter
 from costguard.aws import clients
 from costguard.model import Finding
+from costguard.notify.dedupe import PERMISSIONS as REPEAT_GATE_PERMISSIONS
 from costguard.notify.dedupe import DynamoRepeatGate, RepeatGate
+from costguard.notify.queue import PERMISSIONS as QUEUE_PERMISSIONS
 from costguard.notify.queue import NoticeQueue, SqsNoticeQueue
 from costguard.observability import logger, metrics
+from costguard.permissions import needs
 from costguard.pipeline import Report, act_on
 from costguard.policy import Policy
 from costguard.pricing import PriceBook, price_book
+from costguard.pricing.live import PERMISSIONS as LIVE_PRICE_PERMISSIONS
 from costguard.settings import Settings, get_settings
+
+# Runtime.act: notices queued, repeats gated, stops counted against the hourly cap. What the remediator calls
+# depends on the kinds of resource a flow may remediate (act.aws.permissions_for).
+ACT_PERMISSIONS = QUEUE_PERMISSIONS | REPEAT_GATE_PERMISSIONS | STOP_CAP_PERMISSIONS
+PRICES_PERMISSIONS = LIVE_PRICE_PERMISSIONS  # Runtime.prices, when the price source is live
+REJECT_PERMISSIONS = needs("sqs:SendMessage")  # reject keeps the event in the failed-events queue
 
 
 @dataclass(frozen=True)

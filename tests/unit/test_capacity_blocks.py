@@ -155,3 +155,30 @@ def test_warning_read_after_termination_began_says_so() -> None:
         event_id="e",
     )
     assert "already under way" in finding.summary and "nothing to save" in finding.summary
+
+
+def test_successive_states_of_one_reservation_are_each_news_but_a_repeat_is_not() -> None:
+    from costguard.notify.dedupe import MemoryRepeatGate
+    from costguard.notify.queue import MemoryNoticeQueue
+    from costguard.pipeline import act_on
+
+    gate, queue = MemoryRepeatGate(), MemoryNoticeQueue()
+
+    def notify(state: str, at: datetime) -> None:
+        finding = state_finding(
+            state, "cr-1", None, account="1", region="us-east-1", price=None, observed_at=at, event_id=state
+        )
+        act_on(
+            [finding],
+            policy=Policy(),
+            now=at,
+            remediator=object(),  # type: ignore[arg-type]  # notify-only: never called
+            queue=queue,
+            gate=gate,
+            repeat_window=timedelta(hours=4),
+        )
+
+    notify("scheduled", NOW)
+    notify("active", NOW + timedelta(minutes=30))
+    notify("active", NOW + timedelta(minutes=40))
+    assert [n.decision.finding.evidence["state"] for n in queue.sent] == ["scheduled", "active"]

@@ -133,3 +133,19 @@ def test_state_notices_are_read_from_a_comma_list(monkeypatch: pytest.MonkeyPatc
     monkeypatch.setenv("COSTGUARD_CAPACITY_STATE_NOTICES", "active,exploded")
     with pytest.raises(SettingsError, match="COSTGUARD_CAPACITY_STATE_NOTICES"):
         parse_settings()
+
+
+@pytest.mark.parametrize(
+    ("value", "cancellable"), [("true", True), ("TRUE", True), (" true", False), ("yes", False)]
+)
+def test_opt_in_is_exactly_what_the_iam_condition_accepts(value: str, cancellable: bool) -> None:
+    """The template's StringEqualsIgnoreCase "true": a value IAM would refuse is never offered for a cancel."""
+    mean = hours([0.0] * 24)
+    [finding] = sweep_findings(
+        odcr({AUTO_CANCEL_TAG: value}), mean, mean, window=WINDOW, price=PRICE, now=NOW, event_id="e"
+    )
+    assert finding.remediable is cancellable
+    template = (ROOT / "template.yaml").read_text()
+    assert (
+        'StringEqualsIgnoreCase:\n                  aws:ResourceTag/costguard:auto-cancel: "true"' in template
+    )

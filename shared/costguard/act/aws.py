@@ -4,10 +4,27 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from costguard.aws import clients
+from costguard.aws import capacity, clients, sagemaker
 from costguard.aws.capacity import CapacityReservations
 from costguard.aws.sagemaker import TrainingJobStopper
 from costguard.model import MARK_TAG_KEY, Resource, ResourceKind
+from costguard.permissions import NONE, Permissions, needs
+
+# What stop, mark and unmark call for each kind of resource: a flow needs the kinds it may remediate.
+_PERMISSIONS_BY_KIND: dict[ResourceKind, Permissions] = {
+    ResourceKind.EC2_INSTANCE: needs("ec2:StopInstances", "ec2:CreateTags", "ec2:DeleteTags"),
+    ResourceKind.TRAINING_JOB: sagemaker.STOP_TRAINING_JOB_PERMISSIONS
+    | needs("sagemaker:AddTags", "sagemaker:DeleteTags"),
+    ResourceKind.NOTEBOOK: needs(
+        "sagemaker:StopNotebookInstance", "sagemaker:AddTags", "sagemaker:DeleteTags"
+    ),
+    ResourceKind.CAPACITY_RESERVATION: capacity.REMEDIATE_PERMISSIONS,
+}
+
+
+def permissions_for(*kinds: ResourceKind) -> Permissions:
+    """What AwsRemediator needs to stop, mark and unmark these kinds (nothing for a kind it never acts on)."""
+    return NONE.union(*(_PERMISSIONS_BY_KIND.get(kind, NONE) for kind in kinds))
 
 
 class UnsupportedAction(RuntimeError):

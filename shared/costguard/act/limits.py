@@ -5,6 +5,9 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 
 from costguard.aws import clients
+from costguard.permissions import needs
+
+PERMISSIONS = needs("dynamodb:UpdateItem")  # DynamoStopLimiter.acquire
 
 
 class DynamoStopLimiter:

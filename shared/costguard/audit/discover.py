@@ -12,13 +12,20 @@ from datetime import datetime
 from typing import Any
 
 from costguard.audit.model import Subject, TypeFacts, TypeOption
-from costguard.aws import clients
+from costguard.aws import clients, inventory, sagemaker
 from costguard.aws.inventory import DESCRIBE_TYPES_BATCH, _describe_types, describe_gpu_instances
 from costguard.aws.sagemaker import in_progress_jobs_described, in_service_endpoints, in_service_notebooks
 from costguard.model import ResourceKind
-from costguard.pricing import PriceBook, bundled_table
+from costguard.permissions import needs
+from costguard.pricing import PriceBook, bundled_table, live
 
 OFFERINGS_FILTER_VALUES = 200  # DescribeInstanceTypeOfferings takes up to 200 values in one filter
+
+DISCOVER_PERMISSIONS = inventory.PERMISSIONS | sagemaker.INVENTORY_PERMISSIONS  # discover
+# priced_options: type facts, what the region offers, and (with live prices) the Price List.
+PRICED_OPTIONS_PERMISSIONS = (
+    inventory.TYPES_PERMISSIONS | needs("ec2:DescribeInstanceTypeOfferings") | live.PERMISSIONS
+)
 
 
 def facts_of(described: dict[str, Any]) -> TypeFacts:

@@ -6,6 +6,14 @@ import json
 from typing import Any
 
 from costguard.aws import clients
+from costguard.permissions import needs
+
+WRITE_PERMISSIONS = needs("s3:PutObject")  # put_json, put_html
+READ_PERMISSIONS = needs("s3:GetObject")  # get_json
+# get_text: without ListBucket a missing key answers AccessDenied, not NoSuchKey.
+READ_OPTIONAL_PERMISSIONS = READ_PERMISSIONS | needs("s3:ListBucket")
+# presigned_link: the link is signed with this role and is only as good as its rights.
+LINK_PERMISSIONS = needs("s3:GetObject")
 
 
 def _s3() -> Any:

@@ -9,10 +9,19 @@ from typing import Any
 
 from costguard.aws import clients
 from costguard.detect.gpu import Thresholds
+from costguard.permissions import needs
 
 ALARM_PREFIX = "costguard-gpu-idle-"
 DELETE_BATCH = 100  # DeleteAlarms takes at most 100 names
 ALARM_PERIOD_SECONDS = 300
+
+# PutMetricAlarm with Tags also needs cloudwatch:TagResource.
+PERMISSIONS = needs(
+    "cloudwatch:PutMetricAlarm",
+    "cloudwatch:TagResource",
+    "cloudwatch:DeleteAlarms",
+    "cloudwatch:DescribeAlarms",
+)
 _INSTANCE_ID = re.compile(r"i-[0-9a-f]{8,17}")
 
 

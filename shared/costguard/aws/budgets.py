@@ -13,10 +13,16 @@ from costguard.aws import clients
 from costguard.detect.budgets import BudgetAlert, Scope
 from costguard.detect.escalation import AlertType, Escalation
 from costguard.model import Finding
+from costguard.permissions import needs
 
 logger = Logger(child=True)
 
 BREACH_INDEX = "budget-breaches"  # a string set of the budgets with a breach in force
+
+# DescribeBudget is authorized by budgets:ViewBudget.
+DESCRIBE_PERMISSIONS = needs("budgets:ViewBudget")
+# BreachLog (remember writes, in_force and stop_all_scopes read); keep_budget_marks reads it.
+BREACH_LOG_PERMISSIONS = needs("dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem")
 
 
 def describe_budget(account: str, name: str) -> dict[str, Any] | None:

@@ -8,14 +8,20 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from costguard.aws import clients
+from costguard.aws import clients, inventory
 from costguard.aws.inventory import catalog
 from costguard.events.common import to_datetime
 from costguard.model import CapacityReservation, Ec2Instance
+from costguard.permissions import needs
 
 DESCRIBE_PAGE = 1000  # DescribeCapacityReservations' MaxResults
 INSTANCES_PAGE = 1000
 LIVE_INSTANCE_STATES = ("pending", "running")
+
+# describe, active, instances_in (which describes the instances' types too).
+READ_PERMISSIONS = needs("ec2:DescribeCapacityReservations") | inventory.PERMISSIONS
+# cancel, tag, untag: what AwsRemediator does to a reservation.
+REMEDIATE_PERMISSIONS = needs("ec2:CancelCapacityReservation", "ec2:CreateTags", "ec2:DeleteTags")
 
 
 class CapacityBlockNotCancellable(RuntimeError):

@@ -7,9 +7,14 @@ from typing import Any
 
 from costguard.aws import clients
 from costguard.model import Accelerators, Ec2Instance
+from costguard.permissions import needs
 
 DESCRIBE_INSTANCES_PAGE = 1000  # the API's maximum page
 DESCRIBE_TYPES_BATCH = 100  # DescribeInstanceTypes takes at most 100 names
+
+# The accelerator catalog alone; describing instances also describes their types.
+TYPES_PERMISSIONS = needs("ec2:DescribeInstanceTypes")
+PERMISSIONS = TYPES_PERMISSIONS | needs("ec2:DescribeInstances")
 
 
 def accelerators_of(described: dict[str, Any]) -> Accelerators | None:

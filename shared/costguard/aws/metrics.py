@@ -9,11 +9,15 @@ from datetime import datetime
 from typing import Any
 
 from costguard.aws import clients
+from costguard.permissions import needs
 
 GPU_NAMESPACE = "CWAgent"
 GPU_METRIC = "nvidia_smi_utilization_gpu"
 QUERIES_PER_CALL = 500  # GetMetricData's limit
 LIST_METRICS_PAGE = 500
+
+READ_PERMISSIONS = needs("cloudwatch:GetMetricData")  # get_metric_data
+LIST_PERMISSIONS = needs("cloudwatch:ListMetrics")  # list_gpu_series
 
 Series = list[tuple[datetime, float]]
 

@@ -9,10 +9,11 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from costguard.aws import clients
+from costguard.aws import clients, inventory
 from costguard.aws.inventory import catalog
 from costguard.detect.job_families import family_of
 from costguard.model import Endpoint, EndpointVariant, NotebookInstance, TrainingJob
+from costguard.permissions import needs
 
 TRAINING_NAMESPACE = "/aws/sagemaker/TrainingJobs"
 TRAINING_GPU_METRIC = "GPUUtilization"  # per host (Host = "<job>/algo-N"), summed over the host's GPUs
@@ -20,6 +21,23 @@ ENDPOINT_NAMESPACE = "AWS/SageMaker"
 INVOCATIONS_METRIC = "Invocations"  # per EndpointName + VariantName
 NOTEBOOK_DIMENSION = "NotebookInstanceName"
 LIST_PAGE = 100  # the list calls' maximum page
+
+# Training jobs described with their tags (in_progress_jobs_described, in_progress_family_jobs).
+TRAINING_JOB_PERMISSIONS = needs(
+    "sagemaker:ListTrainingJobs", "sagemaker:DescribeTrainingJob", "sagemaker:ListTags"
+)
+# Everything that runs, with the accelerators of its instance type (in_progress_training_jobs,
+# in_service_notebooks, in_service_endpoints).
+INVENTORY_PERMISSIONS = (
+    TRAINING_JOB_PERMISSIONS
+    | inventory.TYPES_PERMISSIONS
+    | needs(
+        "sagemaker:ListNotebookInstances",
+        "sagemaker:ListEndpoints",
+        "sagemaker:DescribeEndpoint",
+        "sagemaker:DescribeEndpointConfig",
+    )
+)
 
 
 def account_of(arn: str) -> str:
@@ -208,6 +226,9 @@ def in_service_endpoints(region: str) -> list[Endpoint]:
         if candidate.has_gpu:
             endpoints.append(replace(candidate, tags=tags_of(sagemaker, candidate.arn)))
     return endpoints
+
+
+STOP_TRAINING_JOB_PERMISSIONS = needs("sagemaker:StopTrainingJob")
 
 
 class TrainingJobStopper:

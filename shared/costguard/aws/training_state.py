@@ -16,6 +16,9 @@ from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
 from costguard.aws import clients
 from costguard.detect.job_families import Failure
 from costguard.detect.training_guardrails import JobSummary
+from costguard.permissions import needs
+
+PERMISSIONS = needs("dynamodb:GetItem", "dynamodb:PutItem")
 
 _ATTEMPTS = 8
 _serialize = TypeSerializer().serialize

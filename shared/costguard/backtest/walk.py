@@ -12,18 +12,20 @@ near-miss, work the stop would have interrupted.
 
 from __future__ import annotations
 
-from bisect import bisect_right
-from collections.abc import Callable
+import gc
+from bisect import bisect_left, bisect_right
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any
 
 from costguard import policy as policy_rules
 from costguard.act.limits import MemoryStopLimiter
-from costguard.backtest.history import History, Subject, SubjectKind
+from costguard.backtest.history import History, Interval, Subject, SubjectKind
 from costguard.detect import gpu as gpu_detect
 from costguard.detect import sagemaker as sagemaker_detect
-from costguard.detect.gpu import Series, Thresholds
+from costguard.detect.gpu import GpuReading, Series, Thresholds
 from costguard.model import (
     MARK_TAG_KEY,
     Action,
@@ -31,12 +33,16 @@ from costguard.model import (
     Ec2Instance,
     Finding,
     NotebookInstance,
+    Resource,
     TrainingJob,
 )
 from costguard.policy import Policy
 from costguard.settings import Settings
 
 Progress = Callable[[int, int], None]
+
+# Steps each subject is read ahead by (an hour of five-minute steps).
+READ_AHEAD = 12
 
 
 @dataclass(frozen=True)
@@ -177,15 +183,71 @@ class Result:
         return sum(o.stops for o in self.outcomes)
 
 
+class Windows:
+    """A subject's tracks read window by window as the walk's ``now`` moves forward.
+
+    Each bound moves on a point or two from where the last window left it, rather than being bisected out of
+    a week of points again (at a million windows a week, those bisections miss the cache at every probe);
+    GPUs that report at the same times (as an instance's usually do) share their bounds.
+    """
+
+    def __init__(self, subject: Subject) -> None:
+        grids: list[tuple[list[datetime], list[int]]] = []
+        self.tracks: list[tuple[int, Series, list[int]]] = []
+        for key, track in subject.tracks.items():
+            bounds = next((b for times, b in grids if times == track.times), None)
+            if bounds is None:
+                bounds = [0, 0]
+                grids.append((track.times, bounds))
+            self.tracks.append((key, track.series, bounds))
+        self.grids = grids
+        self.last: datetime | None = None
+
+    def at(self, since: datetime, now: datetime) -> dict[int, Series]:
+        """Each track's points in (since, now], for a window of a fixed length."""
+        if self.last is not None and now < self.last:
+            for _, bounds in self.grids:  # back in time: search again from the first point
+                bounds[:] = [0, 0]
+        self.last = now
+        for times, bounds in self.grids:
+            bounds[0] = low = _forward(times, since, bounds[0])
+            bounds[1] = _forward(times, now, max(low, bounds[1]))
+        return {key: points[bounds[0] : bounds[1]] for key, points, bounds in self.tracks}
+
+
+def _forward(times: list[datetime], at: datetime, index: int) -> int:
+    """``bisect_right(times, at)``, knowing it is at least ``index``: usually ``index`` or the one after."""
+    end = len(times)
+    if index < end and times[index] <= at:
+        index += 1
+        if index < end and times[index] <= at:
+            index = bisect_right(times, at, index)
+    return index
+
+
+# What a subject is: the resource replayed.
+Replayed = Ec2Instance | TrainingJob | NotebookInstance
+
+
 @dataclass
 class _State:
     """A resource as the walk sees it: its tags (with costguard's mark) and any would-be stop in force."""
 
     subject: Subject
     outcome: Outcome
-    current: Ec2Instance | TrainingJob | NotebookInstance
+    current: Replayed
     stopped_until: datetime | None = None
     last_notice: tuple[str, str, str] | None = None
+    # The instance as the decisions see it, built once per change of its tags rather than at every step.
+    resource_view: Resource | None = None
+    windows: Windows = field(init=False)
+    # Readings of the steps ahead by step number, and the would-be stop they hid (see _walk).
+    ahead: dict[int, GpuReading] = field(default_factory=dict)
+    ahead_hidden: Interval | None = None
+
+    def __post_init__(self) -> None:
+        self.windows = Windows(self.subject)
+        self.set_resource_view()
 
     def set_mark(self, at: datetime | None) -> None:
         tags = dict(self.current.tags)
@@ -194,38 +256,87 @@ class _State:
         else:
             tags[MARK_TAG_KEY] = at.isoformat()
         self.current = replace(self.current, tags=tags)
+        self.set_resource_view()
+
+    def set_resource_view(self) -> None:
+        current = self.current
+        self.resource_view = (
+            gpu_detect.instance_resource(current) if isinstance(current, Ec2Instance) else None
+        )
+
+    @property
+    def hidden(self) -> Interval | None:
+        stopped = self.outcome.stopped
+        return stopped[-1] if stopped else None
+
+    def judged_at(self, now: datetime) -> bool:
+        return self.stopped_until is None or now >= self.stopped_until
+
+    def read_ahead(
+        self, numbers: range, steps: list[datetime], running: list[bool], thresholds: Thresholds
+    ) -> None:
+        """Read the steps ``numbers`` in one go, for those it will be judged at as things stand."""
+        self.ahead_hidden = hidden = self.hidden
+        self.ahead = {
+            n: reading_at(self.subject, self.current, steps[n], thresholds, hidden, windows=self.windows)
+            for n in numbers
+            if running[n] and self.judged_at(steps[n])
+        }
+
+    def reading(self, n: int, now: datetime, thresholds: Thresholds) -> GpuReading:
+        """The reading at step ``n``: the one read ahead, unless a would-be stop since hides other points."""
+        hidden = self.hidden
+        reading = self.ahead.pop(n, None) if hidden is self.ahead_hidden else None
+        if reading is None:
+            reading = reading_at(self.subject, self.current, now, thresholds, hidden, windows=self.windows)
+        return reading
 
 
-def findings_at(
+def reading_at(
     subject: Subject,
-    resource: Ec2Instance | TrainingJob | NotebookInstance,
+    resource: Replayed,
     now: datetime,
     thresholds: Thresholds,
-    hidden: tuple[datetime, datetime] | None = None,
-) -> list[Finding]:
-    """The findings the deployed sweep would have made of this resource at ``now``: the same detector
-    functions, fed the history's points in the window they read."""
-    since = now - max(thresholds.idle_window, thresholds.starved_window)
-    series: dict[int, Series] = {
-        key: track.series[bisect_right(track.times, since) : bisect_right(track.times, now)]
-        for key, track in subject.tracks.items()
-    }
+    hidden: Interval | None = None,
+    *,
+    windows: Windows | None = None,
+) -> GpuReading:
+    """What the deployed sweep would have read of this resource at ``now``: the same reader functions, fed
+    the history's points in the window they read (a walk passes the subject's ``windows``, read forward)."""
+    since = now - thresholds.lookback
+    series = (windows or Windows(subject)).at(since, now)
     if hidden is not None and hidden[1] > since:
         # A resource the backtest stopped publishes nothing while stopped: the sweep after its restart
         # would not have seen the datapoints history has for that span.
         series = {k: [p for p in s if not hidden[0] <= p[0] < hidden[1]] for k, s in series.items()}
+    # Only the accelerators of the resource count here, never its tags (the mark): a reading read ahead
+    # holds whatever the walk marks meanwhile.
     if isinstance(resource, Ec2Instance):
         count = resource.accelerators.count if resource.accelerators else subject.gpu_count
-        reading = gpu_detect.read_gpus(series, now, thresholds, count)
+        return gpu_detect.read_gpus(series, now, thresholds, count)
+    if isinstance(resource, TrainingJob):
+        return sagemaker_detect.read_training_job(series, resource, now, thresholds)
+    return gpu_detect.read_gpus(series, now, thresholds, subject.gpu_count)
+
+
+def findings_of(
+    subject: Subject,
+    resource: Replayed,
+    reading: GpuReading,
+    now: datetime,
+    thresholds: Thresholds,
+    resource_view: Resource | None = None,
+) -> list[Finding]:
+    """The findings the deployed sweep would have made of that reading: the same detector functions (given,
+    for an instance, the ``instance_resource`` of it the walk keeps while its tags stay the same)."""
+    if isinstance(resource, Ec2Instance):
         return gpu_detect.gpu_instance_findings(
-            resource, reading, price=subject.price, thresholds=thresholds, now=now
+            resource, reading, price=subject.price, thresholds=thresholds, now=now, resource=resource_view
         )
     if isinstance(resource, TrainingJob):
-        reading = sagemaker_detect.read_training_job(series, resource, now, thresholds)
         return sagemaker_detect.training_job_findings(
             resource, reading, price=subject.price, thresholds=thresholds, now=now
         )
-    reading = gpu_detect.read_gpus(series, now, thresholds, subject.gpu_count)
     return sagemaker_detect.notebook_findings(
         resource, reading, price=subject.price, thresholds=thresholds, now=now
     )
@@ -250,19 +361,31 @@ def first_busy(subject: Subject, after: datetime, before: datetime, percent: flo
     return found
 
 
-def idle_steps(subject: Subject, history: History, percent: float) -> list[bool]:
+def period_numbers(history: History) -> dict[datetime, int]:
+    """Each step's period [now - step, now) by its start, numbered from 0."""
+    return {history.start + history.step * n: n for n in range(len(history.steps()))}
+
+
+def idle_steps(
+    subject: Subject, history: History, percent: float, numbers: dict[datetime, int] | None = None
+) -> list[bool]:
     """For each step, whether every GPU reported in the period [now - step, now) it ends (CloudWatch stamps a
-    datapoint with the start of its period) and all stayed under ``percent``. One pass over the points."""
+    datapoint with the start of its period) and all stayed under ``percent``. One pass over the points;
+    ``numbers`` are the ``period_numbers`` of the history (the walk works them out once for all subjects)."""
     count = int((history.end - history.start) / history.step)
+    numbers = period_numbers(history) if numbers is None else numbers
     limit = percent * _per_gpu_divisor(subject)
     expected = subject.instances if subject.kind is SubjectKind.TRAINING_JOB else subject.gpu_count
     if len(subject.tracks) < max(1, expected):
         return [False] * count
     idle = [True] * count
+    start, step = history.start, history.step
     for track in subject.tracks.values():
         seen = [False] * count
-        for at, value in track.series[track.at_or_after(history.start) : track.at_or_after(history.end)]:
-            slot = int((at - history.start) / history.step)
+        for at, value in track.series[track.at_or_after(start) : track.at_or_after(history.end)]:
+            slot = numbers.get(at)
+            if slot is None:
+                slot = (at - start) // step  # a datapoint stamped inside its period
             seen[slot] = True
             if value >= limit:
                 idle[slot] = False
@@ -270,19 +393,58 @@ def idle_steps(subject: Subject, history: History, percent: float) -> list[bool]
     return idle
 
 
+def _running_flags(subject: Subject, times: list[datetime]) -> list[bool]:
+    """For each of the (sorted) ``times``, whether the subject was running then (``running_at`` of each)."""
+    flags = [False] * len(times)
+    for start, end in subject.running:
+        first, last = bisect_left(times, start), bisect_left(times, end)
+        flags[first:last] = [True] * (last - first)
+    return flags
+
+
 def backtest(history: History, params: Params, progress: Progress | None = None) -> Result:
     """Walk the history step by step and account for what each would-be decision would have done."""
+    with _collector_off_the_history():
+        return _walk(history, params, progress)
+
+
+@contextmanager
+def _collector_off_the_history() -> Iterator[None]:
+    """Everything alive before the walk (the history's millions of points first) kept out of the garbage
+    collector's sight while it runs: each full collection would go through all of it again, to find nothing
+    to free (it lives until the walk ends)."""
+    if gc.get_freeze_count():
+        yield  # frozen already by whoever runs the walk: theirs to undo
+        return
+    gc.freeze()
+    try:
+        yield
+    finally:
+        gc.unfreeze()
+
+
+def _walk(history: History, params: Params, progress: Progress | None) -> Result:
     thresholds = params.thresholds(history.step)
     policy = params.policy()
     limiter = MemoryStopLimiter(params.max_stops_per_hour)
     step_hours = history.step.total_seconds() / 3600
     states = [_State(s, Outcome(s), s.resource) for s in history.subjects]
     steps = history.steps()
-    idle_by_subject = [idle_steps(s, history, params.idle_percent) for s in history.subjects]
+    periods = period_numbers(history)
+    idle_by_subject = [idle_steps(s, history, params.idle_percent, periods) for s in history.subjects]
     # Whether each subject ran at each step's start and at its end, computed once rather than per step.
-    ran = [[s.running_at(now - history.step) is not None for now in steps] for s in history.subjects]
-    runs = [[s.running_at(now) is not None for now in steps] for s in history.subjects]
+    starts = [now - history.step for now in steps]
+    ran = [_running_flags(s, starts) for s in history.subjects]
+    runs = [_running_flags(s, steps) for s in history.subjects]
     for n, now in enumerate(steps):
+        if n % READ_AHEAD == 0:
+            # Each subject's next steps read in one go: its points stay in the cache from one window to the
+            # next, where reading every subject at each step in turn fetched them from memory every time.
+            # The same reads, only earlier: a reading depends on the points alone, and one that a would-be
+            # stop decided meanwhile would hide points from is read again at its step (_State.reading).
+            numbers = range(n, min(n + READ_AHEAD, len(steps)))
+            for state, running in zip(states, runs, strict=True):
+                state.read_ahead(numbers, steps, running, thresholds)
         findings: list[Finding] = []
         owners: list[_State] = []
         for state, idle, ran_before, running in zip(states, idle_by_subject, ran, runs, strict=True):
@@ -297,13 +459,13 @@ def backtest(history: History, params: Params, progress: Progress | None = None)
                     if stopped and stopped[-1][0] <= now - history.step and now <= stopped[-1][1]:
                         state.outcome.reclaimed_idle_usd += hourly * step_hours
             # Decision: what the sweep at `now` would have said, unless a would-be stop is still in force.
-            if state.stopped_until is not None and now < state.stopped_until:
+            if not state.judged_at(now):
                 continue
             state.stopped_until = None
             if not running[n]:
                 continue  # not running: stopped by its owner, not yet launched, or gone
-            stopped = state.outcome.stopped
-            found = findings_at(subject, state.current, now, thresholds, stopped[-1] if stopped else None)
+            reading = state.reading(n, now, thresholds)
+            found = findings_of(subject, state.current, reading, now, thresholds, state.resource_view)
             if not found:
                 state.last_notice = None
             findings += found

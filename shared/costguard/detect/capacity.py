@@ -112,7 +112,8 @@ class UsageWindow:
 
 
 def opted_in(tags: dict[str, str]) -> bool:
-    return tags.get(AUTO_CANCEL_TAG, "").strip().lower() == "true"
+    # Exactly what the IAM condition accepts (StringEqualsIgnoreCase "true"): a cancel IAM refuses is no cancel.
+    return tags.get(AUTO_CANCEL_TAG, "").lower() == "true"
 
 
 def sweep_findings(

@@ -206,5 +206,6 @@ def state_finding(
         observed_at=observed_at,
         evidence={"state": state, "price_source": price.source if price else None},
         hourly_usd=hourly,
+        repeat_scope=state,  # Scheduled then Active within the repeat window are two pieces of news
         event_id=event_id,
     )

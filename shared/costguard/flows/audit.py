@@ -12,7 +12,12 @@ from typing import Any
 from aws_lambda_powertools.metrics import MetricUnit
 
 from costguard.audit import store
-from costguard.audit.discover import discover, priced_options
+from costguard.audit.discover import (
+    DISCOVER_PERMISSIONS,
+    PRICED_OPTIONS_PERMISSIONS,
+    discover,
+    priced_options,
+)
 from costguard.audit.evaluate import Catalog, evaluate
 from costguard.audit.html import render_html
 from costguard.audit.model import Subject, Usage
@@ -21,11 +26,32 @@ from costguard.audit.report import build_report, region_result
 from costguard.audit.rules import Rules, parse_rules, read_override
 from costguard.audit.steps import PlanInput, RegionTask, ReportInput
 from costguard.audit.summary import summary_message
+from costguard.aws import metrics as cloudwatch_metrics
 from costguard.events.common import to_datetime
-from costguard.notify.delivery import DeliveryError, load_routes, post
+from costguard.notify.delivery import SECRET_PERMISSIONS, DeliveryError, load_routes, post
 from costguard.observability import logger, metrics
+from costguard.permissions import NONE
 from costguard.pricing import price_book
 from costguard.settings import Settings
+
+PLAN_PERMISSIONS = NONE  # plan reads nothing
+DISCOVER_REGION_PERMISSIONS = DISCOVER_PERMISSIONS | store.WRITE_PERMISSIONS
+READ_REGION_METRICS_PERMISSIONS = (
+    cloudwatch_metrics.READ_PERMISSIONS
+    | cloudwatch_metrics.LIST_PERMISSIONS
+    | store.READ_PERMISSIONS
+    | store.WRITE_PERMISSIONS
+)
+# evaluate_region, with audit_rules reading an override that may be missing.
+EVALUATE_REGION_PERMISSIONS = (
+    store.READ_PERMISSIONS
+    | store.READ_OPTIONAL_PERMISSIONS
+    | PRICED_OPTIONS_PERMISSIONS
+    | store.WRITE_PERMISSIONS
+)
+REPORT_PERMISSIONS = (
+    store.READ_PERMISSIONS | store.WRITE_PERMISSIONS | store.LINK_PERMISSIONS | SECRET_PERMISSIONS
+)
 
 
 def _prefix(run: str, region: str) -> str:

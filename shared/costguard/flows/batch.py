@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
+from costguard import counters
 from costguard.counters import DynamoWindowCounter, WindowCounter
 from costguard.detect.batch import (
     detect_batch_retry_loop,
@@ -14,7 +15,10 @@ from costguard.detect.batch import (
 )
 from costguard.events.batch import BatchJobStateChange
 from costguard.pipeline import Report
-from costguard.runtime import Runtime
+from costguard.runtime import ACT_PERMISSIONS, PRICES_PERMISSIONS, Runtime
+
+# handle_batch_job_event: a Batch job is reported, never stopped.
+EVENT_PERMISSIONS = counters.PERMISSIONS | ACT_PERMISSIONS | PRICES_PERMISSIONS
 
 
 def handle_batch_job_event(

@@ -6,6 +6,8 @@ from datetime import datetime
 
 from aws_lambda_powertools.metrics import MetricUnit
 
+from costguard.act.aws import permissions_for
+from costguard.aws import budgets
 from costguard.aws.budgets import BreachLog, describe_budget
 from costguard.detect.budgets import (
     Breach,
@@ -23,11 +25,20 @@ from costguard.detect.budgets import (
 )
 from costguard.detect.escalation import Escalation, Level, level_for, parse_levels
 from costguard.events.budgets import Anomaly, AnomalyDetected, BudgetNotification, CostAnomalyNotification
-from costguard.flows.fleet import running_in
-from costguard.model import Finding
+from costguard.flows.fleet import RUNNING_PERMISSIONS, running_in
+from costguard.model import Finding, ResourceKind
 from costguard.observability import logger, metrics
 from costguard.pipeline import Report
-from costguard.runtime import Runtime
+from costguard.runtime import ACT_PERMISSIONS, Runtime
+
+# Every handler here: the budget, the breach log, what runs, and marks and stops of what may be stopped.
+PERMISSIONS = (
+    budgets.DESCRIBE_PERMISSIONS
+    | budgets.BREACH_LOG_PERMISSIONS
+    | RUNNING_PERMISSIONS
+    | ACT_PERMISSIONS
+    | permissions_for(ResourceKind.EC2_INSTANCE, ResourceKind.TRAINING_JOB, ResourceKind.NOTEBOOK)
+)
 
 
 def regions_of(runtime: Runtime, default_region: str) -> tuple[str, ...]:

@@ -6,15 +6,26 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import datetime, timedelta
 
+from costguard.act.aws import permissions_for
+from costguard.aws import capacity, metrics
 from costguard.aws.capacity import CapacityReservations, capacity_reservations
 from costguard.aws.metrics import MetricSet, Query, get_metric_data
 from costguard.detect.capacity import UsageWindow, idle_reservation_finding, parse_entry, sweep_findings
 from costguard.detect.capacity_blocks import METRIC_PERIOD, expiring_finding, state_finding, unused_finding
 from costguard.events.capacity import CapacityBlockEvent, ReservationStateChange
 from costguard.events.health import OdcrUnderutilization
-from costguard.model import CapacityReservation, Finding
+from costguard.model import CapacityReservation, Finding, ResourceKind
 from costguard.pipeline import Report
-from costguard.runtime import Runtime
+from costguard.runtime import ACT_PERMISSIONS, PRICES_PERMISSIONS, Runtime
+
+# Every handler here: reservations and what runs in them, their utilization, and marks and cancels.
+PERMISSIONS = (
+    capacity.READ_PERMISSIONS
+    | metrics.READ_PERMISSIONS
+    | ACT_PERMISSIONS
+    | PRICES_PERMISSIONS
+    | permissions_for(ResourceKind.CAPACITY_RESERVATION)
+)
 
 NAMESPACE = "AWS/EC2CapacityReservations"
 DIMENSION = "CapacityReservationId"

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Collection
 from datetime import datetime, timedelta
 
+from costguard.aws import inventory, metrics, sagemaker
 from costguard.aws.inventory import describe_gpu_instances
 from costguard.aws.metrics import MetricSet, get_metric_data, list_gpu_series
 from costguard.aws.sagemaker import (
@@ -36,7 +37,16 @@ from costguard.flows.sagemaker import (
     notebook_key,
 )
 from costguard.model import Accelerators, ResourceKind
-from costguard.runtime import Runtime
+from costguard.runtime import PRICES_PERMISSIONS, Runtime
+
+# running_in: every kind's inventory, metrics and prices.
+RUNNING_PERMISSIONS = (
+    inventory.PERMISSIONS
+    | sagemaker.INVENTORY_PERMISSIONS
+    | metrics.READ_PERMISSIONS
+    | metrics.LIST_PERMISSIONS
+    | PRICES_PERMISSIONS
+)
 
 ALL_KINDS = frozenset(
     {ResourceKind.EC2_INSTANCE, ResourceKind.TRAINING_JOB, ResourceKind.NOTEBOOK, ResourceKind.ENDPOINT}

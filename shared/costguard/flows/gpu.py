@@ -6,7 +6,8 @@ from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
-from costguard.aws import alarms
+from costguard.act.aws import permissions_for
+from costguard.aws import alarms, budgets, inventory, metrics
 from costguard.aws.budgets import keep_budget_marks
 from costguard.aws.inventory import describe_gpu_instances
 from costguard.aws.metrics import (
@@ -20,9 +21,22 @@ from costguard.aws.metrics import (
 from costguard.detect.gpu import Thresholds, gpu_instance_findings, mean_of, read_gpus
 from costguard.events.cloudwatch import AlarmStateChange
 from costguard.events.ec2 import InstanceStateChange
-from costguard.model import Ec2Instance, Finding
+from costguard.model import Ec2Instance, Finding, ResourceKind
 from costguard.pipeline import Report
-from costguard.runtime import Runtime
+from costguard.runtime import ACT_PERMISSIONS, PRICES_PERMISSIONS, Runtime
+
+# handle_state_change and reconcile keep the alarms.
+ALARMS_PERMISSIONS = inventory.PERMISSIONS | alarms.PERMISSIONS
+# handle_alarm and handle_sweep: verdicts, marks and stops of EC2 instances.
+VERDICT_PERMISSIONS = (
+    inventory.PERMISSIONS
+    | metrics.READ_PERMISSIONS
+    | metrics.LIST_PERMISSIONS
+    | budgets.BREACH_LOG_PERMISSIONS
+    | ACT_PERMISSIONS
+    | PRICES_PERMISSIONS
+    | permissions_for(ResourceKind.EC2_INSTANCE)
+)
 
 PERIOD = timedelta(minutes=1)
 _GONE = {"stopping", "stopped", "shutting-down", "terminated"}

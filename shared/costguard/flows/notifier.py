@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
-from costguard.notify.delivery import load_routes, post
+from costguard.notify.delivery import SECRET_PERMISSIONS, load_routes, post
 from costguard.notify.message import build_message
 from costguard.notify.notice import Notice
 from costguard.settings import Settings
+
+DELIVER_PERMISSIONS = SECRET_PERMISSIONS  # deliver
 
 
 def deliver(notice: Notice, settings: Settings) -> None:

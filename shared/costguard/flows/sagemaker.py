@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import datetime, timedelta
 
+from costguard.act.aws import permissions_for
+from costguard.aws import budgets, metrics, sagemaker
 from costguard.aws.budgets import keep_budget_marks
 from costguard.aws.metrics import (
     GPU_METRIC,
@@ -32,9 +34,20 @@ from costguard.detect.sagemaker import (
     training_job_findings,
 )
 from costguard.flows.gpu import PERIOD, thresholds_of
-from costguard.model import Endpoint, Finding, NotebookInstance, TrainingJob
+from costguard.model import Endpoint, Finding, NotebookInstance, ResourceKind, TrainingJob
 from costguard.pipeline import Report
-from costguard.runtime import Runtime
+from costguard.runtime import ACT_PERMISSIONS, PRICES_PERMISSIONS, Runtime
+
+# handle_sweep: endpoints are only ever reported, never stopped.
+SWEEP_PERMISSIONS = (
+    sagemaker.INVENTORY_PERMISSIONS
+    | metrics.READ_PERMISSIONS
+    | metrics.LIST_PERMISSIONS
+    | budgets.BREACH_LOG_PERMISSIONS
+    | ACT_PERMISSIONS
+    | PRICES_PERMISSIONS
+    | permissions_for(ResourceKind.TRAINING_JOB, ResourceKind.NOTEBOOK)
+)
 
 ENDPOINT_PERIOD = timedelta(hours=1)
 

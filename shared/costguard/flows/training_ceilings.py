@@ -6,17 +6,28 @@ from datetime import datetime, timedelta
 
 from pydantic import ValidationError
 
+from costguard.act.aws import permissions_for
+from costguard.aws import sagemaker, training_state
 from costguard.aws.sagemaker import in_progress_jobs_described
 from costguard.aws.training_state import TrainingState
 from costguard.detect.training_guardrails import digest_finding
 from costguard.events.sagemaker import TrainingJobDetail
 from costguard.flows.training_jobs import guardrail_findings
-from costguard.model import Finding
+from costguard.model import Finding, ResourceKind
 from costguard.observability import logger
 from costguard.pipeline import Report
-from costguard.runtime import Runtime
+from costguard.runtime import ACT_PERMISSIONS, PRICES_PERMISSIONS, Runtime
 
 SCHEDULE_PERIOD = timedelta(minutes=15)  # the template's rate(15 minutes)
+
+# handle_schedule: in-progress jobs, the digest's history, and marks and stops of training jobs.
+SCHEDULE_PERMISSIONS = (
+    sagemaker.TRAINING_JOB_PERMISSIONS
+    | training_state.PERMISSIONS
+    | ACT_PERMISSIONS
+    | PRICES_PERMISSIONS
+    | permissions_for(ResourceKind.TRAINING_JOB)
+)
 
 
 def ceiling_findings(region: str, runtime: Runtime, now: datetime, event_id: str | None) -> list[Finding]:

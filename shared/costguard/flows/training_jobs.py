@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
+from costguard.act.aws import permissions_for
+from costguard.aws import sagemaker, training_state
 from costguard.aws.sagemaker import in_progress_family_jobs
 from costguard.aws.training_state import TrainingState
 from costguard.detect.job_families import Failure, failure_loop, family_of
@@ -23,10 +25,19 @@ from costguard.detect.training_guardrails import (
 )
 from costguard.detect.training_jobs import detect_failed_training_job, run_cost_usd
 from costguard.events.sagemaker import TrainingJobDetail, TrainingJobStateChange
-from costguard.model import Finding
+from costguard.model import Finding, ResourceKind
 from costguard.pipeline import Report
 from costguard.pricing import Price
-from costguard.runtime import Runtime
+from costguard.runtime import ACT_PERMISSIONS, PRICES_PERMISSIONS, Runtime
+
+# handle_training_job_event: the family's jobs, its history, and marks and stops of training jobs.
+EVENT_PERMISSIONS = (
+    sagemaker.TRAINING_JOB_PERMISSIONS
+    | training_state.PERMISSIONS
+    | ACT_PERMISSIONS
+    | PRICES_PERMISSIONS
+    | permissions_for(ResourceKind.TRAINING_JOB)
+)
 
 
 def handle_training_job_event(

@@ -14,6 +14,7 @@ from unittest import mock
 from costguard.aws import clients
 from costguard.aws.capacity import LIVE_INSTANCE_STATES, CapacityReservations, from_api, instance_from_api
 from costguard.aws.inventory import catalog
+from costguard.local.seed_metrics import datum, publish
 from costguard.local.world import CapacityReservation, World
 from costguard.model import CapacityReservation as Reservation
 from costguard.model import Ec2Instance
@@ -164,16 +165,8 @@ def publish_capacity_metrics(world: World, until: datetime | None = None) -> Non
             continue
         dims = [{"Name": "CapacityReservationId", "Value": spec.id}]
         for at in capacity_series(spec, world.now, until or world.now):
-            data.append(_datum("InstanceUtilization", dims, at, spec.utilization, "Percent"))
-            data.append(_datum("UsedInstanceCount", dims, at, float(spec.used), "Count"))
+            data.append(datum("InstanceUtilization", dims, at, spec.utilization, "Percent"))
+            data.append(datum("UsedInstanceCount", dims, at, float(spec.used), "Count"))
     if not data:
         return
-    cloudwatch: Any = clients.client("cloudwatch", world.region)
-    for start in range(0, len(data), 1000):
-        cloudwatch.put_metric_data(
-            Namespace="AWS/EC2CapacityReservations", MetricData=data[start : start + 1000]
-        )
-
-
-def _datum(name: str, dims: list[dict[str, str]], at: datetime, value: float, unit: str) -> dict[str, Any]:
-    return {"MetricName": name, "Dimensions": dims, "Timestamp": at, "Value": value, "Unit": unit}
+    publish(world.account, world.region, "AWS/EC2CapacityReservations", data)

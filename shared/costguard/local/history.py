@@ -10,12 +10,11 @@ import math
 from datetime import datetime, timedelta
 from typing import Any
 
-from costguard.aws import clients
+from costguard.local.seed_metrics import datum, publish
 from costguard.local.world import Instance, World
 
 IDLE_GPU_PERCENT = 1.0
 IDLE_GPU_MEMORY_GIB = 0.5
-BATCH = 1000
 
 
 def history_points(spec: Instance, now: datetime) -> list[datetime]:
@@ -46,7 +45,6 @@ def gpu_value(spec: Instance, index: int, at: datetime) -> tuple[float, float]:
 
 
 def publish_usage_history(world: World, gpu_info: dict[str, dict[str, Any]]) -> None:
-    cloudwatch: Any = clients.client("cloudwatch", world.region)
     batches: dict[str, list[dict[str, Any]]] = {"CWAgent": [], "AWS/EC2": []}
     for spec in world.instances:
         if spec.usage is None or spec.state != "running":
@@ -63,14 +61,9 @@ def publish_usage_history(world: World, gpu_info: dict[str, dict[str, Any]]) -> 
                     {"Name": "name", "Value": model},
                 ]
                 percent, memory = gpu_value(spec, index, at)
-                batches["CWAgent"].append(_datum("nvidia_smi_utilization_gpu", dims, at, percent, "Percent"))
-                batches["CWAgent"].append(_datum("nvidia_smi_memory_used", dims, at, memory, "Megabytes"))
+                batches["CWAgent"].append(datum("nvidia_smi_utilization_gpu", dims, at, percent, "Percent"))
+                batches["CWAgent"].append(datum("nvidia_smi_memory_used", dims, at, memory, "Megabytes"))
             ec2_dims = [{"Name": "InstanceId", "Value": spec.id}]
-            batches["AWS/EC2"].append(_datum("CPUUtilization", ec2_dims, at, cpu, "Percent"))
+            batches["AWS/EC2"].append(datum("CPUUtilization", ec2_dims, at, cpu, "Percent"))
     for namespace, data in batches.items():
-        for start in range(0, len(data), BATCH):
-            cloudwatch.put_metric_data(Namespace=namespace, MetricData=data[start : start + BATCH])
-
-
-def _datum(name: str, dims: list[dict[str, str]], at: datetime, value: float, unit: str) -> dict[str, Any]:
-    return {"MetricName": name, "Dimensions": dims, "Timestamp": at, "Value": value, "Unit": unit}
+        publish(world.account, world.region, namespace, data)

@@ -27,6 +27,7 @@ from costguard.local.budgets import seed_budgets
 from costguard.local.capacity import publish_capacity_metrics, world_capacity_reservations
 from costguard.local.fast_metrics import indexed_metrics
 from costguard.local.history import publish_usage_history
+from costguard.local.seed_metrics import datum, publish
 from costguard.local.sink import SlackSink
 from costguard.local.template import Function, Template, resolve
 from costguard.local.world import GpuMetrics, World, gpu_series
@@ -272,7 +273,9 @@ def seed_world(world: World, until: datetime | None = None) -> None:
 
     ec2: Any = clients.client("ec2", world.region)
     backend = ec2_backends[world.account][world.region]
-    image = ec2.describe_images()["Images"][0]["ImageId"]
+    # Any of moto's stock AMIs will do; listing all 1,300 of them took a second of every start-up.
+    amazon_linux = [{"Name": "name", "Values": ["amzn2-ami-hvm-*"]}]
+    image = ec2.describe_images(Owners=["amazon"], Filters=amazon_linux)["Images"][0]["ImageId"]
     gpu_info: dict[str, dict[str, Any]] = {}
     for spec in world.instances:
         market = {"InstanceMarketOptions": {"MarketType": "spot"}} if spec.lifecycle == "spot" else {}
@@ -298,7 +301,6 @@ def seed_world(world: World, until: datetime | None = None) -> None:
 
 def publish_metrics(world: World, gpu_info: dict[str, dict[str, Any]], until: datetime) -> None:
     """The CloudWatch agent's per-GPU series, and EC2's CPU and network series, for running instances."""
-    cloudwatch: Any = clients.client("cloudwatch", world.region)
     batches: dict[str, list[dict[str, Any]]] = {"CWAgent": [], "AWS/EC2": []}
     for spec in world.instances:
         gpus = gpu_info.get(spec.type, {}).get("Gpus", [])
@@ -313,17 +315,16 @@ def publish_metrics(world: World, gpu_info: dict[str, dict[str, Any]], until: da
                 {"Name": "name", "Value": model},
             ]
             for at, value in gpu_series(spec.gpu_metrics, index, world.now, until):
-                batches["CWAgent"].append(_datum("nvidia_smi_utilization_gpu", dims, at, value, "Percent"))
+                batches["CWAgent"].append(datum("nvidia_smi_utilization_gpu", dims, at, value, "Percent"))
         ec2_dims = [{"Name": "InstanceId", "Value": spec.id}]
         clock_only = spec.gpu_metrics.model_copy(update={"pattern": "idle", "gpus": []})
         for at, _ in gpu_series(clock_only, 0, world.now, until):
-            batches["AWS/EC2"].append(_datum("CPUUtilization", ec2_dims, at, spec.cpu_percent, "Percent"))
+            batches["AWS/EC2"].append(datum("CPUUtilization", ec2_dims, at, spec.cpu_percent, "Percent"))
             batches["AWS/EC2"].append(
-                _datum("NetworkIn", ec2_dims, at, spec.network_in_mb_per_minute * 1e6, "Bytes")
+                datum("NetworkIn", ec2_dims, at, spec.network_in_mb_per_minute * 1e6, "Bytes")
             )
     for namespace, data in batches.items():
-        for start in range(0, len(data), 1000):
-            cloudwatch.put_metric_data(Namespace=namespace, MetricData=data[start : start + 1000])
+        publish(world.account, world.region, namespace, data)
 
 
 # -- SageMaker ------------------------------------------------------------------------------------
@@ -438,7 +439,6 @@ def seed_sagemaker(world: World, until: datetime) -> None:
 def publish_sagemaker_metrics(world: World, gpus: dict[str, tuple[int, str]], until: datetime) -> None:
     """GPUUtilization per training-job host (summed over its GPUs, as SageMaker does), the CloudWatch agent's
     per-GPU series for notebooks (NotebookInstanceName appended), and endpoint Invocations per variant."""
-    cloudwatch: Any = clients.client("cloudwatch", world.region)
     batches: dict[str, list[dict[str, Any]]] = {
         "/aws/sagemaker/TrainingJobs": [],
         "CWAgent": [],
@@ -458,7 +458,7 @@ def publish_sagemaker_metrics(world: World, gpus: dict[str, tuple[int, str]], un
             for points in zip(*per_gpu, strict=True):
                 total = round(sum(value for _, value in points), 2)
                 batches["/aws/sagemaker/TrainingJobs"].append(
-                    _datum("GPUUtilization", dims, points[0][0], total, "Percent")
+                    datum("GPUUtilization", dims, points[0][0], total, "Percent")
                 )
     for notebook in world.notebooks:
         count, model = gpus.get(notebook.instance_type, (0, "GPU"))
@@ -472,7 +472,7 @@ def publish_sagemaker_metrics(world: World, gpus: dict[str, tuple[int, str]], un
                 {"Name": "name", "Value": model},
             ]
             for at, value in gpu_series(metrics, index, world.now, until):
-                batches["CWAgent"].append(_datum("nvidia_smi_utilization_gpu", dims, at, value, "Percent"))
+                batches["CWAgent"].append(datum("nvidia_smi_utilization_gpu", dims, at, value, "Percent"))
     for endpoint in world.endpoints:
         if not endpoint.invocations_per_hour:
             continue  # no traffic: SageMaker publishes no Invocations datapoints
@@ -485,10 +485,9 @@ def publish_sagemaker_metrics(world: World, gpus: dict[str, tuple[int, str]], un
         ]
         per_minute = round(endpoint.invocations_per_hour / 60, 4)
         for at, _ in gpu_series(clock_only, 0, world.now, until):
-            batches["AWS/SageMaker"].append(_datum("Invocations", dims, at, per_minute, "None"))
+            batches["AWS/SageMaker"].append(datum("Invocations", dims, at, per_minute, "None"))
     for namespace, data in batches.items():
-        for start_at in range(0, len(data), 1000):
-            cloudwatch.put_metric_data(Namespace=namespace, MetricData=data[start_at : start_at + 1000])
+        publish(world.account, world.region, namespace, data)
 
 
 def _created(world: World, created: datetime | None) -> datetime:
@@ -543,10 +542,6 @@ def moto_stop_training_job() -> Iterator[None]:
 
     with mock.patch.object(SageMakerResponse, "stop_training_job", stop_training_job, create=True):
         yield
-
-
-def _datum(name: str, dims: list[dict[str, str]], at: datetime, value: float, unit: str) -> dict[str, Any]:
-    return {"MetricName": name, "Dimensions": dims, "Timestamp": at, "Value": value, "Unit": unit}
 
 
 def _reset_process_caches() -> None:

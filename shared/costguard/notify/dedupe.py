@@ -7,6 +7,9 @@ from datetime import datetime, timedelta
 from typing import Protocol
 
 from costguard.aws import clients
+from costguard.permissions import needs
+
+PERMISSIONS = needs("dynamodb:PutItem")  # DynamoRepeatGate: one conditional put
 
 # DynamoDB refuses partition keys over 2048 bytes; a key built from a hostile resource id can be longer.
 _MAX_KEY_BYTES = 1024

@@ -16,8 +16,10 @@ from slack_sdk.http_retry.builtin_handlers import (
 from slack_sdk.webhook import WebhookClient
 
 from costguard.notify.routing import SlackRoutes, parse_routes
+from costguard.permissions import needs
 
 SECRET_MAX_AGE_SECONDS = 300
+SECRET_PERMISSIONS = needs("secretsmanager:GetSecretValue")  # load_routes
 # The path of a webhook URL is the secret: slack_sdk logs full URLs when it retries.
 _WEBHOOK_PATH = re.compile(r"(https?://[^/\s]+)/[^\s]+")
 

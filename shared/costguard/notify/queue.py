@@ -5,10 +5,17 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Protocol
 
+from aws_lambda_powertools.metrics import MetricUnit
+
 from costguard.aws import clients
 from costguard.notify.notice import Notice
+from costguard.observability import logger, metrics
+from costguard.permissions import needs
 
 _SQS_BATCH = 10
+
+# SendMessageBatch is authorized by sqs:SendMessage.
+PERMISSIONS = needs("sqs:SendMessage")
 
 
 class NoticeQueue(Protocol):
@@ -27,13 +34,26 @@ class SqsNoticeQueue:
         sqs = clients.sqs()
         for start in range(0, len(notices), _SQS_BATCH):
             chunk = notices[start : start + _SQS_BATCH]
-            response = sqs.send_message_batch(
-                QueueUrl=self.queue_url,
-                Entries=[{"Id": str(i), "MessageBody": n.model_dump_json()} for i, n in enumerate(chunk)],
-            )
+            try:
+                response = sqs.send_message_batch(
+                    QueueUrl=self.queue_url,
+                    Entries=[{"Id": str(i), "MessageBody": n.model_dump_json()} for i, n in enumerate(chunk)],
+                )
+            except Exception as error:
+                _keep_in_log(notices[start:], str(error))
+                raise QueueSendError(f"{len(notices) - start} notices not queued: {error}") from error
             if response.get("Failed"):
+                failed = [chunk[int(f["Id"])] for f in response["Failed"]]
                 codes = sorted({f.get("Code", "?") for f in response["Failed"]})
+                _keep_in_log([*failed, *notices[start + _SQS_BATCH :]], ", ".join(codes))
                 raise QueueSendError(f"{len(response['Failed'])} notices not queued: {codes}")
+
+
+def _keep_in_log(notices: Sequence[Notice], why: str) -> None:
+    """The action behind a notice has happened and a retry would not repeat it: the log keeps the notice whole."""
+    metrics.add_metric(name="NoticesNotQueued", unit=MetricUnit.Count, value=len(notices))
+    for notice in notices:
+        logger.error("notice not queued", extra={"why": why, "notice": notice.model_dump(mode="json")})
 
 
 class MemoryNoticeQueue:

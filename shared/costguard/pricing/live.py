@@ -7,10 +7,14 @@ from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
 from costguard.aws import clients
+from costguard.permissions import needs
 from costguard.pricing import Price, service_of
 
 if TYPE_CHECKING:
     from mypy_boto3_pricing.type_defs import FilterTypeDef
+
+# Asked only when COSTGUARD_PRICE_SOURCE is live, which a stack parameter may choose at any time.
+PERMISSIONS = needs("pricing:GetProducts")
 
 _SERVICE_CODES = {"ec2": "AmazonEC2", "sagemaker": "AmazonSageMaker"}
 

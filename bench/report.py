@@ -1,0 +1,208 @@
+"""The benchmark figures as text: RESULTS.md sections and the README's Performance block, from results.json.
+
+The README's figures live between two markers and are rewritten by every ``make bench``; a unit test renders
+the block again from bench/results.json and compares, so the README cannot quote a figure the results lack.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+README = ROOT / "README.md"
+BEGIN = "<!-- bench:begin (written by bench/run.py from bench/results.json: do not edit by hand) -->"
+END = "<!-- bench:end -->"
+SIZES = ("1000", "10000")
+
+
+def _calls(calls: dict[str, int]) -> str:
+    return ", ".join(f"{n:,} `{op.split(':', 1)[1]}`" for op, n in calls.items())
+
+
+def readme_block(r: dict[str, Any]) -> str:
+    """The Performance figures, every one read from ``r`` (bench/results.json)."""
+    lines = [
+        f"Last run {r['measured_at'][:10]}, Python {r['machine']['python']} ({r['machine']['processor']}), "
+        "on a shared 2-core development machine.",
+        "",
+    ]
+    imports = r.get("cold_imports")
+    if imports:
+        handlers = imports["handlers"]
+        fastest = min(handlers, key=lambda n: handlers[n]["median_ms"])
+        slowest = imports["slowest"]
+        lines.append(
+            f"- Cold import of a handler module (fresh interpreter, median of {imports['repeats']}): "
+            f"{handlers[fastest]['median_ms']:,} ms ({fastest}) to {handlers[slowest]['median_ms']:,} ms "
+            f"({slowest}), against {imports['boto3_median_ms']:,} ms for `import boto3` alone in the same run: "
+            f"{handlers[fastest]['ratio_to_boto3']} to {handlers[slowest]['ratio_to_boto3']} times boto3."
+        )
+    detectors = r.get("detector_latency")
+    if detectors:
+        slowest_by = detectors["slowest_event_median_us_by_detector"]
+        worst = max(slowest_by, key=lambda d: slowest_by[d])
+        lines.append(
+            f"- Detectors on the shipped events (median of {detectors['repeats']:,} calls): at most "
+            f"{slowest_by[worst]:g} µs an event, the slowest being {worst}."
+        )
+    fleet = r.get("fleet")
+    if fleet:
+        for size in SIZES:
+            s, c, a = fleet[f"sweep_{size}"], fleet[f"reconcile_{size}"], fleet[f"audit_{size}"]
+            lines.append(
+                f"- {int(size):,} GPU instances ({s['gpu_series']:,} GPUs): a sweep makes {s['api_calls_total']} "
+                f"calls ({_calls(s['api_calls'])}), peak {s['peak_rss_mib']:,} MiB; an hourly reconcile "
+                f"{c['api_calls_total']} ({_calls(c['api_calls'])}), peak {c['peak_rss_mib']:,} MiB; an audit "
+                f"{a['api_calls_total']}, {a['metrics_requested']:,} metrics read, peak {a['peak_rss_mib']:,} MiB."
+            )
+    costs = r.get("monthly_cost")
+    if costs:
+        for size, month in costs["fleets"].items():
+            top = sorted(month["lines"], key=lambda line: -line["usd"])[:2]
+            lines.append(
+                f"- Running costguard for {int(size):,} GPU instances: ${month['total_usd']:,.2f} a month "
+                f"(us-east-1 prices of {costs['prices_as_of']}), mostly {top[0]['item']} "
+                f"(${top[0]['usd']:,.2f}) and {top[1]['item']} (${top[1]['usd']:,.2f})."
+            )
+    v = r.get("verdicts_10k_instances")
+    if v:
+        lines.append(
+            f"- GPU verdicts for {v['instances']:,} instances x {v['gpus_per_instance']} GPUs "
+            f"({v['datapoints']:,} one-minute datapoints): {v['cpu_seconds']} s of CPU."
+        )
+    d = r.get("demo_replay")
+    if d:
+        lines.append(
+            f"- The demo replay ({d['events']} events, {d['slack_messages']} Slack messages): "
+            f"{d['wall_seconds']} s on moto."
+        )
+    a = r.get("audit_evaluation_10k_instances")
+    if a:
+        lines.append(
+            f"- The right-sizing rules over {a['instances']:,} instances ({a['candidate_types']} candidate types): "
+            f"{a['cpu_seconds']} s of CPU."
+        )
+    b = r.get("backtest_1000_instances_7_days")
+    if b:
+        lines.append(
+            f"- A backtest of {b['instances']:,} GPU instances ({b['gpus']:,} GPUs) over {b['days']} days in "
+            f"5-minute steps: {b['get_metric_data_calls']} `GetMetricData` calls (floor "
+            f"{b['get_metric_data_floor']}) answered in-process, {b.get('cpu_seconds')} s of CPU "
+            f"({b['total_seconds']} s wall)."
+        )
+    t = r.get("hostile_input_and_soak")
+    if t:
+        p, soak = t["property"], t["soak"]
+        lines.append(
+            f"- Hostile input: {p['total_examples']:,} mutated events ({p['examples_per_handler']} per handler, "
+            f"{len(p['handlers'])} handlers, fixed seed) with no unhandled exception; every rejection logged, "
+            f"counted and kept."
+        )
+        lines.append(
+            f"- Notifier soak: {soak['delivered_exactly_once']:,} of {soak['notices']:,} notices delivered exactly "
+            f"once with {soak['failing_share']:.0%} of Slack calls failing ({soak['slack_requests']:,} requests, "
+            f"{soak['redriven']} redriven from the dead-letter queue)."
+        )
+    return "\n".join(lines)
+
+
+def replace_block(text: str, block: str) -> str:
+    pattern = re.compile(re.escape(BEGIN) + r".*?" + re.escape(END), re.DOTALL)
+    if not pattern.search(text):
+        raise ValueError(f"README.md has no {BEGIN!r} ... {END!r} block")
+    return pattern.sub(lambda _: f"{BEGIN}\n{block}\n{END}", text)
+
+
+def current_block(text: str) -> str:
+    start = text.index(BEGIN) + len(BEGIN)
+    return text[start : text.index(END, start)].strip("\n")
+
+
+def write_readme(results: dict[str, Any]) -> None:
+    README.write_text(replace_block(README.read_text(), readme_block(results)))
+
+
+def results_sections(r: dict[str, Any]) -> str:
+    """RESULTS.md's sections for the cold imports, detectors, fleet scale and monthly cost."""
+    out: list[str] = []
+    imports = r.get("cold_imports")
+    if imports:
+        out += [
+            "",
+            "## Cold import of each handler module",
+            "",
+            f"Fresh interpreter per import, median of {imports['repeats']}; `import boto3` alone: "
+            f"{imports['boto3_median_ms']} ms.",
+            "",
+            "| function | ms | x boto3 |",
+            "|---|---:|---:|",
+        ]
+        out += [f"| {n} | {h['median_ms']} | {h['ratio_to_boto3']} |" for n, h in imports["handlers"].items()]
+    detectors = r.get("detector_latency")
+    if detectors:
+        out += [
+            "",
+            "## Detector latency per event",
+            "",
+            f"Pure detector calls on the parsed events/ files, median of {detectors['repeats']:,} calls.",
+            "",
+            "| event | detector | µs |",
+            "|---|---|---:|",
+        ]
+        out += [f"| {e} | {row['detector']} | {row['median_us']} |" for e, row in detectors["events"].items()]
+    fleet = r.get("fleet")
+    if fleet:
+        out += [
+            "",
+            "## API calls and peak memory at fleet scale",
+            "",
+            "Real boto3 clients, answered in-process (bench/fleet.py); each run in a fresh subprocess. Peak is the "
+            "subprocess's maximum resident set, including boto3's service models and the in-process answers "
+            "('before' is the set after imports, clients and fleet data, before the run).",
+            "",
+            "| run | instances | API calls | by operation | peak MiB | before MiB | s in process |",
+            "|---|---:|---:|---|---:|---:|---:|",
+        ]
+        for name, row in fleet.items():
+            out.append(
+                f"| {name.rsplit('_', 1)[0]} | {row['instances']:,} | {row['api_calls_total']:,} | "
+                f"{_calls(row['api_calls'])} | {row['peak_rss_mib']} | {row['rss_before_mib']} | "
+                f"{row['wall_seconds_in_process']} |"
+            )
+        first = {k: v["first_run"] for k, v in fleet.items() if k.startswith("reconcile_")}
+        out += [""] + [
+            f"- First reconcile over {int(k.rsplit('_', 1)[1]):,} instances (no alarms yet): "
+            f"{v['alarms_created']:,} alarms created, "
+            f"{_calls(v['api_calls'])}."
+            for k, v in first.items()
+        ]
+    costs = r.get("monthly_cost")
+    if costs:
+        out += [
+            "",
+            f"## Monthly cost of running costguard ({costs['region']}, prices of {costs['prices_as_of']})",
+            "",
+        ]
+        out += ["Prices (free tiers not subtracted):", ""]
+        out += [
+            f"- `{k}`: ${format(p['usd'], '.10f').rstrip('0')} per {p['unit']}, as published on {p['source']}"
+            for k, p in costs["prices"].items()
+        ]
+        out += ["", "Assumptions: " + ", ".join(f"{k} = {v}" for k, v in costs["assumptions"].items()) + "."]
+        for size, month in costs["fleets"].items():
+            out += [
+                "",
+                f"### {int(size):,} GPU instances ({month['gpus']:,} GPUs): ${month['total_usd']:,.2f} a month",
+                "",
+                "| item | computation | quantity | USD |",
+                "|---|---|---:|---:|",
+            ]
+            out += [
+                f"| {line['item']} | {line['how']} | {line['quantity']:,} | {line['usd']:,.2f} |"
+                for line in month["lines"]
+            ]
+            p = month["prerequisite"]
+            out += ["", f"Not costguard's own: {p['item']}, {p['how']}: ${p['usd']:,.2f} a month."]
+    return "\n".join(out) + "\n"
