@@ -7,6 +7,7 @@ from the template); its Lambda tasks are routed to the real handlers, in this pr
 from __future__ import annotations
 
 import contextlib
+import io
 import json
 import threading
 import time
@@ -26,6 +27,7 @@ STATE_MACHINE = "AuditStateMachine"
 BUCKET = "costguard-audit-reports"
 RULES_KEY = "config/rules.json"
 EXECUTION_TIMEOUT_SECONDS = 600
+_LAMBDA_TASKS = "moto.stepfunctions.parser.asl.component.state.exec.state_task.lambda_eval_utils"
 
 
 @dataclass
@@ -93,7 +95,24 @@ def lambda_routed_to(stack: LocalStack) -> Iterator[None]:
             return json.dumps({"errorType": type(error).__name__, "errorMessage": str(error)[:2000]}).encode()
         return json.dumps(result, default=str).encode()
 
-    with mock.patch.object(LambdaSimpleBackend, "invoke", invoke):
+    class RoutedLambda:
+        """The Lambda client moto's task states call: straight to ``invoke``, no HTTP and no moto stubber, whose
+        global state a test run's earlier mocks could leave unable to intercept the task threads' clients."""
+
+        def invoke(self, FunctionName: str, Payload: Any = None, **_: Any) -> dict[str, Any]:
+            body = Payload if isinstance(Payload, str | bytes | None) else json.dumps(Payload)
+            headers: dict[str, str] = {}
+            answer = invoke(None, FunctionName, None, body, {}, headers)
+            response: dict[str, Any] = {"StatusCode": 200, "Payload": io.BytesIO(answer)}
+            if "x-amz-function-error" in headers:
+                response["FunctionError"] = headers["x-amz-function-error"]
+            return response
+
+    routed = RoutedLambda()
+    with (
+        mock.patch.object(LambdaSimpleBackend, "invoke", invoke),
+        mock.patch(f"{_LAMBDA_TASKS}.boto_client_for", lambda *args, **kwargs: routed),
+    ):
         yield
 
 
