@@ -46,8 +46,7 @@ def test_replay_with_a_bad_world_file_exits_2(tmp_path: Path, capsys: pytest.Cap
     assert "instances.0.id" in capsys.readouterr().err
 
 
-def test_demo_shows_the_training_job_alert(capsys: pytest.CaptureFixture[str], sleeps: list[float]) -> None:
-    assert main(["demo"]) == 0
-    out = capsys.readouterr().out
+def test_demo_shows_the_training_job_alert(demo_output: str) -> None:
+    out = demo_output
     assert "** costguard: Training job failed **" in out
     assert "Summary:" in out

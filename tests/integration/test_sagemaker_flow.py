@@ -10,7 +10,6 @@ from typing import Any
 import pytest
 
 from costguard.aws import clients
-from costguard.local.cli import main
 from costguard.local.replay import ReplayResult, latest_event_time, replay
 from costguard.local.sink import SlackSink
 from costguard.local.stack import LocalStack
@@ -202,8 +201,7 @@ def test_gpu_notebook_without_metrics_is_reported_never_idle(
         assert "NotebookInstanceName" in json.dumps(result.slack)
 
 
-def test_demo_shows_the_sagemaker_alerts(capsys: pytest.CaptureFixture[str], sleeps: list[float]) -> None:
-    assert main(["demo"]) == 0
-    out = capsys.readouterr().out
+def test_demo_shows_the_sagemaker_alerts(demo_output: str) -> None:
+    out = demo_output
     for title in ("Training job stalled", "Idle GPU notebook", "GPU endpoint with no traffic"):
         assert f"** costguard: {title} **" in out
