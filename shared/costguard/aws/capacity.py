@@ -9,7 +9,7 @@ from datetime import datetime
 from typing import Any
 
 from costguard.aws import clients, inventory
-from costguard.aws.inventory import catalog
+from costguard.aws.inventory import catalog, instance_from_api
 from costguard.events.common import to_datetime
 from costguard.model import CapacityReservation, Ec2Instance
 from costguard.permissions import needs
@@ -116,22 +116,6 @@ class CapacityReservations:
             if reservation_id in found:
                 found[reservation_id].append(instance_from_api(item, owner, region, accelerators))
         return found
-
-
-def instance_from_api(
-    item: dict[str, Any], owner: str, region: str, accelerators: dict[str, Any]
-) -> Ec2Instance:
-    return Ec2Instance(
-        id=item["InstanceId"],
-        type=item["InstanceType"],
-        state=item["State"]["Name"],
-        account=owner,
-        region=region,
-        launch_time=item.get("LaunchTime"),
-        tags={t["Key"]: t["Value"] for t in item.get("Tags", [])},
-        lifecycle=item.get("InstanceLifecycle"),
-        accelerators=accelerators.get(item["InstanceType"]),
-    )
 
 
 def capacity_reservations() -> CapacityReservations:

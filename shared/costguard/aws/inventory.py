@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from costguard.aws import clients
@@ -97,17 +97,7 @@ def describe_gpu_instances(
         raise
     accelerators = catalog.lookup(region, {i["InstanceType"] for _, i in raw})
     return [
-        Ec2Instance(
-            id=i["InstanceId"],
-            type=i["InstanceType"],
-            state=i["State"]["Name"],
-            account=owner,
-            region=region,
-            launch_time=i.get("LaunchTime"),
-            tags={t["Key"]: t["Value"] for t in i.get("Tags", [])},
-            lifecycle=i.get("InstanceLifecycle"),
-            accelerators=accelerators[i["InstanceType"]],
-        )
+        instance_from_api(i, owner, region, accelerators)
         for owner, i in raw
         if accelerators[i["InstanceType"]] is not None
     ]
@@ -126,15 +116,21 @@ def describe_instance(region: str, instance_id: str) -> Ec2Instance | None:
     if not found:
         return None
     owner, raw = found[0]
-    accelerators = catalog.lookup(region, [raw["InstanceType"]])[raw["InstanceType"]]
+    return instance_from_api(raw, owner, region, catalog.lookup(region, [raw["InstanceType"]]))
+
+
+def instance_from_api(
+    item: Mapping[str, Any], owner: str, region: str, accelerators: Mapping[str, Accelerators | None]
+) -> Ec2Instance:
+    """One DescribeInstances item, with the accelerators of its type (None for a CPU type)."""
     return Ec2Instance(
-        id=raw["InstanceId"],
-        type=raw["InstanceType"],
-        state=raw["State"]["Name"],
+        id=item["InstanceId"],
+        type=item["InstanceType"],
+        state=item["State"]["Name"],
         account=owner,
         region=region,
-        launch_time=raw.get("LaunchTime"),
-        tags={t["Key"]: t["Value"] for t in raw.get("Tags", [])},
-        lifecycle=raw.get("InstanceLifecycle"),
-        accelerators=accelerators,
+        launch_time=item.get("LaunchTime"),
+        tags={t["Key"]: t["Value"] for t in item.get("Tags", [])},
+        lifecycle=item.get("InstanceLifecycle"),
+        accelerators=accelerators.get(item["InstanceType"]),
     )

@@ -12,8 +12,8 @@ from typing import Any
 from unittest import mock
 
 from costguard.aws import clients
-from costguard.aws.capacity import LIVE_INSTANCE_STATES, CapacityReservations, from_api, instance_from_api
-from costguard.aws.inventory import catalog
+from costguard.aws.capacity import LIVE_INSTANCE_STATES, CapacityReservations, from_api
+from costguard.aws.inventory import catalog, instance_from_api
 from costguard.local.seed_metrics import datum, publish
 from costguard.local.world import CapacityReservation, World
 from costguard.model import CapacityReservation as Reservation
