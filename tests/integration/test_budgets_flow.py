@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -39,43 +40,103 @@ def actions(decisions: list[dict[str, Any]]) -> list[tuple[str, str, str]]:
 
 
 SUMMARY = ("notify", "budget")
+IDLE_MARKS = [("mark", "ec2_instance", P4D_IDLE), ("mark", "notebook_instance", "dana-scratch")]
+STOP_ALL = "forecast:notify,actual>=100:stop_idle,actual>=150:stop_all"
+
+
+def spending(world: World, actual_usd: float) -> World:
+    """The world with its ml-research-gpu budget at this ACTUAL spend, as AWS Budgets would report it."""
+    budgets = [
+        b.model_copy(update={"actual_usd": actual_usd}) if b.name == "ml-research-gpu" else b
+        for b in world.budgets
+    ]
+    return world.model_copy(update={"budgets": budgets})
+
 
 # The README's table of escalation levels, as the default BudgetEscalation and the demo world play it
-# (budget ml-research-gpu, scoped by its cost filter to team=ml-research; notify mode, so all dry runs).
+# (budget ml-research-gpu, $5,000, scoped by its cost filter to team=ml-research; notify mode, so all dry
+# runs). Each alert arrives with AWS Budgets reporting the spend its message names.
 DOCUMENTED = [
-    (FORECAST, "forecast:notify", []),
-    (ACTUAL_80, "none", []),
-    (
-        ACTUAL_100,
-        "actual>=100:stop_idle",
-        [("mark", "ec2_instance", P4D_IDLE), ("mark", "notebook_instance", "dana-scratch")],
-    ),
-    (
-        ACTUAL_150,
-        "actual>=150:stop_all",
-        [
-            ("mark", "ec2_instance", P4D_IDLE),
-            ("mark", "notebook_instance", "dana-scratch"),
-            ("mark", "ec2_instance", P4D_BUSY),
-            ("mark", "notebook_instance", "li-finetune-lab"),
-        ],
-    ),
+    (FORECAST, 5120.40, "forecast:notify", []),
+    (ACTUAL_80, 4080.00, "none", []),
+    (ACTUAL_100, 5120.40, "actual>=100:stop_idle", IDLE_MARKS),
+    (ACTUAL_150, 7652.10, "actual>=100:stop_idle", IDLE_MARKS),  # stop_all is opt-in
 ]
 
 
-@pytest.mark.parametrize(("path", "level", "stops"), DOCUMENTED, ids=lambda v: getattr(v, "name", None))
+@pytest.mark.parametrize(
+    ("path", "actual", "level", "stops"), DOCUMENTED, ids=lambda v: getattr(v, "name", None)
+)
 def test_each_level_gives_its_documented_decisions(
-    stack: LocalStack, path: Any, level: str, stops: list[tuple[str, str, str]]
+    world: World, sink: SlackSink, path: Any, actual: float, level: str, stops: list[tuple[str, str, str]]
 ) -> None:
-    [result] = replay(stack, [path])
+    with LocalStack(spending(world, actual), sink=sink, until=FOLLOW_UP_AT) as stack:
+        [result] = replay(stack, [path])
     assert result.ok, result.error
     assert result.function == "BudgetsFunction"
     summary, *rest = result.decisions
     assert (summary["action"], summary["resource_kind"], summary["reason"]) == (*SUMMARY, "budget_breach")
     assert result.findings[0]["evidence"]["escalation"] == level
+    assert "AWS Budgets reports" in result.findings[0]["evidence"]["budget_check"]
     assert actions(rest) == stops
     assert all(d["dry_run"] for d in result.decisions)
     assert all(d["reason"] == "budget_breach" for d in rest)
+
+
+def changed(directory: Path, sample: Path, old: str, new: str) -> Path:
+    """A sample alert with its message text changed, written as an event file to replay."""
+    event = load_event(sample.name)
+    sns = event["Records"][0]["Sns"]
+    sns["MessageId"] = f"changed-{new}"
+    sns["Message"] = sns["Message"].replace(old, new)
+    path = directory / sample.name
+    path.write_text(json.dumps(event))
+    return path
+
+
+def test_a_forged_alert_stops_nothing_and_says_why(world: World, sink: SlackSink, tmp_path: Path) -> None:
+    """The budget reports $5,120.40 of $5,000; the message claims $100,000. Even in remediate mode with
+    stop_all written, nothing is marked or stopped, and the message says what AWS Budgets reports."""
+    overrides = {"COSTGUARD_BUDGET_ESCALATION": STOP_ALL}
+    with LocalStack(world, sink=sink, mode="remediate", overrides=overrides, until=FOLLOW_UP_AT) as stack:
+        [result] = replay(stack, [changed(tmp_path, ACTUAL_150, "$7,652.10", "$100,000.00")])
+        assert result.ok, result.error
+        [summary] = result.decisions
+        assert (summary["action"], summary["resource_kind"]) == SUMMARY
+        assert result.findings[0]["evidence"]["escalation"] == "none"
+        text = json.dumps(result.slack)
+        assert "Not confirmed by AWS Budgets" in text
+        assert "$100,000.00 is above the $5,120.40 AWS Budgets reports" in text
+        [follow_up] = replay(stack, [FOLLOW_UP])
+        assert follow_up.ok, follow_up.error
+        assert follow_up.decisions == []  # no breach was recorded: the follow-up has nothing to stop
+        ec2 = clients.ec2("us-east-1")
+        for reservation in ec2.describe_instances(InstanceIds=[P4D_IDLE, P4D_BUSY])["Reservations"]:
+            for instance in reservation["Instances"]:
+                assert instance["State"]["Name"] == "running"
+                assert "costguard:marked-at" not in {t["Key"] for t in instance.get("Tags", [])}
+
+
+def test_an_alert_for_a_budget_that_cannot_be_read_is_reported_only(
+    world: World, sink: SlackSink, tmp_path: Path
+) -> None:
+    event = changed(tmp_path, ACTUAL_100, "ml-research-gpu", "no-such-budget")
+    with LocalStack(world, sink=sink, mode="remediate", until=FOLLOW_UP_AT) as stack:
+        [result] = replay(stack, [event])
+    assert result.ok, result.error
+    assert [d["action"] for d in result.decisions] == ["notify"]
+    assert "could not be read" in json.dumps(result.slack)
+
+
+def test_a_message_naming_another_account_is_reported_only(
+    world: World, sink: SlackSink, tmp_path: Path
+) -> None:
+    event = changed(tmp_path, ACTUAL_100, "AWS Account 123456789012", "AWS Account 210987654321")
+    with LocalStack(world, sink=sink, mode="remediate", until=FOLLOW_UP_AT) as stack:
+        [result] = replay(stack, [event])
+    assert result.ok, result.error
+    assert [d["action"] for d in result.decisions] == ["notify"]
+    assert "names account 210987654321" in json.dumps(result.slack)
 
 
 def test_breach_lists_what_runs_in_scope_costliest_first(stack: LocalStack) -> None:
@@ -182,7 +243,11 @@ def test_sns_deliveries_route_by_topic() -> None:
 
 
 def test_stop_all_keeps_its_marks_on_busy_resources_and_stops_them(world: World, sink: SlackSink) -> None:
-    with LocalStack(world, sink=sink, mode="remediate", until=FOLLOW_UP_AT) as stack:
+    """stop_all, written by the user, with AWS Budgets reporting 153% of the budget."""
+    overrides = {"COSTGUARD_BUDGET_ESCALATION": STOP_ALL}
+    with LocalStack(
+        spending(world, 7652.10), sink=sink, mode="remediate", overrides=overrides, until=FOLLOW_UP_AT
+    ) as stack:
         [breach] = replay(stack, [ACTUAL_150])
         assert ("mark", P4D_BUSY, False) in {
             (d["action"], d["resource_id"], d["dry_run"]) for d in breach.decisions

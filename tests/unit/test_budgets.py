@@ -138,7 +138,8 @@ def test_anomaly_without_an_id_fails_validation() -> None:
         (AlertType.ACTUAL, 81.6, None),
         (AlertType.ACTUAL, 100.0, Escalation.STOP_IDLE),
         (AlertType.ACTUAL, 149.9, Escalation.STOP_IDLE),
-        (AlertType.ACTUAL, 153.0, Escalation.STOP_ALL),
+        (AlertType.ACTUAL, 153.0, Escalation.STOP_IDLE),  # stop_all is opt-in: never in the default
+        (AlertType.ACTUAL, 100_000.0, Escalation.STOP_IDLE),
         (AlertType.ACTUAL, None, None),
     ],
 )
@@ -147,6 +148,12 @@ def test_the_highest_level_reached_applies(
 ) -> None:
     level = level_for(parse_levels(DEFAULT_ESCALATION), alert_type, percent)
     assert (level.escalation if level else None) == expected
+
+
+def test_stop_all_applies_only_when_written() -> None:
+    assert "stop_all" not in DEFAULT_ESCALATION
+    level = level_for(parse_levels(DEFAULT_ESCALATION + ",actual>=150:stop_all"), AlertType.ACTUAL, 153.0)
+    assert level is not None and level.escalation is Escalation.STOP_ALL
 
 
 @pytest.mark.parametrize(

@@ -219,10 +219,12 @@ class Breach:
     observed_at: datetime
     event_id: str | None = None
     running: tuple[Running, ...] = field(default_factory=tuple)
+    check: str = ""  # what AWS Budgets itself reports, or why the alert is reported only
+    confirmed: bool = True  # False: the budget does not bear the message out, so nothing may be stopped
 
     @property
     def escalation(self) -> Escalation:
-        return self.level.escalation if self.level else Escalation.NOTIFY
+        return self.level.escalation if self.level and self.confirmed else Escalation.NOTIFY
 
     def headline(self) -> str:
         a = self.alert
@@ -234,14 +236,17 @@ class Breach:
         return f"Budget {a.name}: {amount}{percent}{threshold}."
 
     def level_text(self) -> str:
+        check = f"{self.check} " if self.check else ""
+        if not self.confirmed:
+            return self.check
         if self.level is None:
-            return "No escalation level applies: reported only."
+            return f"{check}No escalation level applies: reported only."
         meaning = {
             Escalation.NOTIFY: "report only",
             Escalation.STOP_IDLE: "mark, then stop, idle resources in scope",
             Escalation.STOP_ALL: "mark, then stop, every unprotected resource in scope, busiest last",
         }[self.level.escalation]
-        return f"Escalation level `{self.level.label}`: {meaning}."
+        return f"{check}Escalation level `{self.level.label}`: {meaning}."
 
 
 def budget_resource(alert: BudgetAlert, account: str, region: str) -> Resource:
@@ -278,6 +283,7 @@ def breach_summary(breach: Breach, protect_tag_key: str) -> Finding:
             "amount_usd": breach.alert.amount_usd,
             "percent_of_budget": breach.alert.percent,
             "escalation": breach.level.label if breach.level else "none",
+            "budget_check": breach.check,
             "scope": breach.scope.describe(),
             "ranked": [
                 {

@@ -6,7 +6,8 @@ import re
 from dataclasses import dataclass
 from enum import StrEnum
 
-DEFAULT_ESCALATION = "forecast:notify,actual>=100:stop_idle,actual>=150:stop_all"
+# stop_all (stopping busy work) is opt-in: a user who wants it writes it.
+DEFAULT_ESCALATION = "forecast:notify,actual>=100:stop_idle"
 
 
 class AlertType(StrEnum):

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Any
 
 from aws_lambda_powertools.metrics import MetricUnit
 
 from costguard.act.aws import permissions_for
 from costguard.aws import budgets
 from costguard.aws.budgets import BreachLog, describe_budget
+from costguard.detect.budget_check import Confirmation, confirm, spend_from_budget
 from costguard.detect.budgets import (
     Breach,
     BudgetAlert,
@@ -45,14 +47,25 @@ def regions_of(runtime: Runtime, default_region: str) -> tuple[str, ...]:
     return runtime.settings.regions or (default_region,)
 
 
-def scope_of(alert: BudgetAlert, account: str) -> Scope | None:
-    """The budget's tag filter; None when the budget cannot be read (then nothing is stopped)."""
+def read_budget(account: str, name: str) -> tuple[dict[str, Any] | None, str | None]:
+    """The budget's definition and figures, or why it could not be read."""
     try:
-        budget = describe_budget(account, alert.name)
-    except Exception:  # the alert still goes out, without stops
-        logger.warning("budget not readable", extra={"budget": alert.name}, exc_info=True)
-        return None
-    return scope_from_budget(budget) if budget is not None else None
+        budget = describe_budget(account, name)
+    except Exception as error:  # the alert still goes out, without stops
+        logger.warning("budget not readable", extra={"budget": name}, exc_info=True)
+        return None, f"{type(error).__name__}: {str(error)[:200]}"
+    return budget, None if budget is not None else "no such budget"
+
+
+def check_alert(alert: BudgetAlert, account: str) -> tuple[Confirmation, Scope]:
+    """Read the budget the alert names, once: its figures confirm the alert, its tag filter is the scope."""
+    if alert.account and alert.account != account:
+        problem = f"the message names account {alert.account}, the alert topic belongs to {account}"
+        return Confirmation(None, None, problem), Scope()
+    budget, unreadable = read_budget(account, alert.name)
+    if budget is None:
+        return confirm(alert, None, unreadable=unreadable), Scope()
+    return confirm(alert, spend_from_budget(budget)), scope_from_budget(budget)
 
 
 def breach_findings(
@@ -65,22 +78,42 @@ def breach_findings(
     event_id: str | None,
     with_summary: bool,
 ) -> tuple[list[Finding], Level | None, Scope]:
-    levels = parse_levels(runtime.settings.budget_escalation)
-    level = level_for(levels, alert.alert_type, alert.percent)
-    scope = scope_of(alert, account)
-    if scope is None and level is not None and level.escalation is not Escalation.NOTIFY:
-        level = None  # an unknown scope never widens to the whole account: report only
+    """The breach as AWS Budgets bears it out now: the level comes from the budget's own figures, and a
+    budget that cannot be read or disagrees with the message leaves the alert reported only."""
+    confirmation, scope = check_alert(alert, account)
+    level = None
+    if confirmation.confirmed:
+        level = level_for(
+            parse_levels(runtime.settings.budget_escalation), alert.alert_type, confirmation.percent
+        )
+    else:
+        logger.warning(
+            "budget alert not confirmed",
+            extra={"event_id": event_id, "budget": alert.name, "problem": confirmation.problem},
+        )
+        metrics.add_metric(name="UnconfirmedBudgetAlerts", unit=MetricUnit.Count, value=1)
     running: list[Running] = []
     for region in regions:
         running += running_in(region, runtime, now)
-    in_scope = tuple(r for r in running if (scope or Scope()).covers(r.resource))
-    breach = Breach(alert, level, scope or Scope(), account, regions[0], now, event_id, in_scope)
+    in_scope = tuple(r for r in running if scope.covers(r.resource))
+    breach = Breach(
+        alert,
+        level,
+        scope,
+        account,
+        regions[0],
+        now,
+        event_id,
+        in_scope,
+        check=confirmation.describe(alert.alert_type),
+        confirmed=confirmation.confirmed,
+    )
     policy = runtime.policy
     findings = [breach_summary(breach, policy.protect_tag_key)] if with_summary else []
     findings += breach_stops(
         breach, protect_tag_key=policy.protect_tag_key, grace=policy.grace, max_stops=policy.max_stops
     )
-    return findings, level, scope or Scope()
+    return findings, breach.level if breach.confirmed else None, scope
 
 
 def handle_budget_notification(
@@ -103,7 +136,7 @@ def handle_budget_notification(
             event_id=event.id,
         )
         return runtime.act([finding], now)
-    account = alert.account or event.account
+    account = event.account  # the topic's: a message naming another account is not confirmed
     regions = regions_of(runtime, event.region)
     findings, level, scope = breach_findings(
         alert,
