@@ -10,7 +10,7 @@ from moto.events.models import EventPattern
 
 from costguard.aws import clients
 from costguard.local.stack import LocalStack
-from costguard.local.template import LOCAL_STACK_NAME, Template
+from costguard.local.template import Template, local_pattern
 from costguard.model import Reason
 from costguard.notify.message import TITLES
 from costguard.notify.notice import Notice
@@ -19,17 +19,7 @@ from tests.conftest import EVENTS, ROOT
 TEMPLATE = Template.load(ROOT / "template.yaml")
 RESOURCES = TEMPLATE.resources
 OPS_PREFIX = "${AWS::StackName}-ops-"
-
-
-def _local(value: Any) -> Any:
-    """The template's !Sub strings as the local stack (named costguard) has them."""
-    if isinstance(value, dict):
-        if set(value) == {"Fn::Sub"} and isinstance(value["Fn::Sub"], str):
-            return value["Fn::Sub"].replace("${AWS::StackName}", LOCAL_STACK_NAME)
-        return {k: _local(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_local(v) for v in value]
-    return value
+ACCOUNT = "123456789012"  # the sample events' account
 
 
 def _alarms() -> dict[str, dict[str, Any]]:
@@ -96,12 +86,13 @@ def test_ops_alarm_names_share_the_prefix_the_rule_matches() -> None:
     assert rule["EventPattern"]["detail"]["alarmName"] == [{"prefix": {"Fn::Sub": OPS_PREFIX}}]
     [target] = rule["Targets"]
     assert target["Arn"] == {"Fn::GetAtt": ["DecisionsQueue", "Arn"]}
-    [grant] = RESOURCES["DecisionsQueueOpsPolicy"]["Properties"]["PolicyDocument"]["Statement"]
+    statements = RESOURCES["DecisionsQueueOpsPolicy"]["Properties"]["PolicyDocument"]["Statement"]
+    [grant] = [s for s in statements if s["Effect"] == "Allow"]
     assert grant["Condition"]["ArnEquals"]["aws:SourceArn"] == {"Fn::GetAtt": ["OpsAlarmRule", "Arn"]}
 
 
 def test_rule_matches_only_costguards_own_alarms_entering_alarm() -> None:
-    pattern = EventPattern(None, _local(_rule()["EventPattern"]))  # type: ignore[arg-type]
+    pattern = EventPattern(None, local_pattern(_rule()["EventPattern"], ACCOUNT))  # type: ignore[arg-type]
     assert pattern.matches_event(_alarm_event("costguard-ops-notifier"))
     assert not pattern.matches_event(_alarm_event("costguard-ops-notifier", state="OK"))
     assert not pattern.matches_event(_alarm_event("costguard-gpu-idle-i-0a1f00000000000a1"))

@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import importlib.util
 import json
-from collections.abc import Iterator
-from dataclasses import dataclass
+import re
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -82,13 +83,24 @@ def statements(role: str, resource: dict[str, Any]) -> Iterator[tuple[str, dict[
             for number, statement in enumerate(_as_list(policy["Statement"])):
                 yield f"{where}.Statement[{number}]", statement
             continue
-        (name,) = policy
+        ((name, arguments),) = policy.items()
         definition = policy_templates().get(name)
         if definition is None:
             yield where, {"Effect": "Allow", "Action": f"<unknown policy template {name}>", "Resource": "*"}
             continue
         for number, statement in enumerate(definition["Definition"]["Statement"]):
-            yield f"{where}.{name}[{number}]", statement
+            yield f"{where}.{name}[{number}]", _bind(statement, arguments or {})
+
+
+def _bind(value: Any, arguments: dict[str, Any]) -> Any:
+    """A SAM policy template's statement with its parameters (``Ref: SecretArn``) given their values."""
+    if isinstance(value, dict):
+        if set(value) == {"Ref"} and value["Ref"] in arguments:
+            return arguments[value["Ref"]]
+        return {k: _bind(v, arguments) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_bind(v, arguments) for v in value]
+    return value
 
 
 def grants(template: dict[str, Any]) -> list[Grant]:
@@ -170,3 +182,340 @@ def drift(template: dict[str, Any], code: dict[str, frozenset[str]]) -> list[str
         if extra:
             problems.append(f"{role}: the template grants {sorted(extra)}, which no code declares")
     return problems
+
+
+# --- evaluating statements as IAM does -------------------------------------------------------------
+#
+# Enough of IAM's policy evaluation to show an attack failing: statements are rendered with the values a
+# deployed stack would have (account ACCOUNT, region REGION, stack STACK), then a request (action, resource,
+# caller, request context) is decided: an applicable Deny wins, else an applicable Allow, else the implicit
+# deny. Condition operators follow the IAM reference: several values of one key are OR'ed (NOR'ed for a
+# negated operator), a missing key makes a condition false except for negated operators (true), ...IfExists
+# (true) and the ForAllValues qualifier (true); ForAnyValue with a missing key is false; Null "false" needs
+# the key present and not empty. An operator not listed here fails the test rather than guessing.
+
+ACCOUNT = "123456789012"
+OTHER_ACCOUNT = "210987654321"
+REGION = "us-east-1"
+OTHER_REGION = "eu-west-1"
+PARTITION = "aws"
+STACK = "costguard"
+STACK_ID = (
+    f"arn:{PARTITION}:cloudformation:{REGION}:{ACCOUNT}:stack/{STACK}/5f1c7a20-0000-4000-8000-000000000001"
+)
+PSEUDO = {
+    "AWS::AccountId": ACCOUNT,
+    "AWS::Region": REGION,
+    "AWS::Partition": PARTITION,
+    "AWS::StackName": STACK,
+    "AWS::StackId": STACK_ID,
+    "AWS::URLSuffix": "amazonaws.com",
+}
+
+ALLOW = "Allow"
+DENY = "Deny"
+IMPLICIT_DENY = "ImplicitDeny"
+
+_NEGATED = {
+    "StringNotEquals": "StringEquals",
+    "StringNotEqualsIgnoreCase": "StringEqualsIgnoreCase",
+    "StringNotLike": "StringLike",
+    "ArnNotEquals": "ArnEquals",
+    "ArnNotLike": "ArnLike",
+}
+_POSITIVE = {"StringEquals", "StringEqualsIgnoreCase", "StringLike", "ArnEquals", "ArnLike", "Bool"}
+
+
+class Rendered:
+    """A template's intrinsics replaced by what the deployed stack would have (names as CloudFormation and
+    SAM make them; a SAM function's role is ``<Function>Role``)."""
+
+    def __init__(self, template: dict[str, Any]) -> None:
+        self.template = template
+        self.resources: dict[str, Any] = template.get("Resources", {})
+        self.parameters: dict[str, Any] = template.get("Parameters", {})
+
+    def condition(self, name: str) -> bool:
+        return bool(self._condition(self.template.get("Conditions", {})[name]))
+
+    def _condition(self, value: Any) -> Any:
+        if isinstance(value, dict) and len(value) == 1:
+            ((key, arg),) = value.items()
+            if key == "Condition":
+                return self.condition(arg)
+            if key == "Fn::Equals":
+                left, right = (str(self.value(a)) for a in arg)
+                return left == right
+            if key == "Fn::Not":
+                return not self._condition(arg[0])
+            if key == "Fn::And":
+                return all(self._condition(a) for a in arg)
+            if key == "Fn::Or":
+                return any(self._condition(a) for a in arg)
+        return self.value(value)
+
+    def _name(self, logical_id: str) -> str:
+        return f"{STACK}-{logical_id}-1A2B3C4D5E6F"
+
+    def ref(self, name: str) -> str:
+        if name in PSEUDO:
+            return PSEUDO[name]
+        if name in self.parameters:
+            return str(self.parameters[name].get("Default", ""))
+        kind = self._type(name)
+        props = self.resources.get(name, {}).get("Properties", {})
+        if kind == "AWS::SQS::Queue":
+            return f"https://sqs.{REGION}.amazonaws.com/{ACCOUNT}/{self._name(name)}"
+        if kind == "AWS::SNS::Topic":
+            return self.attribute(name, "TopicArn")
+        if kind == "AWS::S3::Bucket":
+            return self._name(name).lower()
+        if kind in ("AWS::DynamoDB::Table", "AWS::Serverless::Function", "AWS::Events::Rule"):
+            return str(self.value(props.get("Name") or props.get("FunctionName") or self._name(name)))
+        if kind == "AWS::SecretsManager::Secret":
+            return f"arn:{PARTITION}:secretsmanager:{REGION}:{ACCOUNT}:secret:{self._name(name)}-AbCdEf"
+        if kind == "AWS::Serverless::StateMachine":
+            return f"arn:{PARTITION}:states:{REGION}:{ACCOUNT}:stateMachine:{self._name(name)}"
+        raise ValueError(f"no local value for Ref {name} ({kind})")
+
+    def attribute(self, name: str, attribute: str) -> str:
+        kind = self._type(name)
+        props = self.resources.get(name, {}).get("Properties", {})
+        if kind == "AWS::SQS::Queue" and attribute == "Arn":
+            return f"arn:{PARTITION}:sqs:{REGION}:{ACCOUNT}:{self._name(name)}"
+        if kind == "AWS::SQS::Queue" and attribute == "QueueName":
+            return self._name(name)
+        if kind == "AWS::SNS::Topic" and attribute == "TopicArn":
+            topic = self.value(props["TopicName"]) if "TopicName" in props else self._name(name)
+            return f"arn:{PARTITION}:sns:{REGION}:{ACCOUNT}:{topic}"
+        if kind == "AWS::S3::Bucket" and attribute == "Arn":
+            return f"arn:{PARTITION}:s3:::{self.ref(name)}"
+        if kind == "AWS::DynamoDB::Table" and attribute == "Arn":
+            return f"arn:{PARTITION}:dynamodb:{REGION}:{ACCOUNT}:table/{self.ref(name)}"
+        if kind == "AWS::Events::Rule" and attribute == "Arn":
+            return f"arn:{PARTITION}:events:{REGION}:{ACCOUNT}:rule/{self.ref(name)}"
+        if kind == "AWS::IAM::Role" and attribute == "Arn":
+            return f"arn:{PARTITION}:iam::{ACCOUNT}:role/{self._name(name)}"
+        if kind == "AWS::Serverless::Function" and attribute == "Arn":
+            return f"arn:{PARTITION}:lambda:{REGION}:{ACCOUNT}:function:{self.ref(name)}"
+        raise ValueError(f"no local value for GetAtt {name}.{attribute} ({kind})")
+
+    def _type(self, name: str) -> str:
+        if name in self.resources:
+            return str(self.resources[name].get("Type"))
+        function = name.removesuffix("Role")
+        if name.endswith("Role") and self.resources.get(function, {}).get("Type") in (
+            FUNCTION_TYPE,
+            STATE_MACHINE_TYPE,
+        ):
+            return "AWS::IAM::Role"  # the role SAM generates for a function or state machine
+        raise ValueError(f"{name} is not a resource, generated role or parameter of the template")
+
+    def _sub(self, text: str, variables: dict[str, Any]) -> str:
+        def one(match: re.Match[str]) -> str:
+            name = match.group(1)
+            if name.startswith("!"):
+                return "${" + name[1:] + "}"
+            if name in variables:
+                return str(self.value(variables[name]))
+            if "." in name and name not in PSEUDO:
+                resource, attribute = name.split(".", 1)
+                return self.attribute(resource, attribute)
+            return self.ref(name)
+
+        return re.sub(r"\$\{([^}]+)\}", one, text)
+
+    def value(self, value: Any) -> Any:
+        """The value with every intrinsic evaluated (strings, lists and maps of them)."""
+        if isinstance(value, dict):
+            if len(value) == 1:
+                ((key, arg),) = value.items()
+                if key == "Ref":
+                    return self.ref(arg)
+                if key == "Fn::GetAtt":
+                    resource, attribute = arg if isinstance(arg, list) else arg.split(".", 1)
+                    return self.attribute(resource, attribute)
+                if key == "Fn::Sub":
+                    text, variables = (arg, {}) if isinstance(arg, str) else (arg[0], arg[1])
+                    return self._sub(text, variables)
+                if key == "Fn::Join":
+                    return str(arg[0]).join(str(self.value(v)) for v in self.value(arg[1]))
+                if key == "Fn::Split":
+                    return str(self.value(arg[1])).split(str(arg[0]))
+                if key == "Fn::Select":
+                    return self.value(arg[1])[int(self.value(arg[0]))]
+                if key == "Fn::If":
+                    name, yes, no = arg
+                    return self.value(yes if self.condition(name) else no)
+                if key.startswith("Fn::"):
+                    raise ValueError(f"no local value for {key}")
+            return {k: self.value(v) for k, v in value.items()}
+        if isinstance(value, list):
+            return [self.value(v) for v in value]
+        return value
+
+
+@dataclass(frozen=True)
+class Caller:
+    """Who makes a request: an IAM role or user (by ARN), or an AWS service principal."""
+
+    arn: str | None = None
+    service: str | None = None
+
+    @classmethod
+    def role(cls, name: str, account: str = ACCOUNT) -> Caller:
+        return cls(arn=f"arn:{PARTITION}:iam::{account}:role/{name}")
+
+    def context(self) -> dict[str, str]:
+        if self.service:
+            return {"aws:PrincipalIsAWSService": "true", "aws:PrincipalServiceName": self.service}
+        assert self.arn, "a caller is a role or user ARN, or a service"
+        return {
+            "aws:PrincipalArn": self.arn,
+            "aws:PrincipalAccount": self.arn.split(":")[4],
+            "aws:PrincipalIsAWSService": "false",
+        }
+
+
+SOMEONE = Caller.role("someone-else-in-the-account")
+
+
+@dataclass(frozen=True)
+class Request:
+    """One API request as IAM sees it. ``context`` holds the request's own keys (aws:TagKeys as a tuple,
+    aws:ResourceTag/<key>, aws:SecureTransport, aws:SourceArn, ...); the caller adds its principal keys."""
+
+    action: str
+    resource: str
+    caller: Caller = SOMEONE
+    context: Mapping[str, str | tuple[str, ...]] = field(default_factory=dict)
+
+    def keys(self) -> dict[str, str | tuple[str, ...]]:
+        return {**self.caller.context(), **self.context}
+
+
+def _wildcard(pattern: str, value: str, *, ignore_case: bool = False) -> bool:
+    regex = "".join(".*" if c == "*" else "." if c == "?" else re.escape(c) for c in pattern)
+    return re.fullmatch(regex, value, flags=re.IGNORECASE if ignore_case else 0) is not None
+
+
+def _arn_like(pattern: str, value: str) -> bool:
+    """ARN operators: each of the six colon-separated parts matched separately, wildcards allowed."""
+    want, got = pattern.split(":", 5), value.split(":", 5)
+    return len(want) == len(got) == 6 and all(_wildcard(w, g) for w, g in zip(want, got, strict=True))
+
+
+def _compare(operator: str, request_value: str, policy_value: str) -> bool:
+    if operator == "StringEquals":
+        return request_value == policy_value
+    if operator == "StringEqualsIgnoreCase":
+        return request_value.lower() == policy_value.lower()
+    if operator == "StringLike":
+        return _wildcard(policy_value, request_value)
+    if operator in ("ArnEquals", "ArnLike"):
+        return _arn_like(policy_value, request_value)
+    if operator == "Bool":
+        return request_value.lower() == policy_value.lower()
+    raise ValueError(f"condition operator {operator} is not modelled here")
+
+
+def condition_holds(operator: str, key: str, policy: Any, keys: Mapping[str, str | tuple[str, ...]]) -> bool:
+    """One operator on one key, as IAM evaluates it."""
+    qualifier, _, base = operator.rpartition(":")
+    if qualifier not in ("", "ForAllValues", "ForAnyValue"):
+        raise ValueError(f"condition qualifier {qualifier} is not modelled here")
+    if_exists = base.endswith("IfExists")
+    base = base.removesuffix("IfExists")
+    policy_values = [str(v) for v in _as_list(policy)]
+    raw = keys.get(key)
+    request_values = list(raw) if isinstance(raw, tuple | list) else ([] if raw is None else [raw])
+    present = bool(request_values)
+    if base == "Null":
+        (wanted,) = policy_values
+        return (not present) == (wanted.lower() == "true")
+    if base not in _POSITIVE and base not in _NEGATED:
+        raise ValueError(f"condition operator {base} is not modelled here")
+    if not present:
+        if if_exists or qualifier == "ForAllValues":
+            return True
+        if qualifier == "ForAnyValue":
+            return False
+        return base in _NEGATED
+
+    def one(value: str) -> bool:
+        if base in _NEGATED:
+            return not any(_compare(_NEGATED[base], value, p) for p in policy_values)
+        return any(_compare(base, value, p) for p in policy_values)
+
+    if qualifier == "ForAllValues":
+        return all(one(v) for v in request_values)
+    return any(one(v) for v in request_values)
+
+
+def _principal_matches(principal: Any, caller: Caller) -> bool:
+    if principal == "*":
+        return True
+    if not isinstance(principal, dict):
+        raise ValueError(f"principal {principal!r} is not modelled here")
+    for kind, values in principal.items():
+        for value in _as_list(values):
+            if kind == "Service" and caller.service == value:
+                return True
+            if kind == "AWS" and caller.arn:
+                account = caller.arn.split(":")[4]
+                if value == "*" or value == caller.arn:
+                    return True
+                if value in (account, f"arn:{PARTITION}:iam::{account}:root"):
+                    return True
+    return False
+
+
+def applies(statement: dict[str, Any], request: Request) -> bool:
+    """Whether a rendered statement covers the request: action, resource, principal and every condition."""
+    if "NotPrincipal" in statement or "NotResource" in statement:
+        raise ValueError("NotPrincipal and NotResource are not modelled here")
+    if "Action" in statement:
+        acts = any(_wildcard(a, request.action, ignore_case=True) for a in _as_list(statement["Action"]))
+    else:
+        acts = not any(
+            _wildcard(a, request.action, ignore_case=True) for a in _as_list(statement["NotAction"])
+        )
+    if not acts or not any(_wildcard(r, request.resource) for r in _as_list(statement.get("Resource"))):
+        return False
+    if "Principal" in statement and not _principal_matches(statement["Principal"], request.caller):
+        return False
+    keys = request.keys()
+    return all(
+        condition_holds(operator, key, policy, keys)
+        for operator, by_key in (statement.get("Condition") or {}).items()
+        for key, policy in by_key.items()
+    )
+
+
+def decide(statements: list[dict[str, Any]], request: Request) -> str:
+    """ALLOW, DENY (an explicit Deny applies) or IMPLICIT_DENY, over rendered statements."""
+    applicable = [s for s in statements if applies(s, request)]
+    if any(s.get("Effect") == "Deny" for s in applicable):
+        return DENY
+    return ALLOW if any(s.get("Effect") == "Allow" for s in applicable) else IMPLICIT_DENY
+
+
+def role_statements(template: dict[str, Any], role: str) -> list[dict[str, Any]]:
+    """Every statement of a function's or state machine's role, rendered."""
+    rendered = Rendered(template)
+    return [rendered.value(s) for _, s in statements(role, roles(template)[role])]
+
+
+def resource_policy(template: dict[str, Any], logical_id: str) -> list[dict[str, Any]]:
+    """The rendered statements of a queue, topic or bucket policy resource (or an IAM role's policies)."""
+    props = template["Resources"][logical_id]["Properties"]
+    documents = [props["PolicyDocument"]] if "PolicyDocument" in props else []
+    documents += [p["PolicyDocument"] for p in props.get("Policies", [])]
+    rendered = Rendered(template)
+    return [rendered.value(s) for d in documents for s in _as_list(d["Statement"])]
+
+
+def concrete(arn_pattern: str, name: str) -> str:
+    """A resource ARN the pattern covers: its trailing wildcard replaced by a name."""
+    assert arn_pattern.endswith("*"), arn_pattern
+    return arn_pattern[:-1] + name

@@ -9,13 +9,22 @@ from typing import Any
 import pytest
 
 from tests.template.iam import (
+    ACCOUNT,
+    ALLOW,
     FUNCTION_TYPE,
+    OTHER_REGION,
+    REGION,
     Grant,
+    Rendered,
+    Request,
     body,
+    concrete,
+    decide,
     declared,
     drift,
     granted,
     grants,
+    role_statements,
     roles,
 )
 
@@ -135,9 +144,9 @@ def test_the_check_reports_an_action_added_to_the_template() -> None:
 
 def test_the_check_reports_code_that_needs_more_than_the_template_grants() -> None:
     code = dict(declared())
-    code["NotifierFunction"] = code["NotifierFunction"] | {"sqs:SendMessage"}
+    code["NotifierFunction"] = code["NotifierFunction"] | {"sqs:DeleteQueue"}
     assert drift(body(), code) == [
-        "NotifierFunction: the code needs ['sqs:SendMessage'], which the template does not grant"
+        "NotifierFunction: the code needs ['sqs:DeleteQueue'], which the template does not grant"
     ]
 
 
@@ -194,8 +203,177 @@ def test_marks_touch_costguards_own_tag_key_only(action: str) -> None:
     assert found, f"no role is granted {action}"
     for grant in found:
         assert "*" not in _resources(grant), f"{grant.role} {grant.sid}: {action} on every resource"
-        keys = grant.statement.get("Condition", {}).get("ForAllValues:StringEquals", {}).get("aws:TagKeys")
+        condition = grant.statement.get("Condition", {})
+        keys = condition.get("ForAllValues:StringEquals", {}).get("aws:TagKeys")
         assert keys == [MARK_TAG], f"{grant.role} {grant.sid}: {action} may write tag keys {keys!r}"
+        # ForAllValues holds for a request naming no key at all: the request must name its keys.
+        assert condition.get("Null", {}).get("aws:TagKeys") == "false", (
+            f"{grant.role} {grant.sid}: {action} without Null aws:TagKeys false allows a request naming no key"
+        )
+
+
+# --- the conditions, evaluated: what an attacker holding a role's credentials could ask --------------
+
+
+def _tagging_targets(template: dict[str, Any]) -> list[tuple[str, str, str]]:
+    """(role, action, concrete resource ARN) for every tagging grant and every resource type it names."""
+    rendered = Rendered(template)
+    found = []
+    for grant in grants(template):
+        for action in sorted(grant.actions & TAGGING):
+            for arn in _resources(grant):
+                found.append((grant.role, action, concrete(str(rendered.value(arn)), "costguard-target")))
+    return found
+
+
+def _tag_request(action: str, resource: str, keys: tuple[str, ...] | None) -> Request:
+    """A tagging request; keys None is ec2:DeleteTags without Tags (IAM then sees no aws:TagKeys)."""
+    return Request(action, resource, context={} if keys is None else {"aws:TagKeys": keys})
+
+
+TAGGING_TARGETS = _tagging_targets(body())
+
+
+def test_every_tagging_grant_is_evaluated() -> None:
+    actions = {action for _, action, _ in TAGGING_TARGETS}
+    assert actions == TAGGING, f"tagging grants evaluated: {sorted(actions)}"
+
+
+@pytest.mark.parametrize(
+    ("role", "action", "resource"), TAGGING_TARGETS, ids=lambda v: str(v).rsplit(":", 1)[-1]
+)
+def test_a_tagging_request_naming_no_key_is_refused(role: str, action: str, resource: str) -> None:
+    """ec2:DeleteTags without Tags deletes every user tag, the protect tag included."""
+    statements = role_statements(body(), role)
+    assert decide(statements, _tag_request(action, resource, None)) != ALLOW
+    assert decide(statements, _tag_request(action, resource, ())) != ALLOW
+
+
+@pytest.mark.parametrize(
+    ("role", "action", "resource"), TAGGING_TARGETS, ids=lambda v: str(v).rsplit(":", 1)[-1]
+)
+def test_tagging_names_the_mark_key_and_nothing_else(role: str, action: str, resource: str) -> None:
+    statements = role_statements(body(), role)
+    assert decide(statements, _tag_request(action, resource, (MARK_TAG,))) == ALLOW
+    for keys in ((PROTECT_TAG,), (MARK_TAG, PROTECT_TAG), ("team",)):
+        assert decide(statements, _tag_request(action, resource, keys)) != ALLOW, keys
+    elsewhere = resource.replace(f":{REGION}:", f":{OTHER_REGION}:")
+    assert decide(statements, _tag_request(action, elsewhere, (MARK_TAG,))) != ALLOW
+
+
+def test_without_the_null_check_a_request_naming_no_key_would_be_allowed() -> None:
+    """The evaluator sees the hole this guards against: the statement as it was, ForAllValues alone."""
+    template = copy.deepcopy(body())
+    [statement] = [
+        s
+        for p in template["Resources"]["GpuIdleFunction"]["Properties"]["Policies"]
+        if isinstance(p, dict) and "Statement" in p
+        for s in p["Statement"]
+        if "ec2:DeleteTags" in s["Action"]
+    ]
+    statement["Condition"].pop("Null", None)
+    instance = f"arn:aws:ec2:{REGION}:{ACCOUNT}:instance/i-0a1f00000000000a1"
+    statements = role_statements(template, "GpuIdleFunction")
+    assert decide(statements, _tag_request("ec2:DeleteTags", instance, None)) == ALLOW
+
+
+def _stop_targets(template: dict[str, Any]) -> list[tuple[str, str, str]]:
+    rendered = Rendered(template)
+    found = []
+    for grant in grants(template):
+        for action in sorted(grant.actions & set(STOPS)):
+            for arn in _resources(grant):
+                text = str(rendered.value(arn))
+                if text.endswith(STOPS[action]):
+                    found.append((grant.role, action, concrete(text, "costguard-target")))
+    return found
+
+
+@pytest.mark.parametrize(
+    ("role", "action", "resource"), _stop_targets(body()), ids=lambda v: str(v).rsplit(":", 1)[-1]
+)
+def test_a_stop_needs_the_mark_and_no_protect_tag_in_the_stacks_region(
+    role: str, action: str, resource: str
+) -> None:
+    statements = role_statements(body(), role)
+    marked = {f"aws:ResourceTag/{MARK_TAG}": "2026-11-20T12:00:00+00:00"}
+    if action == "ec2:CancelCapacityReservation":
+        marked["aws:ResourceTag/costguard:auto-cancel"] = "true"
+    assert decide(statements, Request(action, resource, context=marked)) == ALLOW
+    assert (
+        decide(
+            statements,
+            Request(action, resource, context=marked | {f"aws:ResourceTag/{PROTECT_TAG}": "False"}),
+        )
+        == ALLOW
+    )
+    for protect in ("true", "", "yes", "team-a"):
+        protected = marked | {f"aws:ResourceTag/{PROTECT_TAG}": protect}
+        assert decide(statements, Request(action, resource, context=protected)) != ALLOW, protect
+    unmarked = {k: v for k, v in marked.items() if k != f"aws:ResourceTag/{MARK_TAG}"}
+    assert decide(statements, Request(action, resource, context=unmarked)) != ALLOW
+    elsewhere = resource.replace(f":{REGION}:", f":{OTHER_REGION}:")
+    assert decide(statements, Request(action, elsewhere, context=marked)) != ALLOW
+
+
+def test_stop_protection_is_read_by_every_role_that_stops_instances_and_of_marked_instances_only() -> None:
+    template = body()
+    stoppers = {g.role for g in _grants_of("ec2:StopInstances", template)}
+    readers = {g.role for g in _grants_of("ec2:DescribeInstanceAttribute", template)}
+    assert stoppers and readers == stoppers, (
+        f"stop EC2: {sorted(stoppers)}; read disableApiStop: {sorted(readers)}"
+    )
+    instance = f"arn:aws:ec2:{REGION}:{ACCOUNT}:instance/i-0a1f00000000000a1"
+    marked = {f"aws:ResourceTag/{MARK_TAG}": "2026-11-20T12:00:00+00:00"}
+    for role in sorted(readers):
+        statements = role_statements(template, role)
+        assert decide(statements, Request("ec2:DescribeInstanceAttribute", instance, context=marked)) == ALLOW
+        # user data is an attribute too: an instance costguard has not marked stays unreadable
+        assert decide(statements, Request("ec2:DescribeInstanceAttribute", instance)) != ALLOW
+        elsewhere = instance.replace(f":{REGION}:", f":{OTHER_REGION}:")
+        assert (
+            decide(statements, Request("ec2:DescribeInstanceAttribute", elsewhere, context=marked)) != ALLOW
+        )
+
+
+# --- the stack's own region ---------------------------------------------------------------------------
+
+# Services whose ARNs carry no region.
+GLOBAL_ARNS = {"iam", "s3", "budgets", "cloudfront", "route53"}
+
+
+def test_resource_arns_name_the_stacks_region_only() -> None:
+    template = body()
+    rendered = Rendered(template)
+    problems = []
+    checked = 0
+    for grant in grants(template):
+        for resource in _resources(grant):
+            text = str(rendered.value(resource))
+            if not text.startswith("arn:"):
+                continue
+            checked += 1
+            _, _, service, region, _ = text.split(":", 4)
+            if service not in GLOBAL_ARNS and region != REGION:
+                problems.append(f"{grant.role} {grant.sid}: {resource} is not limited to the stack's region")
+    assert checked > 20
+    assert not problems, "\n".join(problems)
+
+
+def test_functions_that_act_see_only_the_stacks_region() -> None:
+    """They act where they run: given COSTGUARD_REGIONS they would act elsewhere too, and their ARNs (in the
+    stack's region only) would have to cover those regions."""
+    template = body()
+    acting = {g.role for g in grants(template) if g.actions & (set(STOPS) | TAGGING | ALARMS)}
+    assert acting
+    assert "COSTGUARD_REGIONS" not in template["Globals"]["Function"]["Environment"]["Variables"]
+    widened = [
+        role
+        for role in sorted(acting)
+        if "COSTGUARD_REGIONS"
+        in (template["Resources"][role]["Properties"].get("Environment") or {}).get("Variables", {})
+    ]
+    assert not widened, f"{widened} act in COSTGUARD_REGIONS, beyond their ARNs' ${{AWS::Region}}"
 
 
 @pytest.mark.parametrize("action", sorted(ALARMS))

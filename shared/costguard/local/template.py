@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import yaml
+from moto.core.models import DEFAULT_ACCOUNT_ID
 from moto.events.models import EventPattern
 
 
@@ -42,7 +44,8 @@ class Route:
     schedule_name: str | None = None
     topic_name: str | None = None  # an SNS source: the topic's name as the local stack has it
 
-    def matches(self, event: dict[str, Any]) -> bool:
+    def matches(self, event: dict[str, Any], account: str | None = None) -> bool:
+        """Whether the rule would deliver this event, in ``account`` (default: the local stack's account)."""
         if self.source_type == "SNS":
             # SNS delivers to its subscribers whatever is published: the topic is the whole route.
             return self.topic_name is not None and sns_topic_name(event) == self.topic_name
@@ -54,7 +57,7 @@ class Route:
                 "resources": [{"suffix": f"/{self.schedule_name}"}],
             }
         elif self.source_type in ("EventBridgeRule", "CloudWatchEvent") and self.pattern is not None:
-            pattern = self.pattern
+            pattern = local_pattern(self.pattern, account or local_account())
         else:
             return False
         # moto's implementation of EventBridge pattern matching, not a hand-written one.
@@ -136,8 +139,9 @@ class Template:
         env: dict[str, Any] = self.body["Globals"]["Function"]["Environment"]["Variables"]
         return env
 
-    def route(self, event: dict[str, Any]) -> list[Route]:
-        return [r for f in self.functions().values() for r in f.routes if r.matches(event)]
+    def route(self, event: dict[str, Any], account: str | None = None) -> list[Route]:
+        """The routes that deliver this event when the stack runs in ``account`` (default: the local one)."""
+        return [r for f in self.functions().values() for r in f.routes if r.matches(event, account)]
 
     def queue_consumer(self, queue_logical_id: str) -> Function | None:
         for function in self.functions().values():
@@ -151,6 +155,36 @@ class Template:
 
 
 LOCAL_STACK_NAME = "costguard"
+
+
+def local_account() -> str:
+    """The account the local stack runs in: moto's, which LocalStack sets to its world's (MOTO_ACCOUNT_ID),
+    else moto's default, the account of the sample events and of a world file that names none."""
+    return os.environ.get("MOTO_ACCOUNT_ID") or DEFAULT_ACCOUNT_ID
+
+
+def local_pattern(value: Any, account: str) -> Any:
+    """An event pattern as the deployed rule has it: ``!Ref AWS::AccountId`` is the stack's account and
+    ``!Sub`` names the local stack; any other intrinsic is refused rather than matched as a literal."""
+    if isinstance(value, dict):
+        if set(value) == {"Ref"}:
+            if value["Ref"] == "AWS::AccountId":
+                return account
+            if value["Ref"] == "AWS::Partition":
+                return "aws"
+            raise ValueError(f"cannot resolve {value!r} in an event pattern locally")
+        if set(value) == {"Fn::Sub"} and isinstance(value["Fn::Sub"], str):
+            text = value["Fn::Sub"].replace("${AWS::AccountId}", account).replace("${AWS::Partition}", "aws")
+            resolved = _stack_sub(text)
+            if resolved is None or "${" in resolved:
+                raise ValueError(f"cannot resolve {value!r} in an event pattern locally")
+            return resolved
+        if any(key == "Ref" or key.startswith("Fn::") for key in value):
+            raise ValueError(f"cannot resolve {value!r} in an event pattern locally")
+        return {key: local_pattern(child, account) for key, child in value.items()}
+    if isinstance(value, list):
+        return [local_pattern(child, account) for child in value]
+    return value
 
 
 def sns_topic_name(event: dict[str, Any]) -> str | None:
