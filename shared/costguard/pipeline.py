@@ -8,12 +8,12 @@ from datetime import datetime, timedelta
 
 from aws_lambda_powertools import Logger
 
-from costguard.act.executor import Outcome, Remediator, StopLimiter, execute
+from costguard.act.executor import Outcome, Remediator, StopBlockerReader, StopLimiter, execute
 from costguard.model import Action, Decision, Finding, Reason
 from costguard.notify.dedupe import RepeatGate
 from costguard.notify.notice import Notice
 from costguard.notify.queue import NoticeQueue
-from costguard.policy import Policy, decide_all
+from costguard.policy import Policy, decide_all, stop_candidates
 
 logger = Logger(child=True)
 
@@ -68,6 +68,37 @@ def _first_in_window(gate: RepeatGate, key: str, now: datetime, window: timedelt
         return True
 
 
+def with_stop_blockers(
+    findings: Sequence[Finding], policy: Policy, now: datetime, remediator: Remediator
+) -> list[Finding]:
+    """The findings, with what AWS would refuse a stop for (EC2 stop protection) read before deciding.
+
+    Read only for the stop candidates, costliest first, until the per-run cap has as many stops as it allows:
+    one read per stop about to be made (plus one per blocked candidate), never the fleet. A blocked resource
+    is then decided like any resource with a stop blocker (reported, not stopped) and leaves its place under
+    the cap to the next. The same reads in notify mode: a dry run decides what a live run would.
+    """
+    listed = list(findings)
+    if not isinstance(remediator, StopBlockerReader):
+        return listed
+    allowed = 0
+    for n in stop_candidates(listed, policy, now):
+        if allowed >= policy.max_stops:
+            break
+        resource = listed[n].resource
+        try:
+            blocker = remediator.stop_blocker(resource)
+        except Exception:  # unreadable (denied, throttled past retries): AWS still refuses a protected stop
+            logger.warning("stop blocker unreadable: deciding without it", extra={"resource": resource.key})
+            blocker = None
+        if blocker is None:
+            allowed += 1
+        else:
+            blocked = resource.model_copy(update={"stop_blocker": blocker})
+            listed[n] = listed[n].model_copy(update={"resource": blocked})
+    return listed
+
+
 def act_on(
     findings: Sequence[Finding],
     *,
@@ -79,7 +110,8 @@ def act_on(
     repeat_window: timedelta,
     limiter: StopLimiter | None = None,
 ) -> Report:
-    report = Report(findings=list(findings))
+    findings = with_stop_blockers(findings, policy, now, remediator)
+    report = Report(findings=findings)
     for decision in decide_all(findings, policy, now):
         outcome = execute(decision, remediator, limiter)
         report.decisions.append(decision)
@@ -91,8 +123,13 @@ def act_on(
         if decision.finding.repeat_scope:
             key += f"|{decision.finding.repeat_scope}"
         window = ONCE_WINDOW if decision.reason in ALERT_ONCE else repeat_window
-        # A failed or capped action is always reported; a repeat of the same news is not.
-        if outcome.error or outcome.capped or _first_in_window(gate, key, now, window):
+        if outcome.refused:
+            # A refusal AWS repeats on every try (stop protection, an IAM deny) is a known blocker: the same
+            # refusal of the same resource is news once per window, not at every sweep.
+            key += f"|refused:{outcome.refused}"
+        # A failed (but not refused) or capped action is always reported; a repeat of the same news is not.
+        always = (outcome.error is not None and not outcome.refused) or outcome.capped
+        if always or _first_in_window(gate, key, now, window):
             report.notices.append(notice)
         else:
             report.suppressed.append(decision)

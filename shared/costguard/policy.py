@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from functools import lru_cache
@@ -97,15 +97,24 @@ def decide_all(findings: Iterable[Finding], policy: Policy, now: datetime) -> li
     # building their stops only to copy each into a notification was much of the cost of a sweep (and of
     # every step of a backtest).
     chosen = [_choose(finding, policy, now) for finding in listed]
-    stops = sorted(
-        (n for n, (action, _, _) in enumerate(chosen) if action is Action.STOP),
-        key=lambda n: listed[n].hourly_usd or 0.0,
-        reverse=True,
-    )
+    stops = _costliest_first(listed, (n for n, (action, _, _) in enumerate(chosen) if action is Action.STOP))
     held = f"stop cap of {policy.max_stops} per run reached: not stopped"
     for n in stops[policy.max_stops :]:
         chosen[n] = (Action.NOTIFY, held, chosen[n][2])
     return [_decision(finding, policy, now, *choice) for finding, choice in zip(listed, chosen, strict=True)]
+
+
+def stop_candidates(findings: Sequence[Finding], policy: Policy, now: datetime) -> list[int]:
+    """The positions of the findings whose decision would be a stop, costliest first: the order in which
+    ``decide_all`` gives out the per-run cap. What only AWS can tell about a stop (EC2 stop protection) is
+    read for these before deciding (pipeline.with_stop_blockers), and the stop is then decided with it."""
+    return _costliest_first(
+        findings, (n for n, finding in enumerate(findings) if _choose(finding, policy, now)[0] is Action.STOP)
+    )
+
+
+def _costliest_first(findings: Sequence[Finding], positions: Iterable[int]) -> list[int]:
+    return sorted(positions, key=lambda n: findings[n].hourly_usd or 0.0, reverse=True)
 
 
 def _minutes(delta: timedelta) -> str:

@@ -26,6 +26,7 @@ def test_remediation_needs_follow_the_kind_of_resource() -> None:
         "ec2:StopInstances",
         "ec2:CreateTags",
         "ec2:DeleteTags",
+        "ec2:DescribeInstanceAttribute",  # stop protection, read just before a stop
     }
     assert "ec2:CancelCapacityReservation" in permissions_for(ResourceKind.CAPACITY_RESERVATION)
     # Endpoints are reported, never stopped or marked: nothing to grant.

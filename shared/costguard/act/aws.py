@@ -4,15 +4,20 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from costguard.aws import capacity, clients, sagemaker
+from costguard.aws import capacity, clients, inventory, sagemaker
 from costguard.aws.capacity import CapacityReservations
 from costguard.aws.sagemaker import TrainingJobStopper
 from costguard.model import MARK_TAG_KEY, Resource, ResourceKind
 from costguard.permissions import NONE, Permissions, needs
 
-# What stop, mark and unmark call for each kind of resource: a flow needs the kinds it may remediate.
+# Why a stop of an EC2 instance would be refused, read before deciding (stop_blocker).
+STOP_PROTECTION_BLOCKER = "stop protection is on (DisableApiStop)"
+
+# What stop, mark and unmark call for each kind of resource (and, for an instance, the read of its stop
+# protection before a stop is decided): a flow needs the kinds it may remediate.
 _PERMISSIONS_BY_KIND: dict[ResourceKind, Permissions] = {
-    ResourceKind.EC2_INSTANCE: needs("ec2:StopInstances", "ec2:CreateTags", "ec2:DeleteTags"),
+    ResourceKind.EC2_INSTANCE: needs("ec2:StopInstances", "ec2:CreateTags", "ec2:DeleteTags")
+    | inventory.STOP_PROTECTION_PERMISSIONS,
     ResourceKind.TRAINING_JOB: sagemaker.STOP_TRAINING_JOB_PERMISSIONS
     | needs("sagemaker:AddTags", "sagemaker:DeleteTags"),
     ResourceKind.NOTEBOOK: needs(
@@ -41,6 +46,14 @@ class AwsRemediator:
     ) -> None:
         self.training_jobs = training_jobs or TrainingJobStopper()
         self.reservations = reservations or CapacityReservations()
+
+    def stop_blocker(self, resource: Resource) -> str | None:
+        """What AWS would refuse a stop of this resource for, read before the stop is decided: an EC2 instance's
+        stop protection (one DescribeInstanceAttribute). None when nothing stands in the way, as far as a read
+        can tell; errors propagate (the pipeline then decides without it, and EC2 still enforces it)."""
+        if resource.kind is not ResourceKind.EC2_INSTANCE:
+            return None
+        return STOP_PROTECTION_BLOCKER if inventory.stop_protected(resource.region, resource.id) else None
 
     def stop(self, resource: Resource) -> None:
         if resource.kind is ResourceKind.EC2_INSTANCE:

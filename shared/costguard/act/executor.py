@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 from aws_lambda_powertools import Logger
-from pydantic import BaseModel, ConfigDict
+from botocore.exceptions import ClientError
+from pydantic import BaseModel, ConfigDict, Field
 
 from costguard.model import Action, Decision, Resource
 
@@ -16,6 +17,19 @@ _VERBS = {
     Action.STOP: ("stop", "stopped"),
     Action.MARK: ("mark", "marked"),
     Action.UNMARK: ("unmark", "unmarked"),
+}
+
+# Refusals AWS gives again on every try until someone changes the resource or costguard's permissions: known
+# blockers, reported once per dedupe window (pipeline.act_on) rather than at every sweep.
+REFUSALS = {
+    "OperationNotPermitted": "AWS does not allow it (OperationNotPermitted; for an EC2 stop: its stop "
+    "protection, DisableApiStop, is on)",
+    "UnsupportedOperation": "AWS does not support it for this resource (UnsupportedOperation)",
+    "UnauthorizedOperation": "costguard's role is denied it (UnauthorizedOperation: an IAM policy, permissions "
+    "boundary or SCP)",
+    "AccessDenied": "costguard's role is denied it (AccessDenied: an IAM policy, permissions boundary or SCP)",
+    "AccessDeniedException": "costguard's role is denied it (AccessDeniedException: an IAM policy, permissions "
+    "boundary or SCP)",
 }
 
 
@@ -29,10 +43,21 @@ class Remediator(Protocol):
     def unmark(self, resource: Resource) -> None: ...
 
 
+@runtime_checkable
+class StopBlockerReader(Protocol):
+    """A remediator that can read, before a stop is decided, what AWS would refuse it for."""
+
+    def stop_blocker(self, resource: Resource) -> str | None: ...
+
+
 class StopLimiter(Protocol):
     """A cap on live stops over a period shared by every invocation (the per-hour cap)."""
 
     def acquire(self, at: datetime) -> bool: ...
+
+    def release(self, at: datetime) -> None:
+        """Give back a stop acquired at ``at`` that AWS refused: it stopped nothing."""
+        ...
 
 
 class Outcome(BaseModel):
@@ -44,6 +69,10 @@ class Outcome(BaseModel):
     detail: str
     error: str | None = None
     capped: bool = False
+    refused: str | None = Field(
+        default=None,
+        description="The error code of a refusal AWS repeats on every try (REFUSALS): a known blocker",
+    )
 
 
 def execute(decision: Decision, remediator: Remediator, limiter: StopLimiter | None = None) -> Outcome:
@@ -81,6 +110,36 @@ def execute(decision: Decision, remediator: Remediator, limiter: StopLimiter | N
         else:
             remediator.unmark(resource)
     except Exception as error:  # reported in the alert, never swallowed silently
-        logger.exception("remediation failed", extra={"decision_id": decision.id})
-        return Outcome(done=False, detail=f"failed to {verb} {resource.display_name}", error=str(error)[:500])
+        code = refusal_code(error)
+        if code is None:
+            logger.exception("remediation failed", extra={"decision_id": decision.id})
+            return Outcome(
+                done=False, detail=f"failed to {verb} {resource.display_name}", error=str(error)[:500]
+            )
+        # A refusal is an answer, not a fault: no traceback, and a refused stop stopped nothing, so it gives
+        # its place under the hourly cap back (a resource refused at every sweep must not use up the cap).
+        logger.warning("remediation refused", extra={"decision_id": decision.id, "code": code})
+        if decision.action is Action.STOP and limiter is not None:
+            _give_back(limiter, decision)
+        return Outcome(
+            done=False,
+            detail=f"failed to {verb} {resource.display_name}: {REFUSALS[code]}",
+            error=str(error)[:500],
+            refused=code,
+        )
     return Outcome(done=True, detail=f"{done} {resource.display_name}")
+
+
+def refusal_code(error: Exception) -> str | None:
+    """The code of a refusal AWS will repeat (REFUSALS), or None for any other error."""
+    if isinstance(error, ClientError):
+        code = str(error.response.get("Error", {}).get("Code", ""))
+        return code if code in REFUSALS else None
+    return None
+
+
+def _give_back(limiter: StopLimiter, decision: Decision) -> None:
+    try:
+        limiter.release(decision.decided_at)
+    except Exception:  # the cap then counts one stop too many this hour: safe side
+        logger.warning("stop cap not given back", extra={"decision_id": decision.id})

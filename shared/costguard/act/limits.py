@@ -7,7 +7,7 @@ from datetime import datetime, timedelta
 from costguard.aws import clients
 from costguard.permissions import needs
 
-PERMISSIONS = needs("dynamodb:UpdateItem")  # DynamoStopLimiter.acquire
+PERMISSIONS = needs("dynamodb:UpdateItem")  # DynamoStopLimiter.acquire and release
 
 
 class DynamoStopLimiter:
@@ -38,6 +38,20 @@ class DynamoStopLimiter:
             return False
         return True
 
+    def release(self, at: datetime) -> None:
+        """One stop of the hour given back (AWS refused it): a conditional decrement, never below zero."""
+        dynamodb = clients.client("dynamodb")
+        try:
+            dynamodb.update_item(
+                TableName=self.table,
+                Key={"id": {"S": f"stops#{at.strftime('%Y-%m-%dT%H')}"}},
+                UpdateExpression="ADD stops :minus_one",
+                ConditionExpression="stops > :zero",
+                ExpressionAttributeValues={":minus_one": {"N": "-1"}, ":zero": {"N": "0"}},
+            )
+        except dynamodb.exceptions.ConditionalCheckFailedException:
+            return
+
 
 class MemoryStopLimiter:
     def __init__(self, per_hour: int) -> None:
@@ -50,3 +64,8 @@ class MemoryStopLimiter:
             return False
         self.counts[hour] = self.counts.get(hour, 0) + 1
         return True
+
+    def release(self, at: datetime) -> None:
+        hour = at.strftime("%Y-%m-%dT%H")
+        if self.counts.get(hour, 0) > 0:
+            self.counts[hour] -= 1

@@ -15,6 +15,8 @@ DESCRIBE_TYPES_BATCH = 100  # DescribeInstanceTypes takes at most 100 names
 # The accelerator catalog alone; describing instances also describes their types.
 TYPES_PERMISSIONS = needs("ec2:DescribeInstanceTypes")
 PERMISSIONS = TYPES_PERMISSIONS | needs("ec2:DescribeInstances")
+# stop_protected: read for the instances about to be stopped only (act/aws.py counts it among the EC2 stop needs).
+STOP_PROTECTION_PERMISSIONS = needs("ec2:DescribeInstanceAttribute")
 
 
 def accelerators_of(described: dict[str, Any]) -> Accelerators | None:
@@ -134,3 +136,13 @@ def instance_from_api(
         lifecycle=item.get("InstanceLifecycle"),
         accelerators=accelerators.get(item["InstanceType"]),
     )
+
+
+def stop_protected(region: str, instance_id: str) -> bool:
+    """Whether the instance's stop protection (``DisableApiStop``) is on: EC2 then refuses every StopInstances
+    (OperationNotPermitted) until its owner turns it off. DescribeInstances does not carry the attribute, so
+    this is one DescribeInstanceAttribute call per instance: made for stop candidates only, never the fleet."""
+    answer = clients.ec2(region).describe_instance_attribute(
+        InstanceId=instance_id, Attribute="disableApiStop"
+    )
+    return bool((answer.get("DisableApiStop") or {}).get("Value", False))
