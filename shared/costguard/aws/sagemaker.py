@@ -11,7 +11,7 @@ from typing import Any
 
 from costguard.aws import clients, inventory
 from costguard.aws.inventory import catalog
-from costguard.detect.job_families import family_of
+from costguard.detect.job_families import Family, job_family
 from costguard.model import Endpoint, EndpointVariant, NotebookInstance, TrainingJob
 from costguard.permissions import needs
 
@@ -133,15 +133,16 @@ def in_progress_jobs_described(region: str) -> list[dict[str, Any]]:
     return [job for job in found if job is not None and job.get("TrainingJobStatus") == "InProgress"]
 
 
-def in_progress_family_jobs(region: str, family: str) -> list[dict[str, Any]]:
-    """The in-progress jobs of one family. family_of needs each job's tags (costguard:family or the pipeline
-    tag win over the name) and no list call returns tags: one ListTags per in-progress job, then one
+def in_progress_family_jobs(region: str, family: Family) -> list[dict[str, Any]]:
+    """The in-progress jobs of one family, matched on the family and where it comes from: a job belongs to
+    a tagged family only with the same tag, to a pipeline only with the same pipeline tag. job_family needs
+    each job's tags and no list call returns tags: one ListTags per in-progress job, then one
     DescribeTrainingJob per member of the family."""
     sagemaker = clients.sagemaker(region)
     members = []
     for name, arn in in_progress_job_summaries(region):
         tags = tags_of(sagemaker, arn)
-        if family_of(name, tags) == family:
+        if job_family(name, tags) == family:
             job = described_training_job(region, name, tags)
             if job is not None and job.get("TrainingJobStatus") == "InProgress":
                 members.append(job)

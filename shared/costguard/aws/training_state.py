@@ -1,7 +1,9 @@
 """Training-job history in the state table: failures per family and finished jobs per day.
 
 Items are read, merged and written back under an optimistic lock (``version``), so two failures of one
-family handled at the same moment are both kept. Every item expires through the table's TTL (``expiration``).
+family handled at the same moment are both kept. Every item expires through the table's TTL (``expiration``),
+and none grows without bound (DynamoDB refuses an item over 400 KB): each keeps a bounded number of entries
+one by one and sums the rest.
 """
 
 from __future__ import annotations
@@ -14,8 +16,8 @@ from typing import Any
 from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
 
 from costguard.aws import clients
-from costguard.detect.job_families import Failure
-from costguard.detect.training_guardrails import JobSummary
+from costguard.detect.job_families import Failure, FailureHistory
+from costguard.detect.training_guardrails import FinishedRest, JobSummary, with_finished
 from costguard.permissions import needs
 
 PERMISSIONS = needs("dynamodb:GetItem", "dynamodb:PutItem")
@@ -46,6 +48,9 @@ def _dynamo(value: Any) -> Any:
     return value
 
 
+_KEY_ATTRIBUTES = {"id", "version", "expiration"}
+
+
 class TrainingState:
     def __init__(self, table: str) -> None:
         self.table = table
@@ -53,18 +58,18 @@ class TrainingState:
     def _merge(
         self, key: str, change: Callable[[dict[str, Any]], dict[str, Any] | None], expires: datetime
     ) -> dict[str, Any]:
-        """Apply ``change`` to the item's ``entries`` map and write it back unless it returns None."""
+        """Apply ``change`` to the item's data attributes and write them back unless it returns None."""
         dynamodb = clients.client("dynamodb")
         for _ in range(_ATTEMPTS):
             found = dynamodb.get_item(TableName=self.table, Key={"id": {"S": key}}, ConsistentRead=True)
             item = found.get("Item")
             version = int(item["version"]["N"]) if item else 0
-            entries: dict[str, Any] = (
-                _plain(_deserialize(item["entries"])) if item and "entries" in item else {}
-            )
-            changed = change(dict(entries))
+            data: dict[str, Any] = {
+                k: _plain(_deserialize(v)) for k, v in (item or {}).items() if k not in _KEY_ATTRIBUTES
+            }
+            changed = change(dict(data))
             if changed is None:
-                return entries
+                return data
             condition = "attribute_not_exists(id)" if item is None else "version = :v"
             values = {":v": {"N": str(version)}} if item is not None else {}
             try:
@@ -72,7 +77,7 @@ class TrainingState:
                     TableName=self.table,
                     Item={
                         "id": {"S": key},
-                        "entries": _serialize(_dynamo(changed)),
+                        **{k: _serialize(_dynamo(v)) for k, v in changed.items()},
                         "version": {"N": str(version + 1)},
                         "expiration": {"N": str(int(expires.timestamp()))},
                     },
@@ -87,42 +92,40 @@ class TrainingState:
     # -- failures per family ----------------------------------------------------------------------
     def record_failure(
         self, account: str, region: str, family: str, failure: Failure, window: timedelta, now: datetime
-    ) -> tuple[list[Failure], bool]:
-        """Keep the failure (once per job name) and return the family's failures within the window, and
-        whether this job was new."""
+    ) -> tuple[FailureHistory, bool]:
+        """Keep the failure (once per job name) and return the family's history, and whether this job was new.
+
+        The item stays small: the latest failures one by one (``entries``, by job name), the earlier ones of
+        the window summed per time slot (``earlier``); see detect.job_families.FailureHistory."""
         key = f"failures#{account}#{region}#{family}"
-        horizon = max(now, failure.failed_at) - window
         new = False
 
-        def change(entries: dict[str, Any]) -> dict[str, Any] | None:
+        def change(data: dict[str, Any]) -> dict[str, Any] | None:
             nonlocal new
-            kept = {k: v for k, v in entries.items() if datetime.fromisoformat(v["failed_at"]) >= horizon}
-            if failure.job_name in entries:
-                return None if kept == entries else kept
-            new = True
-            kept[failure.job_name] = {
-                "job": failure.job_name,
-                "failed_at": failure.failed_at.isoformat(),
-                "reason": failure.reason[:1000],
-                "cost": failure.cost_usd,
-            }
-            return kept
+            before = _history(data)
+            after, new = before.add(failure, now, window)
+            if after == before:
+                return None
+            entries, earlier = after.as_item()
+            return {"entries": entries, "earlier": earlier}
 
-        entries = self._merge(key, change, max(now, failure.failed_at) + window + timedelta(days=1))
-        failures = [
-            Failure(v["job"], datetime.fromisoformat(v["failed_at"]), v["reason"], v.get("cost"))
-            for v in entries.values()
-        ]
-        return sorted(failures, key=lambda f: f.failed_at), new
+        data = self._merge(key, change, max(now, failure.failed_at) + window + timedelta(days=1))
+        return _history(data), new
 
     # -- finished jobs per day --------------------------------------------------------------------
     def record_finished(self, account: str, region: str, summary: JobSummary) -> None:
+        """Keep the finished job (once per job name): the day's costliest one by one (``entries``), the rest
+        summed (``rest``); see detect.training_guardrails.with_finished."""
         day = summary.ended_at.date()
         key = f"finished#{account}#{region}#{day.isoformat()}"
-        item = summary.as_item()
 
-        def change(entries: dict[str, Any]) -> dict[str, Any] | None:
-            return None if entries.get(summary.job) == item else entries | {summary.job: item}
+        def change(data: dict[str, Any]) -> dict[str, Any] | None:
+            kept, rest = _finished(data)
+            changed = with_finished(kept, rest, summary)
+            if changed is None:
+                return None
+            jobs, rest = changed
+            return {"entries": {k: v.as_item() for k, v in jobs.items()}, "rest": rest.as_item()}
 
         self._merge(
             key,
@@ -130,14 +133,16 @@ class TrainingState:
             datetime.combine(day, datetime.min.time(), summary.ended_at.tzinfo) + timedelta(days=4),
         )
 
-    def finished_on(self, account: str, region: str, day: date) -> list[JobSummary]:
+    def finished_on(self, account: str, region: str, day: date) -> tuple[list[JobSummary], FinishedRest]:
+        """The day's finished jobs kept one by one, and the others summed."""
         found = clients.client("dynamodb").get_item(
             TableName=self.table, Key={"id": {"S": f"finished#{account}#{region}#{day.isoformat()}"}}
         )
-        item = found.get("Item")
-        if not item or "entries" not in item:
-            return []
-        return [JobSummary.from_item(v) for v in _plain(_deserialize(item["entries"])).values()]
+        item = found.get("Item") or {}
+        kept, rest = _finished(
+            {k: _plain(_deserialize(v)) for k, v in item.items() if k not in _KEY_ATTRIBUTES}
+        )
+        return list(kept.values()), rest
 
     def first_digest(self, account: str, region: str, day: date, now: datetime) -> bool:
         """True once per account, region and day: the digest is posted by one scheduled run only."""
@@ -154,3 +159,12 @@ class TrainingState:
         except dynamodb.exceptions.ConditionalCheckFailedException:
             return False
         return True
+
+
+def _history(data: dict[str, Any]) -> FailureHistory:
+    return FailureHistory.from_item(data.get("entries") or {}, data.get("earlier") or [])
+
+
+def _finished(data: dict[str, Any]) -> tuple[dict[str, JobSummary], FinishedRest]:
+    kept = {k: JobSummary.from_item(v) for k, v in (data.get("entries") or {}).items()}
+    return kept, FinishedRest.from_item(data.get("rest"))

@@ -188,7 +188,8 @@ def detect_failing_queue(
             event_id=event_id,
             remediable=False,
             evidence={
-                "failed_jobs": sorted(counted.members),
+                "failed_jobs": sorted(counted.members)
+                + ([f"... and {counted.unlisted} more"] if counted.unlisted else []),
                 "window_started": counted.started_at.isoformat(),
                 "window_hours": hours,
                 "latest_job_definition": detail.jobDefinition,

@@ -7,12 +7,13 @@ unknown figure, never zero.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
 from datetime import date, datetime, timedelta
-from typing import Any
+from typing import Any, Literal
 
-from costguard.detect.job_families import FailureLoop
+from costguard.counters import FINGERPRINT_CHARS, fingerprint, has_fingerprint
+from costguard.detect.job_families import FAMILY_TAG, FailureLoop, Family
 from costguard.detect.training_jobs import (
     billable_seconds,
     run_cost_usd,
@@ -32,6 +33,8 @@ SPOT_SAVING_ASSUMPTION = 0.6
 
 # --- failure loops -------------------------------------------------------------------------------
 
+LOOP_JOBS_SHOWN = 20  # failures listed one by one in a loop alert
+
 
 def loop_finding(
     loop: FailureLoop,
@@ -42,13 +45,17 @@ def loop_finding(
     window: timedelta,
     observed_at: datetime,
     event_id: str | None = None,
+    remediation: str | None = None,
 ) -> Finding:
-    """One finding per family: its key is the family, so repeats of one loop are one alert."""
+    """One finding per family: its key is the family, so repeats of one loop are one alert.
+
+    ``remediation`` says what happens to the family's running jobs (or why nothing does)."""
     config = latest.ResourceConfig
+    family = loop.family
     resource = Resource(
         kind=ResourceKind.JOB_FAMILY,
-        id=loop.family,
-        name=f"{loop.family} (latest: {latest.TrainingJobName})",
+        id=family.key,
+        name=f"{family.name} (latest: {latest.TrainingJobName})",
         arn=latest.TrainingJobArn,
         account=account,
         region=region,
@@ -59,28 +66,114 @@ def loop_finding(
     total = loop.total_cost_usd
     spent = f"${total:,.2f}" if total is not None else "an unknown amount (a price is missing)"
     hours = int(window.total_seconds() // 3600)
+    latest_first = list(reversed(loop.failures))
+    jobs = [f"{f.job_name} at {f.failed_at:%Y-%m-%d %H:%M}Z ({_usd(f.cost_usd)})" for f in latest_first]
+    hidden = loop.count - min(len(jobs), LOOP_JOBS_SHOWN)
+    jobs = jobs[:LOOP_JOBS_SHOWN] + ([f"... and {hidden} earlier failures"] if hidden else [])
+    summary = (
+        f"Training job family {family.name} failed {loop.count} times in {hours}h, "
+        f"costing {spent}. Fix the cause before it is launched again."
+    )
     return Finding(
         reason=Reason.JOB_FAILURE_LOOP,
         resource=resource,
-        summary=(
-            f"Training job family {loop.family} failed {len(loop.failures)} times in {hours}h, "
-            f"costing {spent}. Fix the cause before it is launched again."
-        ),
+        summary=f"{summary} {remediation}" if remediation else summary,
         observed_at=observed_at,
         event_id=event_id,
         cost_usd=total,
         remediable=False,
         evidence={
-            "family": loop.family,
-            "failures": len(loop.failures),
+            "family": family.name,
+            "family_from": family.source,
+            "failures": loop.count,
+            "first_failure": loop.first_at.isoformat() if loop.first_at else None,
             "window_hours": hours,
-            "reasons": [f"{count} x {reason}" for reason, count in loop.reasons()],
-            "jobs": [
-                f"{f.job_name} at {f.failed_at:%Y-%m-%d %H:%M}Z ({_usd(f.cost_usd)})" for f in loop.failures
-            ],
+            "reasons": [f"{count} x {reason}" for reason, count in loop.reasons()]
+            + ([f"(reasons of the latest {len(loop.failures)} failures)"] if loop.earlier_count else []),
+            "jobs": jobs,
             "total_cost_usd": total,
         },
     )
+
+
+def name_family_note(family: Family, *, acting: bool) -> str:
+    """Why the running jobs of a family guessed from names are left alone."""
+    verb = "Nothing is stopped" if acting else "Even in remediate mode nothing would be stopped"
+    return (
+        f"{verb}: the family {family.name} is only guessed from job names (a counter suffix and a model size "
+        f"look alike, so it may take in other teams' jobs). Tag the jobs {FAMILY_TAG} (or run them in a "
+        "SageMaker pipeline) to let costguard stop the family's idle jobs."
+    )
+
+
+GpuState = Literal["idle", "busy", "unknown"]
+
+
+@dataclass(frozen=True)
+class GpuUse:
+    """What a running job's GPUs did over the idle window, from its hosts' GPUUtilization (Maximum per
+    period). SageMaker sums a host's GPUUtilization over its GPUs, so a host at or under the threshold has
+    every GPU under it, and one above it may have one busy GPU: the reading errs on the side of busy."""
+
+    state: GpuState
+    peak_percent: float | None = None  # the highest host value in the window
+    peak_host: int | None = None
+    silent_hosts: tuple[int, ...] = ()
+    hosts: int = 0
+
+    def blocker(self, threshold: float, window: timedelta) -> str | None:
+        """Why the job must not be stopped; None when it is known to be idle."""
+        minutes = int(window.total_seconds() // 60)
+        if self.state == "busy":
+            return (
+                f"busy on its GPUs (GPUUtilization up to {self.peak_percent:g}% on algo-{self.peak_host} "
+                f"in the last {minutes} min, above the {threshold:g}% idle threshold)"
+            )
+        if self.state == "unknown":
+            if not self.hosts:
+                missing = "its hosts are unknown"
+            elif len(self.silent_hosts) == self.hosts:
+                missing = "no GPUUtilization datapoint from any of its hosts"
+            else:
+                missing = "no GPUUtilization datapoint from " + ", ".join(
+                    f"algo-{h}" for h in self.silent_hosts
+                )
+            return (
+                f"its GPU use is unknown ({missing} in the last {minutes} min): not known to be idle, "
+                "so costguard leaves it running"
+            )
+        return None
+
+
+def gpu_use(
+    hosts: Mapping[int, Sequence[tuple[datetime, float]]], host_count: int, threshold: float
+) -> GpuUse:
+    """Busy when any host is above the threshold; idle only when every host reported and none was above it;
+    unknown otherwise (no hosts, or a host without data: the silent one might be the one working)."""
+    peak: tuple[float, int] | None = None
+    for host in range(1, host_count + 1):
+        for _, percent in hosts.get(host, ()):
+            if peak is None or percent > peak[0]:
+                peak = (percent, host)
+    silent = tuple(h for h in range(1, host_count + 1) if not hosts.get(h))
+    top = peak[0] if peak is not None else None
+    where = peak[1] if peak is not None else None
+    if top is not None and top > threshold:
+        return GpuUse("busy", top, where, silent, host_count)
+    if host_count == 0 or silent:
+        return GpuUse("unknown", top, where, silent, host_count)
+    return GpuUse("idle", top, where, silent, host_count)
+
+
+def host_count(detail: TrainingJobDetail) -> int:
+    """How many hosts (algo-1..N) the job runs on; a heterogeneous cluster counts every group's instances."""
+    config = detail.ResourceConfig
+    if config is None:
+        return 0
+    groups = (config.model_extra or {}).get("InstanceGroups") or []
+    if groups:
+        return sum(int(g.get("InstanceCount", 0) or 0) for g in groups if isinstance(g, dict))
+    return config.InstanceCount
 
 
 def loop_stop_findings(
@@ -90,27 +183,46 @@ def loop_stop_findings(
     account: str,
     region: str,
     price_of: dict[str, Price | None],
+    gpu_of: Mapping[str, GpuUse],
+    idle_threshold: float,
+    idle_window: timedelta,
     observed_at: datetime,
     event_id: str | None = None,
 ) -> list[Finding]:
-    """The family's jobs still in progress: remediable, so the common path marks then stops them."""
+    """The declared family's jobs still in progress. One known to be idle on its GPUs is remediable, so the
+    common path marks then stops it; a busy one, or one whose GPU use is unknown, is only reported."""
+    if not loop.family.declared:
+        return []  # a family guessed from names is never acted on
     findings = []
     for job in running:
+        use = gpu_of.get(job.TrainingJobName, GpuUse("unknown"))
+        blocker = use.blocker(idle_threshold, idle_window)
         resource = training_job_resource(job, account=account, region=region)
+        if blocker:
+            resource = resource.model_copy(update={"stop_blocker": blocker})
         price = price_of.get(resource.instance_type or "")
         findings.append(
             Finding(
                 reason=Reason.JOB_FAILURE_LOOP,
                 resource=resource,
                 summary=(
-                    f"Training job {job.TrainingJobName} is still running in family {loop.family}, "
-                    f"which failed {len(loop.failures)} times: it is likely to fail the same way."
+                    f"Training job {job.TrainingJobName} is still running in family {loop.family.describe()}, "
+                    f"which failed {loop.count} times: it is likely to fail the same way."
+                    + (f" Not stopped: {blocker}." if blocker else " Its GPUs are idle.")
                 ),
                 observed_at=observed_at,
                 event_id=event_id,
                 hourly_usd=round(price.usd_per_hour * resource.instance_count, 4) if price else None,
                 remediable=True,
-                evidence={"family": loop.family, "family_failures": len(loop.failures)},
+                evidence={
+                    "family": loop.family.name,
+                    "family_from": loop.family.source,
+                    "family_failures": loop.count,
+                    "gpu": use.state,
+                    "gpu_peak_percent": use.peak_percent,
+                    "gpu_silent_hosts": [f"algo-{h}" for h in use.silent_hosts],
+                    "idle_threshold_percent": idle_threshold,
+                },
             )
         )
     return findings
@@ -382,6 +494,75 @@ def completed_summary(detail: TrainingJobDetail, price: Price | None, observed_a
     )
 
 
+KEEP_FINISHED = 50  # finished jobs of a day kept one by one (the digest lists the costliest 25)
+FINISHED_FINGERPRINTS_MAX = 4000  # fingerprints of the others, so each is counted once (8 bytes each)
+
+
+@dataclass(frozen=True)
+class FinishedRest:
+    """A day's finished jobs beyond the costliest ``KEEP_FINISHED``: summed, and fingerprinted."""
+
+    count: int = 0
+    cost_usd: float = 0.0  # of those whose cost is known
+    unknown_cost: int = 0
+    spot_saving_usd: float = 0.0
+    seen: str = ""  # fingerprints of their job names, end to end (fewer than count past the cap)
+
+    def has(self, job: str) -> bool:
+        return has_fingerprint(self.seen, job)
+
+    def with_job(self, summary: JobSummary) -> FinishedRest:
+        room = len(self.seen) < FINISHED_FINGERPRINTS_MAX * FINGERPRINT_CHARS
+        return replace(
+            self,
+            count=self.count + 1,
+            cost_usd=round(self.cost_usd + (summary.cost_usd or 0.0), 2),
+            unknown_cost=self.unknown_cost + (summary.cost_usd is None),
+            spot_saving_usd=round(self.spot_saving_usd + (summary.spot_saving_usd or 0.0), 2),
+            seen=self.seen + (fingerprint(summary.job) if room else ""),
+        )
+
+    def as_item(self) -> dict[str, Any]:
+        return {
+            "count": self.count,
+            "cost": self.cost_usd,
+            "unknown": self.unknown_cost,
+            "spot_saving": self.spot_saving_usd,
+            "seen": self.seen,
+        }
+
+    @classmethod
+    def from_item(cls, item: dict[str, Any] | None) -> FinishedRest:
+        if not item:
+            return cls()
+        return cls(
+            count=int(item.get("count") or 0),
+            cost_usd=float(item.get("cost") or 0.0),
+            unknown_cost=int(item.get("unknown") or 0),
+            spot_saving_usd=float(item.get("spot_saving") or 0.0),
+            seen=str(item.get("seen") or ""),
+        )
+
+
+def _cost_rank(summary: JobSummary) -> tuple[float, str]:
+    return (summary.cost_usd or 0.0, summary.job)
+
+
+def with_finished(
+    kept: Mapping[str, JobSummary], rest: FinishedRest, summary: JobSummary, *, keep: int = KEEP_FINISHED
+) -> tuple[dict[str, JobSummary], FinishedRest] | None:
+    """The day with one more finished job (once per job name), keeping the costliest ``keep`` one by one;
+    None when nothing changes."""
+    if kept.get(summary.job) == summary or rest.has(summary.job):
+        return None
+    jobs = dict(kept) | {summary.job: summary}
+    while len(jobs) > keep:
+        cheapest = min(jobs.values(), key=_cost_rank)
+        del jobs[cheapest.job]
+        rest = rest.with_job(cheapest)
+    return jobs, rest
+
+
 def digest_finding(
     day: date,
     summaries: Sequence[JobSummary],
@@ -390,19 +571,28 @@ def digest_finding(
     region: str,
     observed_at: datetime,
     event_id: str | None = None,
+    rest: FinishedRest | None = None,
 ) -> Finding | None:
-    if not summaries:
+    """The day's digest: ``summaries`` are the jobs kept one by one, ``rest`` the others summed."""
+    rest = rest or FinishedRest()
+    if not summaries and not rest.count:
         return None
     ordered = sorted(summaries, key=lambda s: (s.cost_usd or 0.0, s.job), reverse=True)
     costs = [s.cost_usd for s in ordered]
-    total = None if any(c is None for c in costs) else round(sum(c for c in costs if c is not None), 2)
-    saved = round(sum(s.spot_saving_usd or 0.0 for s in ordered), 2)
+    total = (
+        None
+        if rest.unknown_cost or any(c is None for c in costs)
+        else round(sum(c for c in costs if c is not None) + rest.cost_usd, 2)
+    )
+    saved = round(sum(s.spot_saving_usd or 0.0 for s in ordered) + rest.spot_saving_usd, 2)
+    jobs = len(ordered) + rest.count
     lines = []
     for s in ordered[:25]:
         line = f"{s.job} ({s.status}, {s.instance_type} x {s.instance_count}): {_usd(s.cost_usd)}"
         if s.spot_saving_share is not None:
             line += f", spot saved {s.spot_saving_share:.0%} ({_usd(s.spot_saving_usd)})"
         lines.append(line)
+    more = jobs - len(lines)
     return Finding(
         reason=Reason.TRAINING_DIGEST,
         resource=Resource(
@@ -413,7 +603,7 @@ def digest_finding(
             region=region,
         ),
         summary=(
-            f"{len(ordered)} training jobs finished on {day.isoformat()} and cost {_usd(total)}; "
+            f"{jobs} training jobs finished on {day.isoformat()} and cost {_usd(total)}; "
             f"managed spot saved {_usd(saved)}."
         ),
         observed_at=observed_at,
@@ -421,10 +611,10 @@ def digest_finding(
         cost_usd=total,
         remediable=False,
         evidence={
-            "jobs": len(ordered),
+            "jobs": jobs,
             "total_cost_usd": total,
             "spot_saving_usd": saved,
-            "runs": lines if len(ordered) <= 25 else [*lines, f"... and {len(ordered) - 25} more"],
+            "runs": [*lines, f"... and {more} more"] if more else lines,
         },
     )
 

@@ -69,11 +69,17 @@ def digest_findings(
     if not is_first_run_of_day(scheduled_at):
         return []
     day = (scheduled_at - timedelta(days=1)).date()
-    summaries = state.finished_on(account, region, day)
-    if not summaries or not state.first_digest(account, region, day, scheduled_at):
+    summaries, rest = state.finished_on(account, region, day)
+    if not (summaries or rest.count) or not state.first_digest(account, region, day, scheduled_at):
         return []
     found = digest_finding(
-        day, summaries, account=account, region=region, observed_at=scheduled_at, event_id=event_id
+        day,
+        summaries,
+        account=account,
+        region=region,
+        observed_at=scheduled_at,
+        event_id=event_id,
+        rest=rest,
     )
     return [found] if found else []
 

@@ -8,31 +8,44 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime, timedelta
 
+from pydantic import ValidationError
+
 from costguard.act.aws import permissions_for
-from costguard.aws import sagemaker, training_state
-from costguard.aws.sagemaker import in_progress_family_jobs
+from costguard.aws import metrics, sagemaker, training_state
+from costguard.aws.metrics import MetricSet, Query, get_metric_data
+from costguard.aws.sagemaker import TRAINING_GPU_METRIC, TRAINING_NAMESPACE, in_progress_family_jobs
 from costguard.aws.training_state import TrainingState
-from costguard.detect.job_families import Failure, failure_loop, family_of
+from costguard.detect.job_families import Failure, Family, failure_loop, job_family
 from costguard.detect.training_guardrails import (
+    GpuUse,
     ceiling_of,
     completed_summary,
     cost_findings,
+    gpu_use,
+    host_count,
     hygiene_findings,
     loop_finding,
     loop_stop_findings,
+    name_family_note,
 )
 from costguard.detect.training_jobs import detect_failed_training_job, run_cost_usd
 from costguard.events.sagemaker import TrainingJobDetail, TrainingJobStateChange
 from costguard.model import Finding, ResourceKind
+from costguard.observability import logger
 from costguard.pipeline import Report
 from costguard.pricing import Price
 from costguard.runtime import ACT_PERMISSIONS, PRICES_PERMISSIONS, Runtime
 
-# handle_training_job_event: the family's jobs, its history, and marks and stops of training jobs.
+GPU_PERIOD_SECONDS = 60  # the Maximum of each minute over the idle window
+
+# handle_training_job_event: the family's jobs, its history, their GPU use (GetMetricData), and marks and
+# stops of training jobs.
 EVENT_PERMISSIONS = (
     sagemaker.TRAINING_JOB_PERMISSIONS
+    | metrics.READ_PERMISSIONS
     | training_state.PERMISSIONS
     | ACT_PERMISSIONS
     | PRICES_PERMISSIONS
@@ -77,22 +90,35 @@ def handle_training_job_event(
 def failure_loop_findings(
     event: TrainingJobStateChange, runtime: Runtime, now: datetime, price: Price | None, state: TrainingState
 ) -> list[Finding]:
-    """Record the failure in its family's history; one loop finding when the family reaches the threshold."""
+    """Record the failure in its family's history; one loop finding when the family reaches the threshold.
+
+    In remediate mode a declared family's (tag or pipeline) in-progress jobs follow, each with its GPU use:
+    only one known to be idle may be marked then stopped. A family guessed from names is reported only."""
     detail, settings = event.detail, runtime.settings
     window = timedelta(hours=settings.failure_loop_window_hours)
     failed_at = detail.TrainingEndTime or detail.LastModifiedTime or event.time
     failure = Failure(
         detail.TrainingJobName, failed_at, detail.FailureReason or "", run_cost_usd(detail, price)
     )
-    family = family_of(detail.TrainingJobName, detail.Tags)
-    history, new = state.record_failure(event.account, event.region, family, failure, window, now)
+    family = job_family(detail.TrainingJobName, detail.Tags)
+    history, new = state.record_failure(event.account, event.region, family.key, failure, window, now)
     if not new:
         return []  # the same job delivered again: counted once, alerted once
     loop = failure_loop(
-        family, history, max(now, failed_at), threshold=settings.failure_loop_threshold, window=window
+        family,
+        history.failures,
+        max(now, failed_at),
+        threshold=settings.failure_loop_threshold,
+        window=window,
+        earlier=history.earlier,
     )
     if loop is None:
         return []
+    acting = not settings.dry_run
+    running: list[TrainingJobDetail] = []
+    if acting and family.declared:
+        # Only when acting: listing the family's running jobs costs a ListTags per in-progress job.
+        running = family_jobs(event.region, family)
     findings = [
         loop_finding(
             loop,
@@ -102,11 +128,11 @@ def failure_loop_findings(
             window=window,
             observed_at=event.time,
             event_id=event.id,
+            remediation=remediation_note(family, running, acting=acting),
         )
     ]
-    if not settings.dry_run:
-        # Only when acting: listing the family's running jobs costs a ListTags per in-progress job.
-        running = [TrainingJobDetail.model_validate(j) for j in in_progress_family_jobs(event.region, family)]
+    if running:
+        idle_window = timedelta(minutes=settings.idle_window_minutes)
         types = {j.ResourceConfig.InstanceType for j in running if j.ResourceConfig}
         findings += loop_stop_findings(
             loop,
@@ -114,10 +140,61 @@ def failure_loop_findings(
             account=event.account,
             region=event.region,
             price_of={t: runtime.prices.hourly(t, event.region) for t in types if t},
+            gpu_of=gpu_use_of(event.region, running, now, idle_window, settings.idle_threshold_percent),
+            idle_threshold=settings.idle_threshold_percent,
+            idle_window=idle_window,
             observed_at=event.time,
             event_id=event.id,
         )
     return findings
+
+
+def family_jobs(region: str, family: Family) -> list[TrainingJobDetail]:
+    """The declared family's in-progress jobs; one whose description does not validate is left out, logged."""
+    jobs = []
+    for raw in in_progress_family_jobs(region, family):
+        try:
+            jobs.append(TrainingJobDetail.model_validate(raw))
+        except ValidationError as error:
+            logger.warning(
+                "training job not judged", extra={"job": raw.get("TrainingJobName"), "problem": str(error)}
+            )
+    return jobs
+
+
+def remediation_note(family: Family, running: Sequence[TrainingJobDetail], *, acting: bool) -> str | None:
+    """What becomes of the family's running jobs, in the loop alert."""
+    if not family.declared:
+        return name_family_note(family, acting=acting)
+    if not acting:
+        return None
+    if not running:
+        return "No job of the family is in progress."
+    return (
+        f"{len(running)} of its jobs are in progress: those idle on their GPUs are marked, then stopped; "
+        "busy ones, and ones whose GPU use is unknown, are left running."
+    )
+
+
+def gpu_use_of(
+    region: str, jobs: Sequence[TrainingJobDetail], now: datetime, window: timedelta, threshold: float
+) -> dict[str, GpuUse]:
+    """Each job's GPU use over the idle window: one query per host (Host = "<job>/algo-N"), the Maximum per
+    period, all in ceil(hosts / 500) GetMetricData calls."""
+    hosts = {j.TrainingJobName: host_count(j) for j in jobs}
+    queries = [
+        Query(
+            (name, "gpu", str(host)),
+            TRAINING_NAMESPACE,
+            TRAINING_GPU_METRIC,
+            (("Host", f"{name}/algo-{host}"),),
+            stat="Maximum",
+        )
+        for name, count in hosts.items()
+        for host in range(1, count + 1)
+    ]
+    data = get_metric_data(region, queries, now - window, now, GPU_PERIOD_SECONDS) if queries else MetricSet()
+    return {name: gpu_use(data.gpus(name), count, threshold) for name, count in hosts.items()}
 
 
 def guardrail_findings(
