@@ -15,7 +15,8 @@ from aws_lambda_powertools.utilities.idempotency import (
 from aws_lambda_powertools.utilities.typing import LambdaContext
 from pydantic import BaseModel, ValidationError
 
-from costguard.events.registry import model_for
+from costguard.events.budgets import sns_message
+from costguard.events.registry import model_for, sns_content_of
 from costguard.permissions import needs
 from costguard.runtime import REJECT_PERMISSIONS, reject
 from costguard.settings import get_settings
@@ -27,12 +28,29 @@ _ACCOUNT = re.compile(r"\d{12}")
 
 
 def _check_envelope(parsed: BaseModel) -> BaseModel:
+    # The id keys idempotency (OncePerEvent): with none, a redelivery would act twice. Powertools would skip
+    # the idempotency record for an empty key and run the flow anyway, so an empty id is a malformed event.
+    # (EventBridge: "id"; an SNS delivery: Records[0].Sns.MessageId, the model's ``id``.)
+    eid = getattr(parsed, "id", None)
+    if isinstance(eid, str) and not eid.strip():
+        raise ValueError(
+            "the event id is empty: a redelivery could not be told apart, so it is not processed"
+        )
     region, account = getattr(parsed, "region", None), getattr(parsed, "account", None)
     if isinstance(region, str) and not _REGION.fullmatch(region):
         raise ValueError(f"region {region[:40]!r} is not an AWS region")
     if isinstance(account, str) and not _ACCOUNT.fullmatch(account):
         raise ValueError(f"account {account[:40]!r} is not an AWS account id")
     return parsed
+
+
+def _shape(event: Any) -> str:
+    """What an unhandled event looks like, for the rejection's problem text."""
+    if not isinstance(event, dict):
+        return f"events shaped {type(event).__name__}"
+    if sns_message(event) is not None:
+        return f"SNS notifications of {sns_content_of(event) or 'unknown content'}"
+    return f"events shaped {(event.get('source'), event.get('detail-type'))}"
 
 
 PARSE_PERMISSIONS = REJECT_PERMISSIONS  # parse_event
@@ -52,13 +70,8 @@ def parse_event(event: Any, accepted: tuple[type[BaseModel], ...], *, function: 
     """The typed event, or Rejected after the event was kept in the failed-events queue."""
     model = model_for(event) if isinstance(event, dict) else None
     if model is None or model not in accepted:
-        shape = (
-            (event.get("source"), event.get("detail-type"))
-            if isinstance(event, dict)
-            else type(event).__name__
-        )
         raise Rejected(
-            reject(event, ValueError(f"{function} does not handle events shaped {shape}"), function=function)
+            reject(event, ValueError(f"{function} does not handle {_shape(event)}"), function=function)
         )
     try:
         return _check_envelope(model.model_validate(event))

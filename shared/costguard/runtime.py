@@ -96,13 +96,18 @@ def event_id(event: Any) -> str:
     if isinstance(event, dict):
         for key in ("id", "messageId", "MessageId"):
             if isinstance(event.get(key), str):
-                return str(event[key])[:_MAX_ID]
+                return _shown(event[key])
         records = event.get("Records")
         if isinstance(records, list) and records and isinstance(records[0], dict):
             sns = records[0].get("Sns")
             if isinstance(sns, dict) and isinstance(sns.get("MessageId"), str):
-                return str(sns["MessageId"])[:_MAX_ID]
+                return _shown(sns["MessageId"])
     return "unknown"
+
+
+def _shown(value: str) -> str:
+    """An id as logged: cut to a sane length, and an empty or blank one named as such."""
+    return value[:_MAX_ID] if value.strip() else "empty"
 
 
 def reject(event: Any, error: Exception, *, function: str) -> dict[str, Any]:

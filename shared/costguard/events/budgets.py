@@ -3,26 +3,43 @@
 from __future__ import annotations
 
 import json
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from aws_lambda_powertools.utilities.parser.models import EventBridgeModel
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator, model_validator
 
-from costguard.events.common import AwsTime
+from costguard.events.common import LenientAwsTime
 
 ANOMALY_DETAIL_TYPE = "Anomaly Detected"
 # What the entry point's idempotency keys on for an SNS delivery (the model's field names, dumped).
 SNS_MESSAGE_ID_PATH = "records[0].sns.message_id"
 
 
+def _text_or_none(value: Any) -> str | None:
+    return value if isinstance(value, str) else None
+
+
 class SnsMessage(BaseModel):
+    """The SNS envelope. What costguard acts on is strict: the message id (idempotency), the topic (account and
+    region) and the message. The rest is lenient: a malformed Timestamp (stray spaces, a typo) or a Subject that
+    is not text never rejects the alert it carries; it reads as None (the subject only names a budget the
+    message does not, and the time is never used)."""
+
     model_config = ConfigDict(extra="allow", populate_by_name=True)
 
-    message_id: str = Field(alias="MessageId", min_length=1)
+    message_id: str = Field(alias="MessageId")
     topic_arn: str = Field(alias="TopicArn", min_length=1)
-    subject: str | None = Field(default=None, alias="Subject")
+    subject: Annotated[str | None, BeforeValidator(_text_or_none)] = Field(default=None, alias="Subject")
     message: str = Field(alias="Message")
-    timestamp: AwsTime = Field(alias="Timestamp")
+    timestamp: LenientAwsTime = Field(default=None, alias="Timestamp")
+
+    @field_validator("message_id")
+    @classmethod
+    def _message_id_given(cls, value: str) -> str:
+        # The idempotency key of every SNS alert (SNS_MESSAGE_ID_PATH): with none, a redelivery acts twice.
+        if not value.strip():
+            raise ValueError("the message id is empty: a redelivery could not be told apart")
+        return value
 
 
 class SnsRecord(BaseModel):

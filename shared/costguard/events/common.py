@@ -1,4 +1,4 @@
-"""Types shared by event models: AWS timestamps in their several spellings."""
+"""Types shared by event models: AWS timestamps in their several spellings, strict or lenient."""
 
 from __future__ import annotations
 
@@ -40,3 +40,18 @@ def to_datetime(value: Any) -> datetime:
 
 
 AwsTime = Annotated[datetime, BeforeValidator(to_datetime)]
+
+
+def time_or_none(value: Any) -> datetime | None:
+    """A time when it reads as one, else None: for envelope fields costguard does not act on."""
+    try:
+        return to_datetime(value)
+    except (ValueError, TypeError):
+        return None
+
+
+LenientAwsTime = Annotated[datetime | None, BeforeValidator(time_or_none)]
+"""A time that never rejects the message it is part of: an unreadable value becomes None.
+
+Only for fields costguard does not need (an SNS envelope's ``Timestamp``); a field a decision depends on stays
+``AwsTime`` and rejects the event when it is malformed."""

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any
+import re
+from typing import Any, Final, Literal
 
 from pydantic import BaseModel
 
@@ -49,6 +50,38 @@ EVENTBRIDGE_MODELS: dict[tuple[str, str], type[BaseModel]] = {
 EVENTBRIDGE_PREFIXES: list[tuple[str, str, type[BaseModel]]] = [
     ("aws.ec2", CAPACITY_BLOCK_PREFIX, CapacityBlockEvent),
 ]
+
+
+# What an SNS message holds, read from its content (SNS deliveries carry no type).
+BUDGETS_TEXT: Final = "budgets text"
+COST_ANOMALY: Final = "cost anomaly"
+CLOUDWATCH_ALARM: Final = "cloudwatch alarm"
+SnsContent = Literal["budgets text", "cost anomaly", "cloudwatch alarm"]
+_BUDGETS_WORDING = re.compile(r"AWS Budget|^\s*Budget Name\s*:", re.IGNORECASE | re.MULTILINE)
+
+
+def sns_content(message: str, subject: str | None = None) -> SnsContent | None:
+    """What a notification is by its content: AWS Budgets' plain text, a Cost Anomaly Detection alert (JSON with
+    an anomalyId) or a CloudWatch alarm action (JSON with AlarmName and NewStateValue); None for anything else."""
+    body = json_object(message)
+    if body is not None:
+        if "anomalyId" in body:
+            return COST_ANOMALY
+        if "AlarmName" in body and "NewStateValue" in body:
+            return CLOUDWATCH_ALARM
+        return None
+    if _BUDGETS_WORDING.search(message) or (isinstance(subject, str) and _BUDGETS_WORDING.search(subject)):
+        return BUDGETS_TEXT
+    return None
+
+
+def sns_content_of(event: Any) -> SnsContent | None:
+    """:func:`sns_content` of an SNS delivery; None when the event is not one."""
+    message = sns_message(event) if isinstance(event, dict) else None
+    if message is None:
+        return None
+    subject = event["Records"][0]["Sns"].get("Subject")
+    return sns_content(message, subject if isinstance(subject, str) else None)
 
 
 def sns_model_for(message: str) -> type[BaseModel]:

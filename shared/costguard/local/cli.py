@@ -4,26 +4,161 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
+import os
 import sys
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from datetime import datetime
+from functools import cache
 from pathlib import Path
 
 from costguard.events.common import to_datetime
 from costguard.local.render import render
-from costguard.local.replay import ReplayResult, latest_event_time, replay
-from costguard.local.stack import PROJECT_ROOT, LocalStack
+from costguard.local.replay import ReplayResult, latest_event_time, replay, replay_each, resolve_function
+from costguard.local.stack import DEFAULT_TEMPLATE, PROJECT_ROOT, SEED_AHEAD, LocalStack, patched_environ
+from costguard.local.template import Template
 from costguard.local.world import World, WorldFileError, load_world
 
 DEMO_WORLD = PROJECT_ROOT / "worlds" / "demo.yaml"
 EVENTS_DIR = PROJECT_ROOT / "events"
 
 
-def _world(path: str | None, now: str | None) -> World:
+def _world(path: str | None, now: datetime | str | None) -> World:
     world = load_world(path or DEMO_WORLD)
     if now:
         world = world.model_copy(update={"now": to_datetime(now)})
     return world
+
+
+# -- option values, checked by argparse (a bad one exits 2 naming the option) ---------------------------
+
+
+def _time(text: str) -> datetime:
+    """--now: ISO 8601 or epoch seconds/millis."""
+    try:
+        return to_datetime(text)
+    except (ValueError, TypeError):
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a time: give ISO 8601 (2026-11-20T13:00:00Z) or epoch seconds"
+        ) from None
+
+
+def _number(
+    kind: type[int] | type[float],
+    *,
+    least: float | None = None,
+    most: float | None = None,
+    above: float | None = None,
+    why: str = "",
+) -> Callable[[str], float]:
+    """A number in bounds: ``least``/``most`` inclusive, ``above`` exclusive."""
+
+    def parse(text: str) -> float:
+        try:
+            value = kind(text)
+        except ValueError:
+            wanted = "a whole number" if kind is int else "a number"
+            raise argparse.ArgumentTypeError(f"{text!r} is not {wanted}") from None
+        if not math.isfinite(value):
+            raise argparse.ArgumentTypeError(f"{text!r} is not a finite number")
+        bounds = []
+        if above is not None:
+            bounds.append(f"more than {above:g}")
+        if least is not None:
+            bounds.append(f"at least {least:g}")
+        if most is not None:
+            bounds.append(f"at most {most:g}")
+        if (
+            (above is not None and value <= above)
+            or (least is not None and value < least)
+            or (most is not None and value > most)
+        ):
+            raise argparse.ArgumentTypeError(f"must be {' and '.join(bounds)}{why}, not {text}")
+        return value
+
+    parse.__name__ = kind.__name__
+    return parse
+
+
+def _setting_bounds(field: str) -> tuple[float | None, float | None]:
+    """The bounds a COSTGUARD_ setting is held to, so an option overriding it takes the same values."""
+    from costguard.settings import Settings
+
+    least = most = None
+    for constraint in Settings.model_fields[field].metadata:
+        least = getattr(constraint, "ge", least)
+        most = getattr(constraint, "le", most)
+    return least, most
+
+
+def _setting(kind: type[int] | type[float], field: str) -> Callable[[str], float]:
+    least, most = _setting_bounds(field)
+    return _number(kind, least=least, most=most, why=f" (as COSTGUARD_{field.upper()})")
+
+
+# --sweep names -> the setting each one overrides.
+_SWEPT_SETTINGS = {
+    "idle-threshold": "idle_threshold_percent",
+    "idle-window": "idle_window_minutes",
+    "grace": "grace_minutes",
+}
+
+
+def _sweep_item(text: str) -> str:
+    """One --sweep item, ``name=v1,v2``: known name, numbers within what the setting takes."""
+    from costguard.backtest.command import SweepError, parse_sweep
+
+    try:
+        parse_sweep([text])
+    except SweepError as error:
+        raise argparse.ArgumentTypeError(str(error).removeprefix("--sweep ")) from None
+    name, _, values = text.partition("=")
+    field = _SWEPT_SETTINGS.get(name)
+    if field is not None:
+        least, most = _setting_bounds(field)
+        for value in (float(v) for v in values.split(",") if v.strip()):
+            if (least is not None and value < least) or (most is not None and value > most):
+                raise argparse.ArgumentTypeError(
+                    f"{text!r}: {value:g} is out of range for {name} ({least:g} to {most:g}, "
+                    f"as COSTGUARD_{field.upper()})"
+                )
+    return text
+
+
+# CloudWatch keeps metrics 15 months: a longer period has nothing to read.
+MAX_BACKTEST_DAYS = 455
+# backtest's own options (backtest/command.py) -> the check costguard's command line adds to each.
+_BACKTEST_CHECKS: dict[str, Callable[[str], object]] = {
+    "days": _number(float, above=0, most=MAX_BACKTEST_DAYS, why=" (CloudWatch keeps 15 months)"),
+    "now": _time,
+    "step": _number(float, above=0, most=24 * 60),
+    "idle_threshold": _setting(float, "idle_threshold_percent"),
+    "idle_window": _setting(int, "idle_window_minutes"),
+    "grace": _setting(int, "grace_minutes"),
+    "near_miss_horizon": _number(int, least=0, most=7 * 24 * 60),
+    "sweep": _sweep_item,
+}
+
+
+def _check_options(command: argparse.ArgumentParser, checks: dict[str, Callable[[str], object]]) -> None:
+    for action in command._actions:
+        if action.dest in checks:
+            action.type = checks[action.dest]
+
+
+@cache
+def _template() -> Template:
+    return Template.load(DEFAULT_TEMPLATE)
+
+
+def _function(text: str) -> str:
+    """--function: a function of template.yaml by logical id (BudgetsFunction) or code directory (budgets)."""
+    found = resolve_function(_template(), text)
+    if found is None:
+        known = ", ".join(sorted(f.logical_id for f in _template().functions().values() if f.routes))
+        raise argparse.ArgumentTypeError(f"no function {text!r} in template.yaml (one of: {known})")
+    return found.logical_id
 
 
 def _log_level(args: argparse.Namespace) -> dict[str, str]:
@@ -31,39 +166,52 @@ def _log_level(args: argparse.Namespace) -> dict[str, str]:
     return {"POWERTOOLS_LOG_LEVEL": "INFO" if args.verbose else "WARNING"}
 
 
-def _print_human(results: Sequence[ReplayResult]) -> None:
-    for result in results:
-        print(f"\n=== {result.event}")
-        if result.error:
-            print(f"    ERROR: {result.error}")
-            continue
-        print(f"    function: {result.function}")
-        if result.output:
-            print(f"    result:   {json.dumps(result.output, default=str)}")
-        for finding in result.findings:
-            print(f"    finding:  {finding['reason']} on {finding['resource_id']}: {finding['summary']}")
-        for decision in result.decisions:
-            dry = " (dry run)" if decision["dry_run"] else ""
-            print(f"    decision: {decision['action']}{dry} {decision['resource_id']} [{decision['reason']}]")
-        for message in result.slack:
-            print(render(message))
+def _print_human(result: ReplayResult) -> None:
+    print(f"\n=== {result.event}")
+    if result.function:
+        print(f"    function: {result.function}" + (f" ({result.route})" if result.route else ""))
+    for note in result.notes:
+        print(f"    note:     {note}")
+    if result.error:
+        print(f"    ERROR: {result.error}")
+    if result.output:
+        print(f"    result:   {json.dumps(result.output, default=str)}")
+    for finding in result.findings:
+        print(f"    finding:  {finding['reason']} on {finding['resource_id']}: {finding['summary']}")
+    for decision in result.decisions:
+        dry = " (dry run)" if decision["dry_run"] else ""
+        print(f"    decision: {decision['action']}{dry} {decision['resource_id']} [{decision['reason']}]")
+    for message in result.slack:
+        print(render(message))
 
 
 def cmd_replay(args: argparse.Namespace) -> int:
     world = _world(args.world, args.now)
-    with LocalStack(
-        world, mode=args.mode, overrides=_log_level(args), until=latest_event_time(args.events)
-    ) as stack:
-        results = replay(stack, args.events)
-    if args.json:
-        for result in results:
-            print(json.dumps(result.as_json(), default=str))
-    else:
-        _print_human(results)
-    for result in results:
-        if result.error:
-            print(f"costguard: {result.error}", file=sys.stderr)
-    return 0 if all(r.ok for r in results) else 1
+    until = latest_event_time(args.events)
+    if until is not None and until > world.now + SEED_AHEAD:
+        print(
+            f"costguard: the latest event ({until:%Y-%m-%dT%H:%M:%SZ}) is more than {SEED_AHEAD.days} days past "
+            f"the world's now ({world.now:%Y-%m-%dT%H:%M:%SZ}); metric series are seeded only up to "
+            f"{world.now + SEED_AHEAD:%Y-%m-%dT%H:%M:%SZ}",
+            file=sys.stderr,
+        )
+    ok = True
+    with LocalStack(world, mode=args.mode, overrides=_log_level(args), until=until) as stack:
+        # Each event's result as soon as it has run: a handler that raises does not hide the ones before it.
+        for result in replay_each(stack, args.events, args.function):
+            if args.json:
+                print(json.dumps(result.as_json(), default=str), flush=True)
+            else:
+                _print_human(result)
+                sys.stdout.flush()
+            if result.error:
+                ok = False
+                print(f"costguard: {result.error}", file=sys.stderr)
+                if result.trace:
+                    print(
+                        result.trace if args.verbose else "    (--verbose for the traceback)", file=sys.stderr
+                    )
+    return 0 if ok else 1
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
@@ -77,7 +225,8 @@ def cmd_demo(args: argparse.Namespace) -> int:
         world, mode=args.mode, overrides=_log_level(args), until=latest_event_time(list(events))
     ) as stack:
         results = replay(stack, list(events))
-    _print_human(results)
+    for result in results:
+        _print_human(result)
     spent = sum(f.get("cost_usd") or 0 for r in results for f in r.findings)
     # Each resource counted once, at its latest decision.
     latest = {d["resource_id"]: d for r in results for d in r.decisions}
@@ -154,8 +303,14 @@ def parser() -> argparse.ArgumentParser:
     rp = commands.add_parser("replay", help="route event files as the deployed rules would and run them")
     rp.add_argument("events", nargs="+", help="event JSON files")
     rp.add_argument("--world", help="world YAML file (default: the demo world)")
-    rp.add_argument("--now", help="the time to run at (ISO 8601 or epoch), default the world's")
+    rp.add_argument("--now", type=_time, help="the time to run at (ISO 8601 or epoch), default the world's")
     rp.add_argument("--mode", choices=["notify", "remediate"], default="notify")
+    rp.add_argument(
+        "--function",
+        type=_function,
+        metavar="NAME",
+        help="run every event through this function (logical id or functions/ directory), not the routing",
+    )
     rp.add_argument("--json", action="store_true", help="one JSON object per event")
     rp.add_argument("--verbose", action="store_true", help="the functions' INFO logs on stderr")
     rp.set_defaults(run=cmd_replay)
@@ -172,13 +327,14 @@ def parser() -> argparse.ArgumentParser:
         "backtest", help="what costguard would have caught, stopped and saved over a past period (dry run)"
     )
     backtest_arguments(bt)
+    _check_options(bt, _BACKTEST_CHECKS)
     bt.set_defaults(run=cmd_backtest)
 
     au = commands.add_parser(
         "audit", help="run the right-sizing audit state machine on the world and write its report"
     )
     au.add_argument("--world", help="world YAML file (default: the demo world)")
-    au.add_argument("--now", help="the time to audit at (ISO 8601 or epoch), default the world's")
+    au.add_argument("--now", type=_time, help="the time to audit at (ISO 8601 or epoch), default the world's")
     au.add_argument("--json", action="store_true", help="print the report JSON")
     au.add_argument("--out", default="costguard-audit", help="directory for report.json and report.html")
     au.add_argument("--rules", help="JSON file overriding the packaged rules")
@@ -196,13 +352,28 @@ def parser() -> argparse.ArgumentParser:
     return top
 
 
+def _powertools_defaults() -> dict[str, str]:
+    """The template's literal POWERTOOLS_* variables that the caller's environment does not set.
+
+    Lambda gives a function these before its code runs. costguard.observability creates its logger and metrics
+    when first imported, reading them then, and building the parser can already import it (backtest's modules):
+    without them a local run's metrics have no namespace and every flush fails."""
+    static = _template().global_environment()
+    return {
+        key: str(value)
+        for key, value in static.items()
+        if key.startswith("POWERTOOLS_") and not isinstance(value, dict) and key not in os.environ
+    }
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    args = parser().parse_args(argv)
-    try:
-        code: int = args.run(args)
-    except WorldFileError as error:
-        print(f"costguard: bad world file: {error}", file=sys.stderr)
-        return 2
+    with patched_environ(_powertools_defaults()):
+        args = parser().parse_args(argv)
+        try:
+            code: int = args.run(args)
+        except WorldFileError as error:
+            print(f"costguard: bad world file: {error}", file=sys.stderr)
+            return 2
     return code
 
 

@@ -3,15 +3,33 @@
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+import re
+import traceback
+from collections.abc import Iterator
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 from costguard import clock
+from costguard.events.budgets import ANOMALY_DETAIL_TYPE, sns_message
+from costguard.events.cloudwatch import ALARM_DETAIL_TYPE
 from costguard.events.common import to_datetime
-from costguard.local.stack import LocalStack
-from costguard.local.template import sns_topic_name
+from costguard.events.registry import (
+    BUDGETS_TEXT,
+    CLOUDWATCH_ALARM,
+    COST_ANOMALY,
+    sns_content_of,
+)
+from costguard.local.stack import SEED_AHEAD, LocalStack
+from costguard.local.template import Function, Route, Template, sns_topic_name
+
+# How a route was found, as `costguard replay` reports it.
+BY_RULE = "routed by rule"
+BY_SCHEDULE = "routed by schedule"
+BY_SUBSCRIPTION = "routed by subscription"
+BY_CONTENT = "routed by content"
+BY_OPTION = "routed by --function"
 
 
 @dataclass
@@ -20,11 +38,14 @@ class ReplayResult:
 
     event: str
     function: str | None = None
+    route: str | None = None  # how the function was found: "routed by subscription", ...
     findings: list[dict[str, Any]] = field(default_factory=list)
     decisions: list[dict[str, Any]] = field(default_factory=list)
     slack: list[dict[str, Any]] = field(default_factory=list)
     output: dict[str, Any] = field(default_factory=dict)  # what a function returned besides decisions
+    notes: list[str] = field(default_factory=list)  # what the replay did differently from a live account
     error: str | None = None
+    trace: str | None = None  # the traceback of a handler that raised
 
     @property
     def ok(self) -> bool:
@@ -34,10 +55,13 @@ class ReplayResult:
         data: dict[str, Any] = {
             "event": self.event,
             "function": self.function,
+            "route": self.route,
             "findings": self.findings,
             "decisions": self.decisions,
             "slack": self.slack,
         }
+        if self.notes:
+            data["notes"] = self.notes
         if self.error:
             data["error"] = self.error
         return data
@@ -53,6 +77,8 @@ def read_event(path: str | Path) -> dict[str, Any]:
         event = json.loads(path.read_text(encoding="utf-8"))
     except OSError as error:
         raise EventFileError(f"{path}: cannot read: {error.strerror}") from None
+    except UnicodeDecodeError as error:
+        raise EventFileError(f"{path}: not UTF-8 text (byte {error.start})") from None
     except json.JSONDecodeError as error:
         raise EventFileError(
             f"{path}: bad JSON at line {error.lineno} column {error.colno}: {error.msg}"
@@ -62,32 +88,191 @@ def read_event(path: str | Path) -> dict[str, Any]:
     return event
 
 
-def replay_event(stack: LocalStack, path: str | Path) -> ReplayResult:
+# -- routing ---------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Routing:
+    """The functions an event goes to and how they were found (``how`` is what the replay prints)."""
+
+    functions: list[str]
+    how: str
+
+
+def _probe(source: str, detail_type: str) -> dict[str, Any]:
+    return {"version": "0", "id": "probe", "source": source, "detail-type": detail_type, "detail": {}}
+
+
+def handling(template: Template, source: str, detail_type: str) -> list[str]:
+    """The functions whose EventBridge rules take events of this source and detail-type.
+
+    Only the rules' ``source`` and ``detail-type`` are matched (moto's pattern engine): the rest of a pattern
+    (the account, say) is about where an event comes from, not what handles it."""
+    found = []
+    for function in template.functions().values():
+        for route in function.routes:
+            if route.source_type not in ("EventBridgeRule", "CloudWatchEvent") or not route.pattern:
+                continue
+            kind = {k: v for k, v in route.pattern.items() if k in ("source", "detail-type")}
+            if replace(route, pattern=kind).matches(_probe(source, detail_type)):
+                found.append(function.logical_id)
+                break
+    return found
+
+
+_STACK_NAME = "[A-Za-z][-A-Za-z0-9]*"  # what CloudFormation allows in a stack name
+
+
+def _topic_name_pattern(template: Template, route: Route) -> re.Pattern[str] | None:
+    """The names a subscribed topic has in any deployment: ``${AWS::StackName}`` matches any stack's name,
+    and a topic the template leaves unnamed is CloudFormation's ``<stack>-<LogicalId>-<suffix>``."""
+    target = route.target
+    if isinstance(target, dict) and "Ref" in target:
+        props = template.resources.get(target["Ref"], {}).get("Properties", {})
+        name = props.get("TopicName")
+        if name is None:
+            return re.compile(rf"{_STACK_NAME}-{re.escape(target['Ref'])}-[A-Za-z0-9]+")
+    else:
+        name = target
+    if isinstance(name, dict) and "Fn::Sub" in name:
+        name = name["Fn::Sub"]
+    if not isinstance(name, str) or not name:
+        return None
+    if name.startswith("arn:"):
+        name = name.rsplit(":", 1)[-1]  # a topic named by ARN
+    pieces = name.split("${AWS::StackName}")
+    if any("${" in piece for piece in pieces):
+        return None  # another substitution: not a name this can match
+    return re.compile(_STACK_NAME.join(re.escape(piece) for piece in pieces))
+
+
+def subscribed(template: Template, event: dict[str, Any]) -> list[str]:
+    """The functions subscribed to the topic an SNS delivery came from, in a stack of any name."""
+    topic = sns_topic_name(event)
+    if topic is None:
+        return []
+    found = []
+    for function in template.functions().values():
+        for route in function.routes:
+            pattern = _topic_name_pattern(template, route) if route.source_type == "SNS" else None
+            if pattern is not None and pattern.fullmatch(topic):
+                found.append(function.logical_id)
+                break
+    return found
+
+
+def budget_subscribers(template: Template) -> list[str]:
+    """The functions subscribed to the topics the template's AWS Budgets notify (else to any topic)."""
+    notified = {
+        subscriber["Address"]["Ref"]
+        for resource in template.resources.values()
+        if resource.get("Type") == "AWS::Budgets::Budget"
+        for notification in resource.get("Properties", {}).get("NotificationsWithSubscribers", [])
+        for subscriber in notification.get("Subscribers", [])
+        if subscriber.get("SubscriptionType") == "SNS"
+        and isinstance(subscriber.get("Address"), dict)
+        and "Ref" in subscriber["Address"]
+    }
+    sns_routes = [r for f in template.functions().values() for r in f.routes if r.source_type == "SNS"]
+    chosen = [r for r in sns_routes if isinstance(r.target, dict) and r.target.get("Ref") in notified]
+    return list(dict.fromkeys(r.function for r in (chosen or sns_routes)))
+
+
+def by_content(template: Template, event: dict[str, Any]) -> Routing | None:
+    """An SNS delivery no subscription takes, routed by what its message is."""
+    content = sns_content_of(event)
+    if content == BUDGETS_TEXT:
+        functions = budget_subscribers(template)
+    elif content == COST_ANOMALY:
+        functions = handling(template, "aws.ce", ANOMALY_DETAIL_TYPE)  # the same function's SNS anomaly path
+    elif content == CLOUDWATCH_ALARM:
+        functions = handling(template, "aws.cloudwatch", ALARM_DETAIL_TYPE)
+    else:
+        return None
+    return Routing(functions, f"{BY_CONTENT}: {content}") if functions else None
+
+
+def route_event(template: Template, event: dict[str, Any], function: str | None = None) -> Routing | None:
+    """Where an event goes: ``function`` when given, else the template's rules and subscriptions, else (an SNS
+    delivery from a topic the template does not subscribe to) its content. None: nowhere."""
+    if function is not None:
+        return Routing([function], BY_OPTION)
+    routes = template.route(event)
+    if routes:
+        kinds = {r.source_type for r in routes}
+        how = (
+            BY_SUBSCRIPTION
+            if kinds == {"SNS"}
+            else BY_SCHEDULE
+            if kinds <= {"Schedule", "ScheduleV2"}
+            else BY_RULE
+        )
+        return Routing(list(dict.fromkeys(r.function for r in routes)), how)
+    if sns_message(event) is None:
+        return None
+    functions = subscribed(template, event)
+    if functions:
+        return Routing(functions, BY_SUBSCRIPTION)
+    return by_content(template, event)
+
+
+def resolve_function(template: Template, name: str) -> Function | None:
+    """A function by its logical id (BudgetsFunction) or its code directory (budgets), any case."""
+    wanted = name.strip().lower()
+    for function in template.functions().values():
+        if wanted in (function.logical_id.lower(), function.code_uri.name.lower()):
+            return function
+    return None
+
+
+def _no_route(path: str | Path, event: dict[str, Any]) -> str:
+    if sns_message(event) is not None:
+        return (
+            f"{path}: an SNS notification from topic {sns_topic_name(event)!r} that no subscription in "
+            "template.yaml takes, and its message is none of Budgets text, a Cost Anomaly alert or a "
+            "CloudWatch alarm; --function NAME routes it"
+        )
+    return (
+        f"{path}: no rule in template.yaml matches this event "
+        f"(source={event.get('source')!r}, detail-type={event.get('detail-type')!r}, "
+        f"topic={sns_topic_name(event)!r}); --function NAME routes it"
+    )
+
+
+# -- replaying -------------------------------------------------------------------------------------
+
+
+def replay_event(stack: LocalStack, path: str | Path, function: str | None = None) -> ReplayResult:
     result = ReplayResult(event=str(path))
     try:
         event = read_event(path)
     except EventFileError as error:
         result.error = str(error)
         return result
-    advance_clock(event)
-    routes = stack.template.route(event)
-    if not routes:
-        result.error = (
-            f"{path}: no rule in template.yaml matches this event "
-            f"(source={event.get('source')!r}, detail-type={event.get('detail-type')!r}, "
-            f"topic={sns_topic_name(event)!r})"
-        )
+    note = advance_clock(stack, event)
+    if note:
+        result.notes.append(note)
+    routing = route_event(stack.template, event, function)
+    if routing is None:
+        result.error = _no_route(path, event)
         return result
+    result.route = routing.how
     before = len(stack.sink.messages)
-    for route in routes:
-        result.function = route.function
-        outcome = stack.invoke(route.function, event).result or {}
-        if outcome.get("rejected"):
-            result.error = f"{path}: rejected by {route.function}: {outcome.get('problem')}"
-        result.findings.extend(outcome.get("findings", []))
-        result.decisions.extend(outcome.get("decisions", []))
-        result.output.update({k: v for k, v in outcome.items() if k not in ("findings", "decisions")})
-    stack.drain()
+    try:
+        for name in routing.functions:
+            result.function = name
+            outcome = stack.invoke(name, event).result or {}
+            if not isinstance(outcome, dict):
+                outcome = {"returned": outcome}
+            if outcome.get("rejected"):
+                result.error = f"{path}: rejected by {name}: {outcome.get('problem')}"
+            result.findings.extend(outcome.get("findings", []))
+            result.decisions.extend(outcome.get("decisions", []))
+            result.output.update({k: v for k, v in outcome.items() if k not in ("findings", "decisions")})
+    except Exception as error:  # what Lambda would retry, then keep: reported, and the next event still runs
+        result.error = f"{path}: {result.function} raised {type(error).__name__}: {str(error)[:2000]}"
+        result.trace = traceback.format_exc()
+    stack.drain()  # what the function queued before it failed is delivered, as it would be
     result.slack = stack.sink.messages[before:]
     return result
 
@@ -101,15 +286,26 @@ def event_time(event: dict[str, Any]) -> datetime | None:
         return None
 
 
-def advance_clock(event: dict[str, Any]) -> None:
-    """The clock moves forward to an event's own time when that is later, as it would in a live account."""
+def advance_clock(stack: LocalStack, event: dict[str, Any]) -> str | None:
+    """The clock moves forward to an event's own time when that is later, as it would in a live account.
+
+    Returns a note when that time is past the metric series the stack seeded (capped, stack.SEED_AHEAD)."""
     at = event_time(event)
-    if at is not None and at > clock.now():
-        clock.freeze(at)
+    if at is None or at <= clock.now():
+        return None
+    clock.freeze(at)
+    seeded = stack.until or stack.world.now
+    if at > seeded:
+        return (
+            f"event time {at:%Y-%m-%dT%H:%M:%SZ} is past the metric series seeded (up to "
+            f"{seeded:%Y-%m-%dT%H:%M:%SZ}; at most {SEED_AHEAD.days} days past the world's now): the handlers "
+            "run at the event's time and find no datapoints after the series end"
+        )
+    return None
 
 
 def latest_event_time(paths: list[str | Path]) -> datetime | None:
-    """How far the world's metric series must run for these events."""
+    """How far the world's metric series must run for these events (the stack caps it, see SEED_AHEAD)."""
     times = []
     for path in paths:
         try:
@@ -121,5 +317,13 @@ def latest_event_time(paths: list[str | Path]) -> datetime | None:
     return max(times, default=None)
 
 
-def replay(stack: LocalStack, paths: list[str | Path]) -> list[ReplayResult]:
-    return [replay_event(stack, path) for path in paths]
+def replay_each(
+    stack: LocalStack, paths: list[str | Path], function: str | None = None
+) -> Iterator[ReplayResult]:
+    """Each event's result as soon as it has run (a failed one does not stop the next)."""
+    for path in paths:
+        yield replay_event(stack, path, function)
+
+
+def replay(stack: LocalStack, paths: list[str | Path], function: str | None = None) -> list[ReplayResult]:
+    return list(replay_each(stack, paths, function))

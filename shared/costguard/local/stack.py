@@ -46,6 +46,18 @@ SECRET = "costguard/slack-webhook"  # noqa: S105 (a secret name, not a secret)
 MAX_RECEIVE_COUNT = 5
 
 
+# How far past the world's now the local stack seeds metric series for events dated later (seeding costs about
+# two seconds per simulated day of the demo world). The demo's events run to 12 hours past its now.
+SEED_AHEAD = timedelta(days=2)
+
+
+def seed_horizon(world: World, until: datetime | None) -> datetime | None:
+    """``until``, capped to SEED_AHEAD past the world's now; None (the world's now) stays None."""
+    if until is None:
+        return None
+    return min(until, world.now + SEED_AHEAD)
+
+
 @dataclass
 class LambdaContext:
     """Enough of Lambda's context object for powertools."""
@@ -83,7 +95,10 @@ class LocalStack:
         until: datetime | None = None,
     ) -> None:
         self.world = world
-        self.until = until  # metric series run on to here: the clock may move past the world's now
+        # Metric series run on to here: the clock may move past the world's now (an event's own time). Never
+        # further than SEED_AHEAD past the world's now: an event dated 2099 must not seed 70 years of points.
+        self.until = seed_horizon(world, until)
+        self.requested_until = until
         self.template = template or Template.load(DEFAULT_TEMPLATE)
         self.mode = mode
         self.sink = sink or SlackSink()
@@ -98,7 +113,7 @@ class LocalStack:
     def __enter__(self) -> LocalStack:
         self._exit.enter_context(warnings.catch_warnings())
         warnings.filterwarnings("ignore", message="No application metrics to publish")
-        self._exit.enter_context(_patched_environ(self._base_environment()))
+        self._exit.enter_context(patched_environ(self._base_environment()))
         if self.sink._server is None:
             self._exit.enter_context(self.sink)
         self._exit.enter_context(mock_aws())
@@ -562,7 +577,7 @@ def _reset_process_caches() -> None:
 
 
 @contextlib.contextmanager
-def _patched_environ(values: dict[str, str]) -> Iterator[None]:
+def patched_environ(values: dict[str, str]) -> Iterator[None]:
     saved = dict(os.environ)
     os.environ.update(values)
     try:
