@@ -35,6 +35,8 @@ class Reason(StrEnum):
     GPU_IDLE = "gpu_idle"
     GPU_STARVED = "gpu_starved"
     GPU_METRICS_MISSING = "gpu_metrics_missing"
+    GPU_METRICS_PARTIAL = "gpu_metrics_partial"  # some of a resource's GPUs report, others publish nothing
+    GPU_ALARM_UNMATCHED = "gpu_alarm_unmatched"  # a GPU-idle alarm fired that names no running GPU instance
     JOB_STALLED = "job_stalled"
     GPU_ACTIVE_AGAIN = "gpu_active_again"
     NOTEBOOK_IDLE = "notebook_idle"

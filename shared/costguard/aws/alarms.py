@@ -30,7 +30,16 @@ def alarm_name(instance_id: str) -> str:
 
 
 def instance_of(alarm: str) -> str | None:
+    """Whatever follows costguard's prefix (the reconcile deletes an alarm of any such name it finds no
+    running instance for); None for a name without the prefix."""
     return alarm.removeprefix(ALARM_PREFIX) if alarm.startswith(ALARM_PREFIX) else None
+
+
+def alarm_instance(alarm: str) -> str | None:
+    """The instance id an alarm's name carries, only when the name is exactly costguard's prefix and an
+    instance id: an alarm named anything else (``costguard-gpu-idle-foo``) names no instance."""
+    instance_id = instance_of(alarm)
+    return instance_id if instance_id is not None and _INSTANCE_ID.fullmatch(instance_id) else None
 
 
 def alarm_request(instance_id: str, thresholds: Thresholds) -> dict[str, Any]:

@@ -2,17 +2,31 @@
 
 from __future__ import annotations
 
+import logging
+import re
+import sys
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from aws_lambda_powertools.metrics import MetricUnit
+
 from costguard.aws import clients
 from costguard.permissions import needs
 
+# A child of powertools' "costguard" logger (POWERTOOLS_SERVICE_NAME), which formats and ships its records.
+# costguard.observability itself is not imported here: powertools reads its settings when it is first imported,
+# and this module is imported early by the local tools, before the local stack has set them.
+logger = logging.getLogger(__name__)
+
 GPU_NAMESPACE = "CWAgent"
 GPU_METRIC = "nvidia_smi_utilization_gpu"
+# GPU utilization is read as each period's Maximum, never its Average: anyone allowed cloudwatch:PutMetricData
+# can add datapoints to any series, and with Average 99 zeros a minute turn a 94% GPU into a 0.94% one. With
+# Maximum an added datapoint can only make a GPU look busier.
+GPU_STAT = "Maximum"
 QUERIES_PER_CALL = 500  # GetMetricData's limit
 LIST_METRICS_PAGE = 500
 
@@ -20,6 +34,41 @@ READ_PERMISSIONS = needs("cloudwatch:GetMetricData")  # get_metric_data
 LIST_PERMISSIONS = needs("cloudwatch:ListMetrics")  # list_gpu_series
 
 Series = list[tuple[datetime, float]]
+Dimensions = tuple[tuple[str, str], ...]
+
+# What the CloudWatch agent writes in a GPU series' ``index`` dimension: nvidia-smi's GPU number.
+_GPU_INDEX = re.compile(r"[0-9]{1,4}")
+UNREADABLE_SERIES_METRIC = "UnreadableGpuSeries"
+
+
+def gpu_index(resource_id: str, dims: Dimensions) -> str | None:
+    """The GPU a per-GPU series is about, as a plain decimal (``"0"`` when it has no ``index`` dimension).
+
+    None for a series whose ``index`` is not a GPU number (``gpu0``, say): anyone allowed PutMetricData can
+    publish one, and it must not stop the judging of everything else. Such a series is logged with the
+    resource and the value, counted (``UnreadableGpuSeries``) and skipped.
+    """
+    raw = dict(dims).get("index", "0")
+    if _GPU_INDEX.fullmatch(raw):
+        return str(int(raw))
+    logger.warning(
+        "unreadable GPU series skipped",
+        extra={
+            "resource": resource_id,
+            "index": raw[:100],
+            "dimensions": {k[:100]: v[:100] for k, v in dims[:10]},
+        },
+    )
+    _count(UNREADABLE_SERIES_METRIC)
+    return None
+
+
+def _count(name: str) -> None:
+    """One more of ``name`` in the running handler's metrics (flushed by its ``log_metrics``). Outside any
+    handler (a backtest, a benchmark) costguard.observability is not loaded, and the log line alone says it."""
+    observability = sys.modules.get("costguard.observability")
+    if observability is not None:
+        observability.metrics.add_metric(name=name, unit=MetricUnit.Count, value=1)
 
 
 @dataclass(frozen=True)
@@ -43,7 +92,21 @@ class MetricSet:
         return self.series.get(resource_id, {})
 
     def gpus(self, resource_id: str) -> dict[int, Series]:
-        return {int(sub): s for (measure, sub), s in self.of(resource_id).items() if measure == "gpu"}
+        """Per-GPU series by GPU number; a sub-key that is not one is skipped (queries built with
+        ``gpu_index`` never have one), never raised out of the whole read."""
+        found: dict[int, Series] = {}
+        for (measure, sub), series in self.of(resource_id).items():
+            if measure != "gpu":
+                continue
+            if not _GPU_INDEX.fullmatch(sub):
+                logger.warning(
+                    "unreadable GPU series skipped", extra={"resource": resource_id, "index": sub[:100]}
+                )
+                continue
+            index = int(sub)
+            # "07" and "7" are one GPU: merged, oldest first.
+            found[index] = sorted(found[index] + series, key=lambda p: p[0]) if index in found else series
+        return found
 
     def measure(self, resource_id: str, measure: str) -> Series:
         return self.of(resource_id).get((measure, ""), [])
@@ -55,6 +118,7 @@ def get_metric_data(
     """Read every query, 500 to a call, following NextToken; series come back oldest first."""
     cloudwatch = clients.cloudwatch(region)
     result = MetricSet()
+    writers: dict[tuple[str, str, str], set[int]] = defaultdict(set)  # the queries behind each key
     for offset in range(0, len(queries), QUERIES_PER_CALL):
         chunk = queries[offset : offset + QUERIES_PER_CALL]
         request: dict[str, Any] = {
@@ -81,7 +145,9 @@ def get_metric_data(
         while True:
             response = cloudwatch.get_metric_data(**request)
             for item in response["MetricDataResults"]:
-                query = chunk[int(item["Id"][1:])]
+                number = int(item["Id"][1:])
+                query = chunk[number]
+                writers[query.key].add(offset + number)
                 points = list(zip(item.get("Timestamps", []), item.get("Values", []), strict=False))
                 resource, measure, sub = query.key
                 merged = result.series[resource].setdefault((measure, sub), [])
@@ -93,7 +159,25 @@ def get_metric_data(
     for by_measure in result.series.values():
         for points in by_measure.values():
             points.sort(key=lambda p: p[0])
+    # Two series for one GPU (the agent's dimension set changed, or someone published under another one):
+    # one point per period, their Maximum, so that neither counts a minute twice nor pulls a mean down.
+    for (resource, measure, sub), numbers in writers.items():
+        if len(numbers) > 1 and all(queries[n].stat == "Maximum" for n in numbers):
+            points = result.series[resource][(measure, sub)]
+            points[:] = _max_per_timestamp(points)
     return result
+
+
+def _max_per_timestamp(points: Series) -> Series:
+    """Sorted points with one per timestamp, the largest."""
+    kept: Series = []
+    for at, value in points:
+        if kept and kept[-1][0] == at:
+            if value > kept[-1][1]:
+                kept[-1] = (at, value)
+        else:
+            kept.append((at, value))
+    return kept
 
 
 def list_gpu_series(

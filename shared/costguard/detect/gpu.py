@@ -1,7 +1,12 @@
-"""GPU verdicts from per-GPU utilization series: idle, starved, busy, or no metrics. Pure."""
+"""GPU verdicts from per-GPU utilization series: idle, starved, busy, partial or no metrics. Pure.
+
+The series are each period's Maximum (aws/metrics.GPU_STAT): a datapoint someone adds can only make a GPU look
+busier. Idle compares the largest of them with the threshold; starved averages them.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from enum import StrEnum
@@ -22,6 +27,7 @@ class Verdict(StrEnum):
     STARVED = "starved"
     BUSY = "busy"
     NO_METRICS = "no_metrics"
+    PARTIAL = "partial_metrics"  # some GPUs report in the idle window, others publish nothing: never idle
     TOO_EARLY = "too_early"  # metrics exist but do not yet cover the window
 
 
@@ -60,6 +66,8 @@ class GpuReading:
     mean_percent: float | None = None  # mean over GPUs and time in the starved window
     busiest_gpu_index: int | None = None
     coverage: float = 0.0
+    reporting: tuple[int, ...] = ()  # PARTIAL: the GPUs (hosts, for a training job) with data in the window
+    silent: tuple[int, ...] = ()  # PARTIAL: the GPUs expected that published nothing in it
 
 
 def _coverage(values_by_gpu: dict[int, list[float]], expected: int) -> float:
@@ -69,9 +77,19 @@ def _coverage(values_by_gpu: dict[int, list[float]], expected: int) -> float:
 
 
 def read_gpus(
-    gpus: dict[int, Series], now: datetime, thresholds: Thresholds, expected_gpus: int
+    gpus: dict[int, Series],
+    now: datetime,
+    thresholds: Thresholds,
+    expected_gpus: int,
+    indices: Iterable[int] | None = None,
 ) -> GpuReading:
-    """Classify an instance from its per-GPU series. A GPU with no series never counts as idle."""
+    """Classify an instance from its per-GPU series. A GPU with no series never counts as idle.
+
+    ``indices`` are the keys every one of which must report (default ``0 .. expected_gpus - 1``, nvidia-smi's
+    GPU numbers). When some of them report in the idle window and others do not, the reading is PARTIAL,
+    whatever the values: costguard cannot see the silent ones. A series under any other key only counts
+    towards the busiest GPU, never towards the coverage.
+    """
     if not any(gpus.values()):
         return GpuReading(Verdict.NO_METRICS, expected_gpus)
     # Values as plain lists, so that max and fmean run over them in C: the verdict is read for every
@@ -83,7 +101,19 @@ def read_gpus(
     busiest = max(peaks, key=peaks.__getitem__) if peaks else None
     busiest_value = peaks[busiest] if busiest is not None else None
     # Every GPU the instance has must have reported: a silent GPU might be the busy one.
-    all_reporting = len(peaks) >= expected_gpus
+    silent = [i for i in (range(expected_gpus) if indices is None else indices) if i not in peaks]
+    if silent and peaks:
+        return GpuReading(
+            Verdict.PARTIAL,
+            expected_gpus,
+            busiest_value,
+            None,
+            busiest,
+            idle_cover,
+            reporting=tuple(sorted(peaks)),
+            silent=tuple(silent),
+        )
+    all_reporting = not silent
     if (
         busiest_value is not None
         and busiest_value < thresholds.idle_percent
@@ -133,6 +163,33 @@ AGENT_HELP = (
     '"metrics": {"append_dimensions": {"InstanceId": "${aws:InstanceId}"}, '
     '"metrics_collected": {"nvidia_gpu": {"measurement": ["utilization_gpu", "memory_used", "memory_total"]}}}'
 )
+
+
+PARTIAL_HELP = (
+    "A GPU missing from the agent's series has usually failed or left the bus (run nvidia-smi on the instance, "
+    "look for Xid errors in dmesg), or the agent's nvidia_gpu section leaves it out: check the agent's "
+    "configuration and its log (/opt/aws/amazon-cloudwatch-agent/logs/amazon-cloudwatch-agent.log)."
+)
+
+
+def numbers(indices: Iterable[int]) -> str:
+    """GPU (or host) numbers, runs shortened: ``0-3, 5, 7``."""
+    runs: list[list[int]] = []
+    for n in sorted(set(indices)):
+        if runs and n == runs[-1][-1] + 1:
+            runs[-1].append(n)
+        else:
+            runs.append([n])
+    return ", ".join(f"{r[0]}-{r[-1]}" if len(r) > 2 else ", ".join(map(str, r)) for r in runs)
+
+
+def partial_summary(name: str, what: str, reading: GpuReading, window_minutes: int) -> str:
+    """What a PARTIAL reading says, for any resource with per-GPU series."""
+    return (
+        f"{name} ({what}) reports GPU utilization for GPU {numbers(reading.reporting)} only; "
+        f"GPU {numbers(reading.silent)} published nothing in the last {window_minutes} minutes. costguard "
+        "cannot see the silent GPUs, so it cannot tell whether it is idle, and will not call it idle."
+    )
 
 
 def instance_resource(instance: Ec2Instance) -> Resource:
@@ -199,6 +256,7 @@ def gpu_instance_findings(
             hourly_usd=hourly,
             remediable=bool(extra.pop("remediable", False)),
             cancels_mark=bool(extra.pop("cancels_mark", False)),
+            repeat_scope=str(extra.pop("repeat_scope")) if "repeat_scope" in extra else None,
             evidence=evidence | extra,
         )
 
@@ -223,7 +281,8 @@ def gpu_instance_findings(
         findings.append(
             finding(
                 Reason.GPU_STARVED,
-                f"The {gpus} GPUs of {resource.display_name} averaged {mean:.1f}% over {starved_window} minutes: "
+                f"The {gpus} GPUs of {resource.display_name} averaged {mean:.1f}% (per-minute peaks) over "
+                f"{starved_window} minutes: "
                 "they are waiting for data. The input pipeline (data loader workers, storage throughput, "
                 "preprocessing on the CPU) is the likely cause"
                 + (f"; the unused share costs ${waste:,.2f}/h." if waste is not None else "."),
@@ -243,6 +302,19 @@ def gpu_instance_findings(
                 how_to_fix=AGENT_HELP,
             )
         )
+    elif reading.verdict is Verdict.PARTIAL:
+        findings.append(
+            finding(
+                Reason.GPU_METRICS_PARTIAL,
+                partial_summary(resource.display_name, f"a running {instance.type}, {gpus}", reading, window),
+                reporting_gpus=numbers(reading.reporting),
+                silent_gpus=numbers(reading.silent),
+                busiest_reporting_gpu_percent=reading.busiest_gpu_percent,
+                how_to_fix=PARTIAL_HELP,
+                # Which GPUs are silent is the news: a different set is reported again.
+                repeat_scope=f"silent:{numbers(reading.silent)}",
+            )
+        )
     if reading.verdict in (Verdict.BUSY, Verdict.STARVED) and MARK_TAG_KEY in resource.tags:
         findings.append(
             finding(
@@ -252,4 +324,81 @@ def gpu_instance_findings(
                 cancels_mark=True,
             )
         )
+    elif reading.verdict is Verdict.PARTIAL and MARK_TAG_KEY in resource.tags:
+        findings.append(
+            finding(
+                Reason.GPU_ACTIVE_AGAIN,
+                f"{resource.display_name} no longer reports on every GPU (GPU {numbers(reading.silent)} silent): "
+                "costguard cannot confirm it is idle, so its pending stop is cancelled.",
+                cancels_mark=True,
+            )
+        )
     return findings
+
+
+# -- GPU-idle alarms that name no running GPU instance ----------------------------------------------
+
+
+def unmatched_alarm_finding(
+    alarm_name: str,
+    *,
+    account: str,
+    region: str,
+    now: datetime,
+    instance_id: str | None,
+    instance: Ec2Instance | None,
+    event_id: str | None = None,
+) -> Finding:
+    """A GPU-idle alarm fired, but costguard found no running NVIDIA GPU instance to judge: its name names no
+    instance (``instance_id`` None), or the instance is gone, not running, or has no NVIDIA GPU. Reported,
+    never acted on: the resource is the alarm itself."""
+    if instance_id is None:
+        problem = "its name does not end in an EC2 instance id"
+        summary = (
+            f"The GPU-idle alarm {alarm_name} fired, but {problem} (costguard names its alarms after the "
+            "instance they watch): costguard cannot tell which instance it is about and judged nothing. "
+            "costguard did not create it: find who did (CloudTrail, PutMetricAlarm). The hourly reconcile "
+            "deletes alarms under costguard's prefix that watch no running GPU instance."
+        )
+    elif instance is None:
+        problem = f"{instance_id} does not exist (any more)"
+        summary = (
+            f"The GPU-idle alarm {alarm_name} fired for {instance_id}, which does not exist (any more): "
+            "nothing was judged. The hourly reconcile deletes the alarms of instances that are gone; if this "
+            "one stays, delete it."
+        )
+    elif instance.state != "running":
+        problem = f"{instance_id} is {instance.state}"
+        summary = (
+            f"The GPU-idle alarm {alarm_name} fired for {instance_id}, which is {instance.state}: nothing was "
+            "judged (a stopped instance costs no compute). The hourly reconcile deletes its alarm."
+        )
+    else:
+        problem = f"{instance_id} ({instance.type}) has no NVIDIA GPU"
+        summary = (
+            f"The GPU-idle alarm {alarm_name} fired for {instance_id}, a {instance.type} with no NVIDIA GPU: "
+            "costguard judges NVIDIA GPU instances only, and judged nothing. The hourly reconcile deletes "
+            "the alarm."
+        )
+    return Finding(
+        reason=Reason.GPU_ALARM_UNMATCHED,
+        resource=Resource(
+            kind=ResourceKind.COSTGUARD_ALARM,
+            id=alarm_name,
+            name=alarm_name,
+            account=account,
+            region=region,
+            arn=f"arn:aws:cloudwatch:{region}:{account}:alarm:{alarm_name}",
+            instance_type=instance.type if instance else None,
+        ),
+        summary=summary,
+        observed_at=now,
+        event_id=event_id,
+        remediable=False,
+        evidence={
+            "alarm": alarm_name,
+            "problem": problem,
+            "instance_id": instance_id,
+            "instance_state": instance.state if instance else None,
+        },
+    )

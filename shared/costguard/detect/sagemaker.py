@@ -5,7 +5,16 @@ from __future__ import annotations
 from collections.abc import Mapping
 from datetime import datetime, timedelta
 
-from costguard.detect.gpu import GpuReading, Series, Thresholds, Verdict, read_gpus
+from costguard.detect.gpu import (
+    PARTIAL_HELP,
+    GpuReading,
+    Series,
+    Thresholds,
+    Verdict,
+    numbers,
+    partial_summary,
+    read_gpus,
+)
 from costguard.model import (
     MARK_TAG_KEY,
     Endpoint,
@@ -49,7 +58,7 @@ def read_training_job(
     """
     gpus = job.accelerators.count if job.accelerators else 1
     normalised = {host: per_gpu(series, gpus) for host, series in hosts.items()}
-    return read_gpus(normalised, now, thresholds, job.instance_count)
+    return read_gpus(normalised, now, thresholds, job.instance_count, range(1, job.instance_count + 1))
 
 
 def _hourly(price: Price | None, count: int) -> float | None:
@@ -153,7 +162,17 @@ def training_job_findings(
                 cancels_mark=True,
             )
         ]
-    return []
+    if reading.verdict is Verdict.PARTIAL and MARK_TAG_KEY in resource.tags:
+        silent = ", ".join(f"{job.name}/algo-{n}" for n in reading.silent)
+        return [
+            finding(
+                Reason.GPU_ACTIVE_AGAIN,
+                f"Training job {job.name} no longer reports on every host ({silent} silent): costguard cannot "
+                "confirm it is stalled, so its pending stop is cancelled.",
+                cancels_mark=True,
+            )
+        ]
+    return []  # a silent host (PARTIAL) is never counted idle
 
 
 # -- notebook instances -------------------------------------------------------------------------
@@ -198,6 +217,7 @@ def notebook_findings(
             hourly_usd=_hourly(price, 1),
             remediable=bool(extra.pop("remediable", False)),
             cancels_mark=bool(extra.pop("cancels_mark", False)),
+            repeat_scope=str(extra.pop("repeat_scope")) if "repeat_scope" in extra else None,
             evidence=evidence | extra,
         )
 
@@ -223,6 +243,33 @@ def notebook_findings(
                 "publishes no GPU metrics: costguard cannot tell whether it is idle, and will not call it idle.",
                 how_to_fix=NOTEBOOK_AGENT_HELP,
             )
+        ]
+    if reading.verdict is Verdict.PARTIAL:
+        partial = finding(
+            Reason.GPU_METRICS_PARTIAL,
+            partial_summary(
+                f"Notebook instance {notebook.name}",
+                f"an InService {notebook.instance_type}, {gpus}",
+                reading,
+                window,
+            ),
+            reporting_gpus=numbers(reading.reporting),
+            silent_gpus=numbers(reading.silent),
+            busiest_reporting_gpu_percent=reading.busiest_gpu_percent,
+            how_to_fix=PARTIAL_HELP,
+            repeat_scope=f"silent:{numbers(reading.silent)}",
+        )
+        if MARK_TAG_KEY not in resource.tags:
+            return [partial]
+        return [
+            partial,
+            finding(
+                Reason.GPU_ACTIVE_AGAIN,
+                f"Notebook instance {notebook.name} no longer reports on every GPU (GPU "
+                f"{numbers(reading.silent)} silent): costguard cannot confirm it is idle, so its pending stop "
+                "is cancelled.",
+                cancels_mark=True,
+            ),
         ]
     if reading.verdict in (Verdict.BUSY, Verdict.STARVED) and MARK_TAG_KEY in resource.tags:
         return [

@@ -6,22 +6,34 @@ from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
+from aws_lambda_powertools.metrics import MetricUnit
+
 from costguard.act.aws import permissions_for
 from costguard.aws import alarms, budgets, inventory, metrics
 from costguard.aws.budgets import keep_budget_marks
-from costguard.aws.inventory import describe_gpu_instances
+from costguard.aws.inventory import describe_gpu_instances, describe_instance
 from costguard.aws.metrics import (
     GPU_METRIC,
     GPU_NAMESPACE,
+    GPU_STAT,
     MetricSet,
     Query,
     get_metric_data,
+    gpu_index,
     list_gpu_series,
 )
-from costguard.detect.gpu import Thresholds, gpu_instance_findings, mean_of, read_gpus
+from costguard.detect.gpu import (
+    Thresholds,
+    gpu_instance_findings,
+    mean_of,
+    read_gpus,
+    unmatched_alarm_finding,
+)
 from costguard.events.cloudwatch import AlarmStateChange
 from costguard.events.ec2 import InstanceStateChange
 from costguard.model import Ec2Instance, Finding, ResourceKind
+from costguard.observability import logger
+from costguard.observability import metrics as emf
 from costguard.pipeline import Report
 from costguard.runtime import ACT_PERMISSIONS, PRICES_PERMISSIONS, Runtime
 
@@ -56,12 +68,14 @@ def thresholds_of(runtime: Runtime) -> Thresholds:
 def metric_queries(
     instances: Sequence[Ec2Instance], gpu_series: dict[str, list[tuple[tuple[str, str], ...]]]
 ) -> list[Query]:
-    """One query per published GPU series, plus CPU and network per instance (the starvation evidence)."""
+    """One query per published GPU series (its per-minute Maximum), plus CPU and network per instance (the
+    starvation evidence). A series whose ``index`` is not a GPU number is logged, counted and skipped."""
     queries = []
     for instance in instances:
         for dims in gpu_series.get(instance.id, []):
-            index = dict(dims).get("index", "0")
-            queries.append(Query((instance.id, "gpu", index), GPU_NAMESPACE, GPU_METRIC, dims))
+            index = gpu_index(instance.id, dims)
+            if index is not None:
+                queries.append(Query((instance.id, "gpu", index), GPU_NAMESPACE, GPU_METRIC, dims, GPU_STAT))
         ec2_dims = (("InstanceId", instance.id),)
         queries.append(Query((instance.id, "cpu", ""), "AWS/EC2", "CPUUtilization", ec2_dims))
         queries.append(Query((instance.id, "network_in", ""), "AWS/EC2", "NetworkIn", ec2_dims, stat="Sum"))
@@ -118,8 +132,14 @@ def evaluate(
     event_id: str | None = None,
 ) -> Report:
     """Re-read the instances and their metrics, then decide. The same path for an alarm and the sweep."""
+    return judge(region, runtime, now, describe_gpu_instances(region, instance_ids=instance_ids), event_id)
+
+
+def judge(
+    region: str, runtime: Runtime, now: datetime, instances: Sequence[Ec2Instance], event_id: str | None
+) -> Report:
+    """Read the metrics of these instances, then decide."""
     thresholds = thresholds_of(runtime)
-    instances = describe_gpu_instances(region, instance_ids=instance_ids)
     data = read_fleet(
         region, [i for i in instances if i.accelerators and i.accelerators.is_nvidia], thresholds, now
     )
@@ -129,10 +149,37 @@ def evaluate(
 
 
 def handle_alarm(event: AlarmStateChange, runtime: Runtime, now: datetime) -> Report:
-    instance_id = alarms.instance_of(event.detail.alarm_name)
-    if instance_id is None or event.detail.state.value != "ALARM":
-        return Report()  # not ours, or leaving ALARM: the sweep takes care of cancelled marks
-    return evaluate(event.region, runtime, now, instance_ids=[instance_id], event_id=event.id)
+    """Re-read the alarm's instance and judge it. An alarm costguard cannot match to a running NVIDIA GPU
+    instance (its name names none, or the instance is gone, stopped or has no NVIDIA GPU) is logged, counted
+    and reported: never dropped without a word."""
+    if event.detail.state.value != "ALARM":
+        return Report()  # leaving ALARM: the sweep takes care of cancelled marks
+    name = event.detail.alarm_name
+    instance_id = alarms.alarm_instance(name)
+    # One DescribeInstances, any state and any type: what became of it is what the report says.
+    found = describe_instance(event.region, instance_id) if instance_id is not None else None
+    if found and found.state == "running" and found.accelerators and found.accelerators.is_nvidia:
+        return judge(event.region, runtime, now, [found], event.id)
+    logger.warning(
+        "GPU alarm matches no running NVIDIA GPU instance",
+        extra={
+            "event_id": event.id,
+            "alarm": name,
+            "instance_id": instance_id,
+            "instance_state": found.state if found else None,
+        },
+    )
+    emf.add_metric(name="UnmatchedGpuAlarms", unit=MetricUnit.Count, value=1)
+    finding = unmatched_alarm_finding(
+        name,
+        account=event.account,
+        region=event.region,
+        now=now,
+        instance_id=instance_id,
+        instance=found,
+        event_id=event.id,
+    )
+    return runtime.act([finding], now)
 
 
 def handle_sweep(runtime: Runtime, now: datetime, default_region: str, event_id: str | None) -> Report:

@@ -11,9 +11,11 @@ from costguard.aws.budgets import keep_budget_marks
 from costguard.aws.metrics import (
     GPU_METRIC,
     GPU_NAMESPACE,
+    GPU_STAT,
     MetricSet,
     Query,
     get_metric_data,
+    gpu_index,
     list_gpu_series,
 )
 from costguard.aws.sagemaker import (
@@ -70,21 +72,26 @@ def gpu_queries(
     notebooks: Sequence[NotebookInstance],
     notebook_series: dict[str, list[tuple[tuple[str, str], ...]]],
 ) -> list[Query]:
-    """One query per training-job host (Host = "<job>/algo-N", N from 1) and per notebook GPU series."""
+    """One query per training-job host (Host = "<job>/algo-N", N from 1) and per notebook GPU series, each
+    the per-minute Maximum (GPU_STAT: added datapoints can only make a resource look busier). A notebook
+    series whose ``index`` is not a GPU number is logged, counted and skipped."""
     queries = [
         Query(
             (job_key(job), "gpu", str(host)),
             TRAINING_NAMESPACE,
             TRAINING_GPU_METRIC,
             (("Host", f"{job.name}/algo-{host}"),),
+            GPU_STAT,
         )
         for job in jobs
         for host in range(1, job.instance_count + 1)
     ]
     for notebook in notebooks:
+        key = notebook_key(notebook)
         for dims in notebook_series.get(notebook.name, []):
-            index = dict(dims).get("index", "0")
-            queries.append(Query((notebook_key(notebook), "gpu", index), GPU_NAMESPACE, GPU_METRIC, dims))
+            index = gpu_index(key, dims)
+            if index is not None:
+                queries.append(Query((key, "gpu", index), GPU_NAMESPACE, GPU_METRIC, dims, GPU_STAT))
     return queries
 
 

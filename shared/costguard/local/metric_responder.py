@@ -5,6 +5,11 @@ slow, even indexed (local/fast_metrics.py). This answers the real boto3 client o
 function of (dimensions, time): the request is still validated against the service model and counted in
 ``clients.calls``; only the HTTP exchange is replaced. Like CloudWatch, it returns at most 500 queries and
 100,800 datapoints per call and pages the rest with NextToken.
+
+The function gives one sample per period, so each period's Average, Maximum, Minimum and Sum are that sample
+and its SampleCount is 1; any other statistic (a percentile) is refused rather than answered wrongly. Several
+datapoints in one period, and what each statistic makes of them, are the embedded CloudWatch's business
+(local/fast_metrics.py, moto's own Statistics).
 """
 
 from __future__ import annotations
@@ -19,6 +24,8 @@ from botocore.compat import HTTPHeaders
 
 MAX_DATAPOINTS = 100_800
 LIST_PAGE = 500
+# One sample per period: these statistics of it are the sample itself (SampleCount is 1).
+SAMPLE_STATS = frozenset({"Average", "Maximum", "Minimum", "Sum"})
 
 Dimensions = tuple[tuple[str, str], ...]
 ValueAt = Callable[[str, str, Dimensions, list[datetime]], list[float | None]]
@@ -67,6 +74,10 @@ class MetricResponder:
             raise ValueError("GetMetricData takes at most 500 queries")
         # The token says where the last page stopped: query number and datapoint offset within it.
         query_at, point_at = (int(part) for part in params.get("NextToken", "0:0").split(":"))
+        for query in queries:
+            asked = query["MetricStat"]["Stat"]
+            if asked not in SAMPLE_STATS and asked != "SampleCount":
+                raise ValueError(f"the metric responder serves one sample per period: no {asked} of it")
         budget = MAX_DATAPOINTS
         results = []
         while query_at < len(queries) and budget > 0:
@@ -77,6 +88,8 @@ class MetricResponder:
             metric = stat["Metric"]
             dims = tuple(sorted((d["Name"], d["Value"]) for d in metric.get("Dimensions", [])))
             values = self.values(metric["Namespace"], metric["MetricName"], dims, times)
+            if stat["Stat"] == "SampleCount":
+                values = [None if v is None else 1.0 for v in values]
             points = [(t, v) for t, v in zip(times, values, strict=True) if v is not None]
             chunk = points[point_at : point_at + budget]
             budget -= len(chunk)
