@@ -85,7 +85,17 @@ def test_every_function_calls_only_what_it_declares(
     # The audit's task functions are held to their declarations by tests/template/test_iam.py only: run under
     # this recording, moto's state machine threads slow to a crawl.
     events = sorted(EVENTS.glob("*.json"))
-    with LocalStack(world, sink=sink, mode="remediate", overrides={"COSTGUARD_GRACE_MINUTES": "0"}) as stack:
+    # stop_all written, and AWS Budgets reporting what the 150% alert says: budget alerts mark and stop too.
+    overrides = {
+        "COSTGUARD_GRACE_MINUTES": "0",
+        "COSTGUARD_BUDGET_ESCALATION": "forecast:notify,actual>=100:stop_idle,actual>=150:stop_all",
+    }
+    budgets = [
+        b.model_copy(update={"actual_usd": 7652.10}) if b.name == "ml-research-gpu" else b
+        for b in world.budgets
+    ]
+    world = world.model_copy(update={"budgets": budgets})
+    with LocalStack(world, sink=sink, mode="remediate", overrides=overrides) as stack:
         replay(stack, [*events, *events])
 
     problems = undeclared(calls, declared())
