@@ -8,7 +8,7 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from costguard import clock
 from costguard.entry import ONCE_PERMISSIONS, PARSE_PERMISSIONS, OncePerEvent, Rejected, parse_event
-from costguard.events.cloudwatch import AlarmStateChange
+from costguard.events.cloudwatch import AlarmNotification, AlarmStateChange
 from costguard.events.scheduled import ScheduledEvent
 from costguard.flows.gpu import VERDICT_PERMISSIONS, handle_alarm, handle_sweep
 from costguard.observability import logger, metrics, tracer
@@ -33,7 +33,9 @@ on_alarm_once = OncePerEvent(on_alarm)
 @metrics.log_metrics
 def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     try:
-        model = parse_event(event, (AlarmStateChange, ScheduledEvent), function="gpu_idle")
+        model = parse_event(event, (AlarmStateChange, AlarmNotification, ScheduledEvent), function="gpu_idle")
+        if isinstance(model, AlarmNotification):  # an SNS alarm action: the same state change
+            model = model.as_state_change()
     except Rejected as rejected:
         return rejected.result
     if isinstance(model, ScheduledEvent):

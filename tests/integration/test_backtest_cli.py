@@ -24,10 +24,10 @@ def test_backtest_of_the_week_world_as_json_with_a_sweep(capsys: pytest.CaptureF
     assert document["schema_version"] == 1
     assert document["period"]["step_minutes"] == 5
     by_id = {r["id"]: r for r in document["resources"]}
-    # The 45-minute lunch break: stopped five minutes before its owner came back.
+    # The 50-minute lunch break: stopped five minutes before its owner came back.
     lunch = [d for d in by_id["i-0b7e00000000000a3"]["decisions"] if d["action"] == "stop"]
-    assert [(d["at"], d["near_miss"], d["ended_by"]) for d in lunch] == [
-        ("2026-11-17T12:40:00+00:00", True, "busy")
+    assert [(d["at"], d["stopped_until"], d["near_miss"], d["ended_by"]) for d in lunch] == [
+        ("2026-11-17T12:45:00+00:00", "2026-11-17T12:50:00+00:00", True, "busy")
     ]
     # Stopped by its owner on Wednesday at 15:00: the savings end there.
     forgotten = [d for d in by_id["i-0b7e00000000000a5"]["decisions"] if d["action"] == "stop"]
@@ -35,6 +35,15 @@ def test_backtest_of_the_week_world_as_json_with_a_sweep(capsys: pytest.CaptureF
     assert forgotten[-1]["stopped_until"] == "2026-11-18T15:00:00+00:00"
     # Protected: never stopped.
     assert all(d["action"] != "stop" for d in by_id["i-0b7e00000000000a4"]["decisions"])
+    # Stopped by its owner every evening but Tuesday's: never credited over a night it was stopped anyway.
+    owner = [d for d in by_id["i-0b7e00000000000a7"]["decisions"] if d["action"] == "stop"]
+    assert [(d["stopped_until"], d["ended_by"]) for d in owner] == [
+        ("2026-11-16T20:00:00+00:00", "owner_stopped"),
+        ("2026-11-18T09:00:00+00:00", "busy"),
+    ]
+    # Notices are counted by verdict, and each sweep row has the idle dollars beside the reclaimed ones.
+    assert document["totals"]["notices_by_reason"]["gpu_idle"] > 0
+    assert all(row["idle_usd"] == document["totals"]["idle_usd"] for row in document["sweep"])
     windows = {row["idle_window_minutes"]: row for row in document["sweep"]}
     # A 60-minute window never sees the lunch break idle long enough: one stop fewer.
     assert windows[30]["stops"] == windows[60]["stops"] + 1
@@ -52,7 +61,11 @@ def test_backtest_writes_the_json_and_the_self_contained_html(
 
 
 def test_a_bad_sweep_exits_2(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["backtest", "--sweep", "idle=5"]) == 2
+    try:
+        code = main(["backtest", "--sweep", "idle=5"])
+    except SystemExit as exited:  # refused by the command line's own option check
+        code = exited.code
+    assert code == 2
     assert "idle-threshold" in capsys.readouterr().err
 
 

@@ -18,6 +18,7 @@ FINOPS = str(FIXTURES / "sns-budget-stack-finops.json")
 USER_TOPIC = str(FIXTURES / "sns-budget-user-topic-bad-timestamp.json")
 ANOMALY = str(FIXTURES / "sns-cost-anomaly-user-topic.json")
 ALARM = str(FIXTURES / "sns-cloudwatch-alarm-lambdago.json")
+GPU_ALARM = str(FIXTURES / "sns-gpu-idle-alarm.json")
 HELLO = str(FIXTURES / "sns-hello-powertools.json")
 FAR_FUTURE = str(FIXTURES / "sagemaker-training-job-failed-2099.json")
 FAILED = str(EVENTS / "sagemaker-training-job-failed.json")
@@ -31,10 +32,10 @@ def _lines(out: str) -> dict[str, dict[str, Any]]:
 def test_sns_from_other_topics_is_routed_by_subscription_or_by_content(
     capsys: pytest.CaptureFixture[str], sleeps: list[float]
 ) -> None:
-    code = main(["replay", FINOPS, USER_TOPIC, ANOMALY, ALARM, HELLO, "--json"])
+    code = main(["replay", FINOPS, USER_TOPIC, ANOMALY, ALARM, GPU_ALARM, HELLO, "--json"])
     out, err = capsys.readouterr()
     lines = _lines(out)
-    assert code == 1  # the alarm (gpu_idle takes alarms from EventBridge only) and the unknown message
+    assert code == 1  # AWS's sample alarm (placeholders for its region) and the unknown message
     # A budget alert from the cost-alerts topic of a stack named finops: the template's subscription.
     assert (lines[FINOPS]["function"], lines[FINOPS]["route"]) == (
         "BudgetsFunction",
@@ -52,12 +53,19 @@ def test_sns_from_other_topics_is_routed_by_subscription_or_by_content(
         "routed by content: cost anomaly",
     )
     assert [d["reason"] for d in lines[ANOMALY]["decisions"]] == ["cost_anomaly"]
-    # A CloudWatch alarm action over SNS goes to the function that handles alarms, which names what it got.
-    assert (lines[ALARM]["function"], lines[ALARM]["route"]) == (
+    # A CloudWatch alarm action over SNS goes to the function that handles alarms and is judged like the
+    # EventBridge state change: the idle p4d's alarm gives its gpu_idle finding.
+    assert (lines[GPU_ALARM]["function"], lines[GPU_ALARM]["route"]) == (
         "GpuIdleFunction",
         "routed by content: cloudwatch alarm",
     )
-    assert "SNS notifications of cloudwatch alarm" in lines[ALARM]["error"]
+    assert "error" not in lines[GPU_ALARM]
+    assert [(f["reason"], f["resource_id"]) for f in lines[GPU_ALARM]["findings"]] == [
+        ("gpu_idle", "i-0a1f00000000000a1")
+    ]
+    # AWS's own sample names its region "REGION": rejected, saying so, and kept.
+    assert lines[ALARM]["function"] == "GpuIdleFunction"
+    assert "region 'REGION' is not an AWS region" in lines[ALARM]["error"]
     # Neither a subscription nor a content it knows: named, with the way to route it anyway.
     assert lines[HELLO]["function"] is None
     assert "'sns-lambda'" in lines[HELLO]["error"] and "--function NAME" in lines[HELLO]["error"]

@@ -75,28 +75,28 @@ def test_reclaimed_dollars_equal_the_hand_computation_to_the_cent() -> None:
     assert G5 is not None and P4D is not None
     result = run(world([IDLE_FOUR_HOURS, IDLE_UNTIL_OWNER_STOPS]), grace=timedelta(minutes=15))
 
-    # g5: the 30-minute window is first all idle at 10:25 (datapoints 10:00..10:25): marked then, stopped
-    # after the 15-minute grace at 10:40, busy again at 14:00: 3 h 20 min saved.
-    # p4d: first datapoint 08:05; at 08:25 five of the window's six periods are covered (the detector's 80%),
-    # all idle: marked 08:25, stopped 08:40, its owner stops it at 11:30: 2 h 50 min saved.
-    g5_saved = G5.usd_per_hour * (3 + 20 / 60)
-    p4d_saved = P4D.usd_per_hour * (2 + 50 / 60)
-    assert result.reclaimable_usd == round(g5_saved + p4d_saved, 2) == 66.25
+    # A datapoint stamped t covers [t, t + 5 min) and is known from t + 5 min: no reading uses one early.
+    # g5: the 30-minute window is first known all idle at 10:30 (datapoints 10:00..10:25): marked then, stopped
+    # after the 15-minute grace at 10:45, busy again at 14:00: 3 h 15 min saved.
+    # p4d: first datapoint 08:05 (it runs from there: before it, it published nothing); at 08:30 five of the
+    # window's six periods are known (the detector's 80%), all idle: marked 08:30, stopped 08:45, its owner
+    # stops it at 11:30: 2 h 45 min saved.
+    g5_saved = G5.usd_per_hour * (3 + 15 / 60)
+    p4d_saved = P4D.usd_per_hour * (2 + 45 / 60)
+    assert result.reclaimable_usd == round(g5_saved + p4d_saved, 2) == 64.32
 
     g5, p4d = result.outcomes
     # (After 14:00 the two-hour starvation window still averages the idle hours in: the sweep would have
     # reported gpu_starved for a while, and so does the backtest.)
-    assert [(e.action, e.at) for e in g5.events][:3] == [
-        ("mark", at("10:25")),
-        ("stop", at("10:40")),
-        ("unmark", at("14:00")),
-    ]
+    assert [(e.action, e.at) for e in g5.events][:2] == [("mark", at("10:30")), ("stop", at("10:45"))]
+    # The 14:00 datapoint is known at 14:05: the mark is cancelled then.
+    assert ("unmark", at("14:05")) in [(e.action, e.at) for e in g5.events]
     stop = g5.events[1]
     assert (stop.stopped_until, stop.ended_by, stop.near_miss) == (at("14:00"), "busy", False)
     assert p4d.events[-1].ended_by == "owner_stopped"
     assert p4d.events[-1].stopped_until == at("11:30")
-    # Idle but not reclaimed: the g5's 40 minutes of window and grace before the stop (10:00-10:40).
-    assert round(g5.unclaimed_usd, 4) == round(G5.usd_per_hour * 40 / 60, 4)
+    # Idle but not reclaimed: the g5's 45 minutes of window and grace before the stop (10:00-10:45).
+    assert round(g5.unclaimed_usd, 4) == round(G5.usd_per_hour * 45 / 60, 4)
     assert result.near_misses == 0
 
 
@@ -125,10 +125,13 @@ def test_forty_idle_minutes_are_a_near_miss_at_a_30_minute_window_and_not_at_60(
 
     assert (short.stops, short.near_misses) == (1, 1)
     stop = next(e for e in short.outcomes[0].events if e.action == "stop")
-    assert (stop.at, stop.stopped_until, stop.ended_by) == (at("10:30"), at("10:40"), "busy")
+    # Marked at 10:30 (datapoints 10:00..10:25 known), stopped after the 5-minute grace: busy again at 10:40.
+    assert (stop.at, stop.stopped_until, stop.ended_by) == (at("10:35"), at("10:40"), "busy")
     assert (long.stops, long.near_misses) == (0, 0)
-    # Beyond the horizon it is a plain stop, not a near-miss.
+    # Activity strictly within the horizon is a near-miss: 5 minutes after the stop, with a 5-minute horizon,
+    # it is not; with a 6-minute one it is.
     assert run(w, grace=timedelta(minutes=5), near_miss_horizon=timedelta(minutes=5)).near_misses == 0
+    assert run(w, grace=timedelta(minutes=5), near_miss_horizon=timedelta(minutes=6)).near_misses == 1
 
 
 def test_protected_and_auto_scaled_instances_are_never_stopped_and_their_idle_time_stays_unclaimed() -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from enum import StrEnum
@@ -16,6 +17,43 @@ from costguard.pricing import Price
 Interval = tuple[datetime, datetime]
 
 _time = itemgetter(0)
+
+
+def runs_of(
+    times: Iterable[datetime], period: timedelta, end: datetime, still_running: bool
+) -> list[Interval]:
+    """Running periods from the (sorted) times of a resource's datapoints, each covering [t, t + period): a
+    missing datapoint is not a stop, a gap of more than one missing period is (its owner stopped it). With
+    ``still_running`` the last run lasts until ``end``."""
+    runs: list[Interval] = []
+    for at in times:
+        if runs and at - runs[-1][1] <= period:
+            runs[-1] = (runs[-1][0], max(runs[-1][1], at + period))
+        else:
+            runs.append((at, at + period))
+    if still_running and runs:
+        runs[-1] = (runs[-1][0], max(runs[-1][1], end))
+    return runs
+
+
+def intersect(a: list[Interval], b: list[Interval]) -> list[Interval]:
+    """The spans two sorted lists of disjoint intervals have in common."""
+    out: list[Interval] = []
+    i = j = 0
+    while i < len(a) and j < len(b):
+        lo, hi = max(a[i][0], b[j][0]), min(a[i][1], b[j][1])
+        if lo < hi:
+            out.append((lo, hi))
+        if a[i][1] <= b[j][1]:
+            i += 1
+        else:
+            j += 1
+    return out
+
+
+def overlap(a: Interval, b: Interval) -> timedelta:
+    """How long two intervals share (zero when they do not meet)."""
+    return max(timedelta(0), min(a[1], b[1]) - max(a[0], b[0]))
 
 
 class SubjectKind(StrEnum):

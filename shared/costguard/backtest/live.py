@@ -26,13 +26,16 @@ from costguard.aws.inventory import describe_gpu_instances
 from costguard.aws.metrics import (
     GPU_METRIC,
     GPU_NAMESPACE,
+    GPU_STAT,
     QUERIES_PER_CALL,
     MetricSet,
     Query,
     get_metric_data,
+    gpu_index,
 )
 from costguard.aws.sagemaker import NOTEBOOK_DIMENSION, in_progress_training_jobs, in_service_notebooks
 from costguard.backtest.history import GpuTrack, History, Interval, Subject, SubjectKind
+from costguard.backtest.history import runs_of as history_runs
 from costguard.detect.gpu import Series
 from costguard.flows.sagemaker import gpu_queries, job_key, notebook_key
 from costguard.pricing import PriceBook
@@ -88,16 +91,8 @@ def read_history(
 
 
 def runs_of(points: Series, step: timedelta, end: datetime, still_running: bool) -> list[Interval]:
-    """Running periods from datapoint runs: a gap of more than two periods is a stop."""
-    runs: list[Interval] = []
-    for at, _ in points:
-        if runs and at - runs[-1][1] <= step:
-            runs[-1] = (runs[-1][0], at + step)
-        else:
-            runs.append((at, at + step))
-    if still_running and runs:
-        runs[-1] = (runs[-1][0], end)
-    return runs
+    """Running periods from datapoint runs: a gap of more than two periods is a stop (history.runs_of)."""
+    return history_runs([at for at, _ in points], step, end, still_running)
 
 
 def live_history(
@@ -123,9 +118,10 @@ def live_history(
     queries: list[Query] = []
     for instance in instances:
         for dims in gpu_dims.get(instance.id, []):
-            queries.append(
-                Query((instance.id, "gpu", dict(dims).get("index", "0")), GPU_NAMESPACE, GPU_METRIC, dims)
-            )
+            # As the deployed sweep reads them (flows/gpu.metric_queries): each period's Maximum, by GPU number.
+            index = gpu_index(instance.id, dims)
+            if index is not None:
+                queries.append(Query((instance.id, "gpu", index), GPU_NAMESPACE, GPU_METRIC, dims, GPU_STAT))
         queries.append(
             Query((instance.id, "cpu", ""), "AWS/EC2", "CPUUtilization", (("InstanceId", instance.id),))
         )

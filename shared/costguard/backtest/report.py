@@ -30,8 +30,10 @@ class SweepRow:
             "grace_minutes": self.grace_minutes,
             "reclaimable_usd": r.reclaimable_usd,
             "unclaimed_idle_usd": r.unclaimed_usd,
+            "idle_usd": r.idle_usd,
             "stops": r.stops,
             "near_misses": r.near_misses,
+            "notices_by_reason": r.notices,
         }
 
 
@@ -49,6 +51,8 @@ def totals(result: Result) -> dict[str, Any]:
         "stops": result.stops,
         "near_misses": result.near_misses,
         "stops_with_unknown_price": unpriced,
+        "notices_by_reason": result.notices,
+        "findings_by_reason": result.findings,
     }
 
 
@@ -68,6 +72,8 @@ def resource_json(outcome: Outcome) -> dict[str, Any]:
         "unclaimed_idle_usd": round(outcome.unclaimed_usd, 2),
         "stops": outcome.stops,
         "near_misses": outcome.near_misses,
+        "notices_by_reason": dict(sorted(outcome.notices.items())),
+        "findings_by_reason": dict(sorted(outcome.findings.items())),
         "decisions": [e.as_json() for e in outcome.events],
     }
 
@@ -97,15 +103,21 @@ def as_json(
 
 def sweep_table(rows: list[SweepRow]) -> str:
     lines = [
-        f"{'idle %':>7} {'window':>7} {'grace':>6} {'saved $':>12} {'unclaimed $':>12} {'stops':>6} {'near-misses':>11}"
+        f"{'idle %':>7} {'window':>7} {'grace':>6} {'idle $':>12} {'saved $':>12} {'unclaimed $':>12} "
+        f"{'stops':>6} {'near-misses':>11}"
     ]
     for row in rows:
         r = row.result
         lines.append(
-            f"{row.idle_percent:>7g} {row.idle_window_minutes:>6}m {row.grace_minutes:>5}m "
+            f"{row.idle_percent:>7g} {row.idle_window_minutes:>6}m {row.grace_minutes:>5}m {r.idle_usd:>12,.2f} "
             f"{r.reclaimable_usd:>12,.2f} {r.unclaimed_usd:>12,.2f} {r.stops:>6} {r.near_misses:>11}"
         )
     return "\n".join(lines)
+
+
+def notices_line(counts: dict[str, int]) -> str:
+    """``gpu_idle 12, gpu_starved 3``: the notices by reason, most first."""
+    return ", ".join(f"{reason} {count}" for reason, count in counts.items()) or "none"
 
 
 def as_text(result: Result, sweep: list[SweepRow] | None = None, limit: int = 20) -> str:
@@ -135,7 +147,8 @@ def as_text(result: Result, sweep: list[SweepRow] | None = None, limit: int = 20
         lines.append(f"  ... and {len(acted) - limit} more resources with decisions (see --json or --out)")
     lines.append(
         f"Totals: ${t['reclaimable_usd']:,.2f} reclaimable by {t['stops']} stops, {t['near_misses']} near-misses; "
-        f"${t['unclaimed_idle_usd']:,.2f} of idle time left unclaimed (window, grace, protection, caps)"
+        f"${t['idle_usd']:,.2f} of idle time, ${t['unclaimed_idle_usd']:,.2f} of it left unclaimed "
+        "(window, grace, protection, caps)"
         + (
             f"; {t['stops_with_unknown_price']} stop(s) of unknown price"
             if t["stops_with_unknown_price"]
@@ -143,6 +156,7 @@ def as_text(result: Result, sweep: list[SweepRow] | None = None, limit: int = 20
         )
         + "."
     )
+    lines.append(f"Notices that would have been posted, by verdict: {notices_line(t['notices_by_reason'])}.")
     if sweep:
         lines += ["", "Threshold sweep:", sweep_table(sweep)]
     return "\n".join(lines)
@@ -248,20 +262,29 @@ def as_html(result: Result, sweep: list[SweepRow] | None = None) -> str:
         f"{int(result.params.grace.total_seconds() // 60)}-minute grace.</p>",
         "<table><tr><th class='l'>Total</th><th>Value</th></tr>"
         f"<tr><td class='l'>Reclaimable by stopping</td><td>${t['reclaimable_usd']:,.2f}</td></tr>"
+        f"<tr><td class='l'>Idle time</td><td>${t['idle_usd']:,.2f}</td></tr>"
         f"<tr><td class='l'>Idle time left unclaimed</td><td>${t['unclaimed_idle_usd']:,.2f}</td></tr>"
         f"<tr><td class='l'>Would-be stops</td><td>{t['stops']}</td></tr>"
         f"<tr><td class='l'>Near-misses</td><td>{t['near_misses']}</td></tr></table>",
+        "<section><h2>Notices by verdict</h2><table><tr><th class='l'>Verdict</th><th>Notices posted</th>"
+        "<th>Findings</th></tr>"
+        + "".join(
+            f"<tr><td class='l'>{esc(reason)}</td><td>{t['notices_by_reason'].get(reason, 0)}</td>"
+            f"<td>{count}</td></tr>"
+            for reason, count in t["findings_by_reason"].items()
+        )
+        + "</table></section>",
     ]
     if sweep:
         body.append(
             "<section><h2>Threshold sweep</h2><table><tr><th>Idle %</th><th>Window (min)</th><th>Grace (min)</th>"
-            "<th>Reclaimable $</th><th>Unclaimed $</th><th>Stops</th><th>Near-misses</th></tr>"
+            "<th>Idle $</th><th>Reclaimable $</th><th>Unclaimed $</th><th>Stops</th><th>Near-misses</th></tr>"
         )
         for row in sweep:
             r = row.result
             body.append(
                 f"<tr><td>{row.idle_percent:g}</td><td>{row.idle_window_minutes}</td><td>{row.grace_minutes}</td>"
-                f"<td>{r.reclaimable_usd:,.2f}</td><td>{r.unclaimed_usd:,.2f}</td><td>{r.stops}</td>"
+                f"<td>{r.idle_usd:,.2f}</td><td>{r.reclaimable_usd:,.2f}</td><td>{r.unclaimed_usd:,.2f}</td><td>{r.stops}</td>"
                 f"<td>{r.near_misses}</td></tr>"
             )
         body.append("</table></section>")
@@ -280,7 +303,8 @@ def as_html(result: Result, sweep: list[SweepRow] | None = None) -> str:
         body.append(
             f"<section><h3>{esc(s.id)}{' ' + esc(_name(s) or '') if _name(s) else ''} <small>{esc(s.kind.value)}, {esc(s.instance_type)}, {hourly}</small></h3>"
             f"<p>saved ${outcome.saved_usd:,.2f}, idle ${outcome.idle_usd:,.2f}, unclaimed "
-            f"${outcome.unclaimed_usd:,.2f}{near}</p>{timeline_svg(outcome, result)}</section>"
+            f"${outcome.unclaimed_usd:,.2f}{near}; notices: {esc(notices_line(dict(outcome.notices.most_common())))}"
+            f"</p>{timeline_svg(outcome, result)}</section>"
         )
     body.append("</body></html>")
     return "\n".join(body)

@@ -4,16 +4,27 @@ At each metric-period step every resource that ran gets the reading, the finding
 scheduled sweep would have given it (detect/gpu.py, detect/sagemaker.py, policy.decide_all, looked up
 on their modules at each call so a test can watch them), with the
 policy of remediate mode: the marks a live run would have written to the tags are kept here, so grace
-periods run their course and stops come due. A stop is then played forward against what really happened:
-it saves the resource's price from the decision until the resource next became busy (an owner would have
-started it again), was stopped by its owner, or the period ended; busy again within the horizon is a
-near-miss, work the stop would have interrupted.
+periods run their course and stops come due.
+
+No look-ahead: a datapoint stamped t covers [t, t + period) and is known only once that period has ended, so
+the reading at ``now`` is of the whole periods before it (datapoints stamped ``now - window`` to
+``now - period``), never of the one starting at ``now``.
+
+A stop at ``now`` is then played forward against what really happened (``play_forward``): it saves the
+resource's price from ``now`` until the first of: the next activity (a datapoint at or over the idle
+threshold not yet known at ``now``, that is stamped after ``now - period``: its owner would have started it
+again then), its owner's own stop (the end of the running period: a world's timeline, or a gap in its data),
+a gap in its GPU data (what it would have done is not known: nothing is credited past it), the end of the
+period. Time the resource was not running is never credited. The stop is a near-miss when that activity
+comes strictly within the horizon after it (``activity - stop < horizon``; activity exactly at the horizon
+is not one): work the stop would have interrupted.
 """
 
 from __future__ import annotations
 
 import gc
 from bisect import bisect_left, bisect_right
+from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
@@ -22,7 +33,7 @@ from typing import Any
 
 from costguard import policy as policy_rules
 from costguard.act.limits import MemoryStopLimiter
-from costguard.backtest.history import History, Interval, Subject, SubjectKind
+from costguard.backtest.history import History, Interval, Subject, SubjectKind, overlap
 from costguard.detect import gpu as gpu_detect
 from costguard.detect import sagemaker as sagemaker_detect
 from costguard.detect.gpu import GpuReading, Series, Thresholds
@@ -36,6 +47,8 @@ from costguard.model import (
     Resource,
     TrainingJob,
 )
+from costguard.notify.dedupe import MemoryRepeatGate
+from costguard.pipeline import ALERT_ONCE, ONCE_WINDOW
 from costguard.policy import Policy
 from costguard.settings import Settings
 
@@ -58,6 +71,9 @@ class Params:
     protect_tag_key: str = "costguard:protect"
     max_stops_per_run: int = 5
     max_stops_per_hour: int = 20
+    # The notifier's repeat window (COSTGUARD_DEDUPE_WINDOW_MINUTES): the same news of the same resource is
+    # posted once per window, as pipeline.act_on does; the notices counted are those that would be posted.
+    repeat_window: timedelta = timedelta(minutes=240)
 
     @classmethod
     def from_settings(cls, settings: Settings, **overrides: Any) -> Params:
@@ -70,6 +86,7 @@ class Params:
             protect_tag_key=settings.protect_tag_key,
             max_stops_per_run=settings.max_stops_per_run,
             max_stops_per_hour=settings.max_stops_per_hour,
+            repeat_window=timedelta(minutes=settings.dedupe_window_minutes),
         )
         return replace(base, **{k: v for k, v in overrides.items() if v is not None})
 
@@ -102,6 +119,7 @@ class Params:
             "protect_tag_key": self.protect_tag_key,
             "max_stops_per_run": self.max_stops_per_run,
             "max_stops_per_hour": self.max_stops_per_hour,
+            "repeat_window_minutes": _minutes(self.repeat_window),
         }
 
 
@@ -115,7 +133,7 @@ class Event:
     note: str
     saved_usd: float | None = None
     stopped_until: datetime | None = None
-    ended_by: str | None = None  # busy | owner_stopped | period_end
+    ended_by: str | None = None  # busy | owner_stopped | no_data | period_end
     near_miss: bool = False
 
     def as_json(self) -> dict[str, Any]:
@@ -142,6 +160,10 @@ class Outcome:
     reclaimed_idle_usd: float = 0.0
     running_hours: float = 0.0
     stopped: list[tuple[datetime, datetime]] = field(default_factory=list)
+    # By reason: the findings of every reading, and the notices that would have been posted (after the
+    # notifier's repeat window): a verdict that is noisy shows here.
+    findings: Counter[str] = field(default_factory=Counter)
+    notices: Counter[str] = field(default_factory=Counter)
 
     @property
     def near_misses(self) -> int:
@@ -181,6 +203,20 @@ class Result:
     @property
     def stops(self) -> int:
         return sum(o.stops for o in self.outcomes)
+
+    @property
+    def notices(self) -> dict[str, int]:
+        """The notices that would have been posted, by reason (verdict), most first."""
+        return _by_count(sum((o.notices for o in self.outcomes), Counter()))
+
+    @property
+    def findings(self) -> dict[str, int]:
+        """The findings of all readings, by reason, most first."""
+        return _by_count(sum((o.findings for o in self.outcomes), Counter()))
+
+
+def _by_count(counts: Counter[str]) -> dict[str, int]:
+    return dict(sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
 
 
 class Windows:
@@ -269,8 +305,15 @@ class _State:
         stopped = self.outcome.stopped
         return stopped[-1] if stopped else None
 
+    def started(self, at: datetime) -> None:
+        """Its owner started it at ``at``: EC2's LaunchTime is the last start."""
+        if isinstance(self.current, Ec2Instance) and self.current.launch_time != at:
+            self.current = replace(self.current, launch_time=at)
+            self.set_resource_view()
+
     def judged_at(self, now: datetime) -> bool:
-        return self.stopped_until is None or now >= self.stopped_until
+        # Restarted at `stopped_until` (by its owner, to work): pending then, judged from the next sweep on.
+        return self.stopped_until is None or now > self.stopped_until
 
     def read_ahead(
         self, numbers: range, steps: list[datetime], running: list[bool], thresholds: Thresholds
@@ -302,9 +345,13 @@ def reading_at(
     windows: Windows | None = None,
 ) -> GpuReading:
     """What the deployed sweep would have read of this resource at ``now``: the same reader functions, fed
-    the history's points in the window they read (a walk passes the subject's ``windows``, read forward)."""
-    since = now - thresholds.lookback
-    series = (windows or Windows(subject)).at(since, now)
+    the history's points in the window they read (a walk passes the subject's ``windows``, read forward).
+
+    Only what is known at ``now``: a datapoint stamped t covers [t, t + period), so the reading is that of
+    the whole periods before ``now``, as of ``now - period`` (the datapoint stamped ``now`` is not used)."""
+    known = now - thresholds.period
+    since = known - thresholds.lookback
+    series = (windows or Windows(subject)).at(since, known)
     if hidden is not None and hidden[1] > since:
         # A resource the backtest stopped publishes nothing while stopped: the sweep after its restart
         # would not have seen the datapoints history has for that span.
@@ -313,10 +360,10 @@ def reading_at(
     # holds whatever the walk marks meanwhile.
     if isinstance(resource, Ec2Instance):
         count = resource.accelerators.count if resource.accelerators else subject.gpu_count
-        return gpu_detect.read_gpus(series, now, thresholds, count)
+        return gpu_detect.read_gpus(series, known, thresholds, count)
     if isinstance(resource, TrainingJob):
-        return sagemaker_detect.read_training_job(series, resource, now, thresholds)
-    return gpu_detect.read_gpus(series, now, thresholds, subject.gpu_count)
+        return sagemaker_detect.read_training_job(series, resource, known, thresholds)
+    return gpu_detect.read_gpus(series, known, thresholds, subject.gpu_count)
 
 
 def findings_of(
@@ -347,18 +394,37 @@ def _per_gpu_divisor(subject: Subject) -> float:
     return float(max(1, subject.gpu_count)) if subject.kind is SubjectKind.TRAINING_JOB else 1.0
 
 
-def first_busy(subject: Subject, after: datetime, before: datetime, percent: float) -> datetime | None:
-    """The first datapoint after ``after`` (and before ``before``) where any GPU is at or over ``percent``."""
-    limit = percent * _per_gpu_divisor(subject)
-    found: datetime | None = None
+def play_forward(
+    subject: Subject, stop: datetime, limit: datetime, percent: float, period: timedelta
+) -> tuple[datetime, str | None]:
+    """How long a stop at ``stop`` would have lasted, at most until ``limit``: ``(until, why)``.
+
+    ``why`` is ``"busy"`` when a GPU (a host, for a training job) was next at or over ``percent`` at
+    ``until``: the first such datapoint not known at the stop (stamped after ``stop - period``; one that
+    began before the stop ends it at the stop). It is ``"no_data"`` when a GPU's series has a gap of more
+    than one missing period first: ``until`` is then the end of its last datapoint, as what the resource
+    would have done after it is not known. ``None`` when it reached ``limit`` (its owner's stop, or the end
+    of the period) idle all along.
+    """
+    threshold = percent * _per_gpu_divisor(subject)
+    until, why = limit, None
+    unknown_after = stop - period
     for track in subject.tracks.values():
-        for at, value in track.series[track.after(after) :]:
-            if at >= before or (found is not None and at >= found):
+        covered = stop  # this GPU's datapoints cover its time up to here
+        for at, value in track.series[track.after(unknown_after) :]:
+            if at >= until:
                 break
-            if value >= limit:
-                found = at
+            if at - covered > period:
+                break  # more than one datapoint missing: a gap, checked below
+            if value >= threshold:
+                until, why = max(at, stop), "busy"
                 break
-    return found
+            covered = at + period  # the points are in order, and none is known at the stop
+        else:
+            at = until
+        if min(at, until) - covered > period and covered < until:
+            until, why = covered, "no_data"
+    return until, why
 
 
 def period_numbers(history: History) -> dict[datetime, int]:
@@ -394,12 +460,42 @@ def idle_steps(
 
 
 def _running_flags(subject: Subject, times: list[datetime]) -> list[bool]:
-    """For each of the (sorted) ``times``, whether the subject was running then (``running_at`` of each)."""
+    """For each of the (sorted) ``times``, whether the sweep then would have judged the subject: running,
+    and started before it (an instance started at that very moment is still pending, with nothing published)."""
     flags = [False] * len(times)
     for start, end in subject.running:
-        first, last = bisect_left(times, start), bisect_left(times, end)
+        first, last = bisect_right(times, start), bisect_left(times, end)
         flags[first:last] = [True] * (last - first)
     return flags
+
+
+def billed_shares(subject: Subject, history: History) -> list[float]:
+    """For each step, the share of its period [now - step, now) the subject ran (and was billed) in: 1.0 for
+    most, a fraction where its owner started or stopped it within the period, 0.0 while it was stopped."""
+    start, step = history.start, history.step
+    count = int((history.end - start) / step)
+    shares = [0.0] * count
+    for lo, hi in subject.running:
+        lo, hi = max(lo, start), min(hi, history.end)
+        if lo >= hi:
+            continue
+        first, last = (lo - start) // step, min(count - 1, (hi - start) // step)
+        if first + 1 < last:
+            shares[first + 1 : last] = [1.0] * (last - first - 1)
+        for slot in {first, last}:
+            slot_start = start + step * slot
+            shares[slot] += overlap((lo, hi), (slot_start, slot_start + step)) / step
+    return shares
+
+
+def _run_starts(subject: Subject, steps: list[datetime], after: datetime) -> dict[int, datetime]:
+    """The first step of each running period that begins after ``after``, with when it began."""
+    starts = {}
+    for begin, end in subject.running:
+        n = bisect_right(steps, begin)
+        if begin > after and n < len(steps) and steps[n] < end:
+            starts[n] = begin
+    return starts
 
 
 def backtest(history: History, params: Params, progress: Progress | None = None) -> Result:
@@ -427,15 +523,22 @@ def _walk(history: History, params: Params, progress: Progress | None) -> Result
     thresholds = params.thresholds(history.step)
     policy = params.policy()
     limiter = MemoryStopLimiter(params.max_stops_per_hour)
-    step_hours = history.step.total_seconds() / 3600
+    gate = MemoryRepeatGate()
+    step = history.step
+    step_hours = step.total_seconds() / 3600
     states = [_State(s, Outcome(s), s.resource) for s in history.subjects]
     steps = history.steps()
     periods = period_numbers(history)
     idle_by_subject = [idle_steps(s, history, params.idle_percent, periods) for s in history.subjects]
-    # Whether each subject ran at each step's start and at its end, computed once rather than per step.
-    starts = [now - history.step for now in steps]
-    ran = [_running_flags(s, starts) for s in history.subjects]
+    # How much of each step's period each subject ran, and whether it ran at each step's end (when the
+    # sweep runs), computed once rather than per step.
+    billed = [billed_shares(s, history) for s in history.subjects]
     runs = [_running_flags(s, steps) for s in history.subjects]
+    # EC2 sets an instance's LaunchTime at each start: the replayed instance carries it from its restarts.
+    restarts = [
+        _run_starts(s, steps, history.start) if isinstance(s.resource, Ec2Instance) else {}
+        for s in history.subjects
+    ]
     for n, now in enumerate(steps):
         if n % READ_AHEAD == 0:
             # Each subject's next steps read in one go: its points stay in the cache from one window to the
@@ -447,31 +550,44 @@ def _walk(history: History, params: Params, progress: Progress | None) -> Result
                 state.read_ahead(numbers, steps, running, thresholds)
         findings: list[Finding] = []
         owners: list[_State] = []
-        for state, idle, ran_before, running in zip(states, idle_by_subject, ran, runs, strict=True):
-            subject = state.subject
-            # Accounting: the period [now - step, now) that has just ended.
-            if ran_before[n]:
+        for state, idle, shares, running, restart in zip(
+            states, idle_by_subject, billed, runs, restarts, strict=True
+        ):
+            subject, outcome = state.subject, state.outcome
+            # Accounting: the period [now - step, now) that has just ended, for the share of it the resource
+            # ran; idle when every GPU reported in it and all stayed under the threshold.
+            share = shares[n]
+            if share:
                 hourly = subject.hourly_usd or 0.0
-                state.outcome.running_hours += step_hours
+                outcome.running_hours += share * step_hours
                 if idle[n]:
-                    state.outcome.idle_usd += hourly * step_hours
-                    stopped = state.outcome.stopped  # chronological: only the latest can cover now
-                    if stopped and stopped[-1][0] <= now - history.step and now <= stopped[-1][1]:
-                        state.outcome.reclaimed_idle_usd += hourly * step_hours
+                    outcome.idle_usd += hourly * share * step_hours
+                    stopped = outcome.stopped  # chronological: only the latest can cover this period
+                    if stopped and stopped[-1][1] > now - step:
+                        begin, until = stopped[-1]
+                        if begin <= now - step and now <= until:  # the whole period: the usual case
+                            outcome.reclaimed_idle_usd += hourly * share * step_hours
+                        else:
+                            covered = overlap(stopped[-1], (now - step, now))
+                            outcome.reclaimed_idle_usd += hourly * covered.total_seconds() / 3600
             # Decision: what the sweep at `now` would have said, unless a would-be stop is still in force.
             if not state.judged_at(now):
                 continue
             state.stopped_until = None
             if not running[n]:
                 continue  # not running: stopped by its owner, not yet launched, or gone
+            if n in restart:
+                state.started(restart[n])
             reading = state.reading(n, now, thresholds)
             found = findings_of(subject, state.current, reading, now, thresholds, state.resource_view)
             if not found:
                 state.last_notice = None
+            for finding in found:
+                outcome.findings[finding.reason.value] += 1
             findings += found
             owners += [state] * len(found)
         for state, decision in zip(owners, policy_rules.decide_all(findings, policy, now), strict=True):
-            _apply(state, decision, now, history, params, limiter)
+            _apply(state, decision, now, history, params, limiter, gate)
         if progress is not None:
             progress(n + 1, len(steps))
     return Result(history, params, [s.outcome for s in states])
@@ -484,11 +600,13 @@ def _apply(
     history: History,
     params: Params,
     limiter: MemoryStopLimiter,
+    gate: MemoryRepeatGate,
 ) -> None:
     action, reason = decision.action, decision.reason.value
     events = state.outcome.events
     if action is Action.NONE:
         return  # waiting out the grace period
+    capped = False
     if action is Action.MARK:
         state.set_mark(now)
     elif action is Action.UNMARK:
@@ -497,10 +615,13 @@ def _apply(
         if not limiter.acquire(now):
             action, note = Action.NOTIFY, f"stop cap of {params.max_stops_per_hour} per hour reached"
             decision = decision.model_copy(update={"action": action, "note": note})
+            capped = True
         else:
+            _notice(state, decision, action, now, params, gate, always=False)
             events.append(_stop(state, now, history, params, reason, decision.note))
             state.last_notice = None
             return
+    _notice(state, decision, action, now, params, gate, always=capped)
     if action is Action.NOTIFY:
         key = (action.value, reason, decision.note)
         if key == state.last_notice:
@@ -511,14 +632,34 @@ def _apply(
     events.append(Event(now, action.value, reason, decision.note))
 
 
+def _notice(
+    state: _State,
+    decision: Decision,
+    action: Action,
+    now: datetime,
+    params: Params,
+    gate: MemoryRepeatGate,
+    *,
+    always: bool,
+) -> None:
+    """Count the notice the notifier would have posted for this decision (pipeline.act_on's repeat rule: the
+    same resource, reason and action once per repeat window, a missing-metrics alert once per 30 days, a
+    stop held by the hourly cap always)."""
+    key = f"{decision.resource.key}|{decision.reason}|{action}"
+    if decision.finding.repeat_scope:
+        key += f"|{decision.finding.repeat_scope}"
+    window = ONCE_WINDOW if decision.reason in ALERT_ONCE else params.repeat_window
+    if always or gate.first_in_window(key, now, window):
+        state.outcome.notices[decision.reason.value] += 1
+
+
 def _stop(state: _State, now: datetime, history: History, params: Params, reason: str, note: str) -> Event:
-    """Play a would-be stop forward against what really happened."""
+    """Play a would-be stop forward against what really happened (``play_forward``)."""
     subject = state.subject
     running = subject.running_at(now)
     run_end = min(running[1] if running else now, history.end)
-    busy = first_busy(subject, now, run_end, params.idle_percent)
-    until = busy or run_end
-    ended_by = "busy" if busy else ("period_end" if run_end >= history.end else "owner_stopped")
+    until, why = play_forward(subject, now, run_end, params.idle_percent, history.step)
+    ended_by = why or ("period_end" if run_end >= history.end else "owner_stopped")
     hourly = subject.hourly_usd
     saved = hourly * (until - now).total_seconds() / 3600 if hourly is not None else None
     state.outcome.saved_usd += saved or 0.0
@@ -526,7 +667,7 @@ def _stop(state: _State, now: datetime, history: History, params: Params, reason
     # Judged again from `until` (an owner restarting it to work is seen busy then); the mark tag stays on a
     # stopped resource, as it does in AWS, and the busy reading cancels it.
     state.stopped_until = until
-    near = busy is not None and busy - now <= params.near_miss_horizon
+    near = why == "busy" and until - now < params.near_miss_horizon
     return Event(
         now,
         Action.STOP.value,

@@ -1,15 +1,21 @@
-"""A backtest's history from a world file: the world's own series, as the embedded AWS would publish them."""
+"""A backtest's history from a world file: the world's own series, as the embedded AWS would publish them,
+read as GetMetricData reads them at the backtest's step (each period's Maximum, stamped with its start)."""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+from collections.abc import Iterable
+from datetime import datetime, timedelta
 
 from costguard.aws.inventory import accelerators_of
 from costguard.aws.sagemaker import account_of
-from costguard.backtest.history import GpuTrack, History, Interval, Subject, SubjectKind
-from costguard.local.world import GpuMetrics, World, gpu_series
+from costguard.backtest.history import GpuTrack, History, Interval, Subject, SubjectKind, intersect, runs_of
+from costguard.detect.gpu import Series
+from costguard.local.world import GpuMetrics, Instance, Pattern, World, gpu_series
 from costguard.model import Accelerators, Ec2Instance, NotebookInstance, TrainingJob
 from costguard.pricing import PriceBook
+
+# Before the period, the world's series hold the verdict window of its first step (command.world_period).
+WINDOW = timedelta(hours=2)
 
 
 def accelerators(instance_type: str) -> Accelerators | None:
@@ -20,28 +26,70 @@ def accelerators(instance_type: str) -> Accelerators | None:
     return accelerators_of(described) if described else None
 
 
-def _clip(start: datetime | None, end: datetime | None, period: Interval) -> list[Interval]:
-    lo = max(start or period[0], period[0])
-    hi = min(end or period[1], period[1])
-    return [(lo, hi)] if lo < hi else []
+def _clip(spans: Iterable[Interval], period: Interval) -> list[Interval]:
+    clipped = []
+    for start, end in spans:
+        lo, hi = max(start, period[0]), min(end, period[1])
+        if lo < hi:
+            clipped.append((lo, hi))
+    return clipped
+
+
+def at_step(series: Series, origin: datetime, step: timedelta) -> Series:
+    """The series as GetMetricData returns it with ``Period`` = ``step`` and the ``Maximum`` statistic: one
+    point per period [origin + k step, origin + (k + 1) step) that holds any, stamped with its start."""
+    out: Series = []
+    for at, value in series:
+        slot = origin + step * ((at - origin) // step)
+        if out and out[-1][0] == slot:
+            if value > out[-1][1]:
+                out[-1] = (slot, value)
+        else:
+            out.append((slot, value))
+    return out
+
+
+def _metrics(pattern: Pattern, since: datetime, now: datetime) -> GpuMetrics:
+    # Built without validation: a --days longer than the two weeks a world file may ask for is fine here.
+    minutes = int((now - since).total_seconds() // 60) + 1
+    return GpuMetrics.model_construct(pattern=pattern, lookback_minutes=max(5, minutes), period_seconds=60)
+
+
+def instance_running(
+    spec: Instance, tracks: dict[int, Series], series_start: datetime, now: datetime
+) -> list[Interval]:
+    """When the instance ran: its own timeline (``timeline``, else ``launched`` to ``stopped_at``), less the
+    gaps in its data. As EC2 publishes nothing for a stopped instance, a stretch of more than one missing
+    period in which none of its GPUs reports is its owner stopping it (as the account reader reads its
+    CPUUtilization); an instance that publishes no GPU series at all ran as its timeline says."""
+    own = spec.running_periods(series_start, now)
+    times = sorted({at for series in tracks.values() for at, _ in series})
+    if not times:
+        return own
+    running_now = bool(own) and own[-1][1] >= now
+    period = timedelta(seconds=spec.gpu_metrics.period_seconds)
+    return intersect(own, runs_of(times, period, now, running_now))
 
 
 def world_history(world: World, start: datetime, step: timedelta, prices: PriceBook) -> History:
     """Every GPU instance, in-progress training job and InService notebook of the world over [start, now).
 
-    An instance ran from ``launched`` until ``stopped_at`` (or throughout, when running at the world's now);
-    a training job from ``started`` to the world's now; a notebook throughout. Jobs and notebooks follow their
-    ``gpu_pattern`` for the whole period.
+    An instance ran as its ``timeline`` says (else from ``launched`` until ``stopped_at``, or throughout
+    when running at the world's now), and not while its data has a gap (``instance_running``); it publishes
+    nothing while stopped. A training job ran from ``started`` to the world's now; a notebook throughout. Jobs
+    and notebooks follow their ``gpu_pattern`` for the whole period, published every minute.
     """
     period = (start, world.now)
-    minutes = int((world.now - start).total_seconds() // 60) + 1
+    series_start = min(world.series_start, start - WINDOW)
     subjects: list[Subject] = []
+    aligned = (world.now - start) % step == timedelta(0)
     for spec in world.instances:
         accel = accelerators(spec.type)
         if accel is None or not accel.is_nvidia:
             continue  # not a GPU instance costguard judges
-        if spec.state != "running" and spec.stopped_at is None:
-            continue  # stopped or gone at the world's now, and the world does not say when
+        own = spec.running_periods(series_start, world.now)
+        if not own:
+            continue  # never running in the world's span (or stopped at now, and it does not say when it ran)
         instance = Ec2Instance(
             id=spec.id,
             type=spec.type,
@@ -53,18 +101,17 @@ def world_history(world: World, start: datetime, step: timedelta, prices: PriceB
             lifecycle="spot" if spec.lifecycle == "spot" else None,
             accelerators=accel,
         )
-        # An instance publishes nothing before its launch or after its owner stopped it.
-        lo, hi = spec.launched or datetime.min.replace(tzinfo=UTC), spec.stopped_at or world.now
-        tracks = {
-            i: GpuTrack([(t, v) for t, v in gpu_series(spec.gpu_metrics, i, world.now) if lo <= t < hi])
-            for i in range(accel.count)
-        }
+        # An instance publishes nothing before its launch or while its owner had it stopped.
+        raw = {i: _within(gpu_series(spec.gpu_metrics, i, world.now), own) for i in range(accel.count)}
+        raw = {i: s for i, s in raw.items() if s}
+        running = instance_running(spec, raw, series_start, world.now)
+        on_grid = aligned and timedelta(seconds=spec.gpu_metrics.period_seconds) == step
         subjects.append(
             Subject(
                 SubjectKind.EC2_INSTANCE,
                 instance,
-                {i: t for i, t in tracks.items() if t.series},
-                _clip(spec.launched, spec.stopped_at, period),
+                {i: GpuTrack(s if on_grid else at_step(s, start, step)) for i, s in raw.items()},
+                _clip(running, period),
                 prices.hourly(spec.type, world.region),
                 accel.count,
             )
@@ -74,18 +121,17 @@ def world_history(world: World, start: datetime, step: timedelta, prices: PriceB
         if job.status != "InProgress" or accel is None or not accel.is_nvidia:
             continue
         arn = f"arn:aws:sagemaker:{world.region}:{world.account}:training-job/{job.name}"
-        running = _clip(job.started, None, period)
-        ran = int((world.now - running[0][0]).total_seconds() // 60) if running else 0
-        metrics = GpuMetrics(pattern=job.gpu_pattern, lookback_minutes=max(5, ran))
+        began = job.started or series_start
+        running = _clip([(began, world.now)], period)
+        metrics = _metrics(job.gpu_pattern, max(began, series_start), world.now)
         hosts = {}
         for host in range(1, job.instance_count + 1):
             per_gpu = [
                 gpu_series(metrics, (host - 1) * accel.count + i, world.now) for i in range(accel.count)
             ]
             # SageMaker publishes each host's sum over its GPUs.
-            hosts[host] = GpuTrack(
-                [(p[0][0], round(sum(v for _, v in p), 2)) for p in zip(*per_gpu, strict=True)]
-            )
+            summed = [(p[0][0], round(sum(v for _, v in p), 2)) for p in zip(*per_gpu, strict=True)]
+            hosts[host] = GpuTrack(at_step([(t, v) for t, v in summed if t >= began], start, step))
         subjects.append(
             Subject(
                 SubjectKind.TRAINING_JOB,
@@ -100,7 +146,7 @@ def world_history(world: World, start: datetime, step: timedelta, prices: PriceB
                     tags=job.tags,
                     accelerators=accel,
                 ),
-                hosts,
+                {h: t for h, t in hosts.items() if t.series},
                 running,
                 prices.hourly(job.instance_type, world.region),
                 accel.count,
@@ -110,8 +156,10 @@ def world_history(world: World, start: datetime, step: timedelta, prices: PriceB
         accel = accelerators(notebook.instance_type)
         if notebook.status != "InService" or accel is None or not accel.is_nvidia:
             continue
-        metrics = GpuMetrics(pattern=notebook.gpu_pattern, lookback_minutes=minutes)
-        tracks = {i: GpuTrack(gpu_series(metrics, i, world.now)) for i in range(accel.count)}
+        metrics = _metrics(notebook.gpu_pattern, series_start, world.now)
+        tracks = {
+            i: GpuTrack(at_step(gpu_series(metrics, i, world.now), start, step)) for i in range(accel.count)
+        }
         subjects.append(
             Subject(
                 SubjectKind.NOTEBOOK,
@@ -132,3 +180,20 @@ def world_history(world: World, start: datetime, step: timedelta, prices: PriceB
             )
         )
     return History(start, world.now, step, subjects, source="world")
+
+
+def _within(series: Series, spans: list[Interval]) -> Series:
+    """The points stamped inside the spans (sorted, disjoint)."""
+    if len(spans) == 1:
+        lo, hi = spans[0]
+        return [p for p in series if lo <= p[0] < hi]
+    kept: Series = []
+    n = 0
+    for point in series:
+        while n < len(spans) and spans[n][1] <= point[0]:
+            n += 1
+        if n == len(spans):
+            break
+        if spans[n][0] <= point[0]:
+            kept.append(point)
+    return kept

@@ -22,7 +22,7 @@ from costguard.events.capacity import (
     CapacityBlockEvent,
     ReservationStateChange,
 )
-from costguard.events.cloudwatch import ALARM_DETAIL_TYPE, AlarmStateChange
+from costguard.events.cloudwatch import ALARM_DETAIL_TYPE, AlarmNotification, AlarmStateChange
 from costguard.events.ec2 import (
     INSTANCE_STATE_DETAIL_TYPE,
     SPOT_INTERRUPTION_DETAIL_TYPE,
@@ -85,10 +85,14 @@ def sns_content_of(event: Any) -> SnsContent | None:
 
 
 def sns_model_for(message: str) -> type[BaseModel]:
-    """SNS deliveries carry no type: a JSON anomaly is one, anything else is read as a budget alert
-    (whose parser forwards wording it cannot read instead of dropping it)."""
-    body = json_object(message)
-    return CostAnomalyNotification if body is not None and "anomalyId" in body else BudgetNotification
+    """SNS deliveries carry no type: a JSON anomaly or alarm action is one, anything else is read as a budget
+    alert (whose parser forwards wording it cannot read instead of dropping it)."""
+    content = sns_content(message)
+    if content == COST_ANOMALY:
+        return CostAnomalyNotification
+    if content == CLOUDWATCH_ALARM:
+        return AlarmNotification
+    return BudgetNotification
 
 
 def model_for(event: dict[str, Any]) -> type[BaseModel] | None:

@@ -45,7 +45,12 @@ class Run(_Strict):
 
     def points(self) -> dict[datetime, float | None]:
         step = timedelta(minutes=self.step_minutes)
-        return {self.start + n * step: value for n, value in enumerate(self.values)}
+        at = self.start
+        points: dict[datetime, float | None] = {}
+        for value in self.values:
+            points[at] = value
+            at += step
+        return points
 
 
 class GpuSeries(_Strict):
@@ -92,6 +97,17 @@ class UsageHistory(_Strict):
     cpu_percent: float | None = Field(default=None, ge=0, le=100, description="default: the instance's")
 
 
+class TimelinePeriod(_Strict):
+    """A span of an instance's own timeline, [start, end): running, or stopped by its owner.
+
+    An open ``start`` (first period only) means since before the world's series begin (or since ``launched``);
+    an open ``end`` (last period only) means until the world's now."""
+
+    state: Literal["running", "stopped"]
+    start: AwsTime | None = None
+    end: AwsTime | None = None
+
+
 class Instance(_Strict):
     id: Annotated[str, Field(pattern=r"^i-[0-9a-f]{8,17}$")]
     type: str
@@ -110,6 +126,64 @@ class Instance(_Strict):
         default=None, description="when its owner stopped it (backtests): it ran from launched until then"
     )
     usage: UsageHistory | None = Field(default=None, description="hourly history for the audit")
+    timeline: list[TimelinePeriod] = Field(
+        default_factory=list,
+        description="backtests: its owner's own running and stopped periods, in order; when given, the "
+        "instance ran during its running periods and at no other time",
+    )
+
+    @model_validator(mode="after")
+    def _timeline_in_order(self) -> Instance:
+        if self.stopped_at is not None and self.launched is not None and self.stopped_at <= self.launched:
+            raise ValueError(f"instance {self.id}: stopped_at ({self.stopped_at}) is not after launched")
+        if not self.timeline:
+            return self
+        if self.stopped_at is not None:
+            raise ValueError(
+                f"instance {self.id}: give either stopped_at or a timeline (its last period says when it stopped)"
+            )
+        last = len(self.timeline) - 1
+        previous: TimelinePeriod | None = None
+        for n, period in enumerate(self.timeline):
+            name = f"instance {self.id}: timeline period {n + 1} ({period.state})"
+            if period.start is None and n > 0:
+                raise ValueError(f"{name} has no start: only the first period may leave it out")
+            if period.end is None and n < last:
+                raise ValueError(f"{name} has no end: only the last period may leave it out")
+            if period.start is not None and period.end is not None and period.end <= period.start:
+                raise ValueError(f"{name} ends ({period.end}) before it starts ({period.start})")
+            before = previous.end if previous is not None else None
+            if before is not None and period.start is not None and period.start < before:
+                raise ValueError(
+                    f"{name} starts at {period.start}, before period {n} ends ({before}): "
+                    "periods must be in order and must not overlap"
+                )
+            launched = self.launched
+            if period.state == "running" and launched and period.start and period.start < launched:
+                raise ValueError(f"{name} starts at {period.start}, before it was launched ({launched})")
+            previous = period
+        return self
+
+    def timeline_bounds(self) -> list[datetime]:
+        """Every time its timeline names, for the world's checks."""
+        return [t for p in self.timeline for t in (p.start, p.end) if t is not None]
+
+    def running_periods(self, since: datetime, now: datetime) -> list[tuple[datetime, datetime]]:
+        """When its owner had it running within [since, now): the running periods of its timeline, else from
+        ``launched`` (or ``since``) until ``stopped_at`` (or ``now`` when it is running at ``now``)."""
+        spans: list[tuple[datetime | None, datetime | None]]
+        if self.timeline:
+            spans = [(p.start or self.launched, p.end) for p in self.timeline if p.state == "running"]
+        elif self.state == "running" or self.stopped_at is not None:
+            spans = [(self.launched, self.stopped_at)]
+        else:
+            spans = []  # stopped or gone at now, and nothing says when it ran
+        clipped = []
+        for start, end in spans:
+            lo, hi = max(start or since, since), min(end or now, now)
+            if lo < hi:
+                clipped.append((lo, hi))
+        return clipped
 
 
 class TrainingJob(_Strict):
@@ -197,6 +271,12 @@ class World(_Strict):
     capacity_reservations: list[CapacityReservation] = Field(default_factory=list)
     budgets: list[Budget] = Field(default_factory=list)
 
+    @property
+    def series_start(self) -> datetime:
+        """Where the world's series begin: its now less the longest ``lookback_minutes`` of its instances."""
+        lookback = max((i.gpu_metrics.lookback_minutes for i in self.instances), default=180)
+        return self.now - timedelta(minutes=lookback)
+
     @model_validator(mode="after")
     def _unique_ids(self) -> World:
         ids = [i.id for i in self.instances]
@@ -212,15 +292,42 @@ class World(_Strict):
                 raise ValueError(f"{kind} names must be unique")
         return self
 
+    @model_validator(mode="after")
+    def _timelines_in_the_span(self) -> World:
+        begin = self.series_start
+        for instance in self.instances:
+            for at in instance.timeline_bounds():
+                if not begin <= at <= self.now:
+                    raise ValueError(
+                        f"instance {instance.id}: timeline time {at.isoformat()} is outside the world's span "
+                        f"({begin.isoformat()} to now, {self.now.isoformat()}); leave the first start or the "
+                        "last end out to mean before or after it"
+                    )
+            if instance.timeline:
+                last = instance.timeline[-1]
+                running_now = last.state == "running" and (last.end is None or last.end >= self.now)
+                if running_now != (instance.state in ("pending", "running")):
+                    said = "running" if running_now else "stopped"
+                    raise ValueError(
+                        f"instance {instance.id}: its timeline has it {said} at now but its state is "
+                        f"{instance.state} (it runs during its running periods only)"
+                    )
+        return self
+
 
 class WorldFileError(ValueError):
     """The world file cannot be read; the message names the file and the problem."""
 
 
+# libyaml's loader where PyYAML was built with it: a week of explicit per-GPU points for a fleet is millions of
+# scalars, several times faster to parse in C. The same safe subset of YAML either way.
+YamlLoader: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
 def load_world(path: str | Path) -> World:
     path = Path(path)
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        data = yaml.load(path.read_text(encoding="utf-8"), Loader=YamlLoader)  # noqa: S506 (a safe loader)
         return World.model_validate(data)
     except (OSError, yaml.YAMLError, ValueError) as error:
         raise WorldFileError(f"{path}: {error}") from None
@@ -240,29 +347,50 @@ def gpu_series(
 ) -> list[tuple[datetime, float]]:
     """The datapoints one GPU publishes from ``now - lookback`` to ``until`` (default ``now``), oldest first."""
     override = next((g for g in metrics.gpus if g.index == gpu_index), None)
-    explicit: dict[datetime, float | None] = {}
+    # Times as whole epoch seconds inside (a week of a fleet is millions of points: aware datetimes are slow to
+    # hash and compare), datetimes only for the points returned.
+    explicit: dict[int, float | None] = {}
+    # The pattern at a time: the GPU's own pattern (else the instance's, changed by the instance's segments),
+    # then the GPU's own segments; the last segment that covers the time wins.
+    base: Pattern = metrics.pattern
+    segments: list[Segment] = list(metrics.segments)
     if override:
-        explicit = {AwsTimeAdapter.validate_python(t): v for t, v in override.points.items()}
+        explicit = {_epoch(AwsTimeAdapter.validate_python(t)): v for t, v in override.points.items()}
         for run in override.runs:
-            explicit |= run.points()
+            run_s, run_step = _epoch(run.start), run.step_minutes * 60
+            for value in run.values:
+                explicit[run_s] = value
+                run_s += run_step
+        if override.pattern:
+            base, segments = override.pattern, []
+        segments += override.segments
+    spans = [
+        (_epoch(seg.start) if seg.start else None, _epoch(seg.end) if seg.end else None, seg.pattern)
+        for seg in segments
+    ]
     end = max(until or now, now)
-    start = now - timedelta(minutes=metrics.lookback_minutes)
     step = timedelta(seconds=metrics.period_seconds)
-    points: list[tuple[datetime, float]] = []
+    start_s = _epoch(now) - metrics.lookback_minutes * 60
+    at_s, step_s = _epoch(end) - metrics.period_seconds, metrics.period_seconds
     at = end - step
-    while at > start:
-        pattern: Pattern = metrics.pattern
-        for seg in metrics.segments:
-            if (seg.start is None or seg.start <= at) and (seg.end is None or at < seg.end):
-                pattern = seg.pattern
-        if override:
-            pattern = override.pattern or pattern
-            for seg in override.segments:
-                if (seg.start is None or seg.start <= at) and (seg.end is None or at < seg.end):
-                    pattern = seg.pattern
-        value = explicit[at] if at in explicit else utilization(pattern, int(at.timestamp() // 60), gpu_index)
+    points: list[tuple[datetime, float]] = []
+    while at_s > start_s:
+        if at_s in explicit:
+            value = explicit[at_s]
+        else:
+            pattern = base
+            for lo, hi, seg_pattern in spans:
+                if (lo is None or lo <= at_s) and (hi is None or at_s < hi):
+                    pattern = seg_pattern
+            value = utilization(pattern, at_s // 60, gpu_index)
         if value is not None:
             points.append((at, value))
         at -= step
+        at_s -= step_s
     points.reverse()
     return points
+
+
+def _epoch(at: datetime) -> int:
+    """Whole seconds since the epoch (world times are whole seconds: sub-second parts are dropped)."""
+    return int(at.timestamp() // 1)
