@@ -30,7 +30,7 @@ from costguard.local.history import publish_usage_history
 from costguard.local.seed_metrics import datum, publish
 from costguard.local.sink import SlackSink
 from costguard.local.template import Function, Template, resolve
-from costguard.local.world import GpuMetrics, World, gpu_series
+from costguard.local.world import GpuMetrics, Instance, World, gpu_series
 
 PROJECT_ROOT = Path(__file__).resolve().parents[3]
 DEFAULT_TEMPLATE = PROJECT_ROOT / "template.yaml"
@@ -314,6 +314,16 @@ def seed_world(world: World, until: datetime | None = None) -> None:
     publish_usage_history(world, gpu_info)  # the audit's hourly history (local/history.py)
 
 
+def _ran(spec: Instance, now: datetime, until: datetime) -> Callable[[datetime], bool]:
+    """Whether the instance ran at a time: its owner's running periods (``timeline``, ``launched``), the last
+    running on past ``now`` to ``until`` when it is running at ``now``."""
+    since = now - timedelta(minutes=spec.gpu_metrics.lookback_minutes)
+    periods = spec.running_periods(since, now)
+    if periods and periods[-1][1] == now:
+        periods[-1] = (periods[-1][0], max(now, until) + timedelta(minutes=1))
+    return lambda at: any(start <= at < end for start, end in periods)
+
+
 def publish_metrics(world: World, gpu_info: dict[str, dict[str, Any]], until: datetime) -> None:
     """The CloudWatch agent's per-GPU series, and EC2's CPU and network series, for running instances."""
     batches: dict[str, list[dict[str, Any]]] = {"CWAgent": [], "AWS/EC2": []}
@@ -323,6 +333,7 @@ def publish_metrics(world: World, gpu_info: dict[str, dict[str, Any]], until: da
         model = gpus[0].get("Name", "GPU") if gpus else "GPU"
         if spec.state != "running":
             continue
+        ran = _ran(spec, world.now, until)
         for index in range(count):
             dims = [
                 {"Name": "InstanceId", "Value": spec.id},
@@ -330,10 +341,13 @@ def publish_metrics(world: World, gpu_info: dict[str, dict[str, Any]], until: da
                 {"Name": "name", "Value": model},
             ]
             for at, value in gpu_series(spec.gpu_metrics, index, world.now, until):
-                batches["CWAgent"].append(datum("nvidia_smi_utilization_gpu", dims, at, value, "Percent"))
+                if ran(at):
+                    batches["CWAgent"].append(datum("nvidia_smi_utilization_gpu", dims, at, value, "Percent"))
         ec2_dims = [{"Name": "InstanceId", "Value": spec.id}]
         clock_only = spec.gpu_metrics.model_copy(update={"pattern": "idle", "gpus": []})
         for at, _ in gpu_series(clock_only, 0, world.now, until):
+            if not ran(at):
+                continue  # EC2 publishes nothing while its owner has it stopped
             batches["AWS/EC2"].append(datum("CPUUtilization", ec2_dims, at, spec.cpu_percent, "Percent"))
             batches["AWS/EC2"].append(
                 datum("NetworkIn", ec2_dims, at, spec.network_in_mb_per_minute * 1e6, "Bytes")
