@@ -142,7 +142,15 @@ def test_an_unpriced_type_is_skipped_and_named() -> None:
     s = subject("g7.xlarge")
     findings, skipped = evaluate([s], {}, catalog(), RULES)
     assert findings == []
-    assert skipped[0].why == "no price known for g7.xlarge"
+    assert skipped[0].why == "no price known for g7.xlarge in us-east-1"
+    assert skipped[0].hourly_usd is None  # unknown, never zero
+
+
+def test_too_little_data_is_skipped_with_what_it_costs() -> None:
+    s = subject("g5.12xlarge", instance_count=2)
+    _, [skipped] = evaluate([s], {s.key: usage((2, 1, 1, 1), memory_gib=0.5, hours=4)}, catalog(), RULES)
+    assert skipped.hourly_usd == round(5.672 * 2, 4)
+    assert "4 h observed of 336 h" in skipped.why
 
 
 @pytest.mark.parametrize(
@@ -161,11 +169,16 @@ def test_model_params_are_read_in_any_usual_spelling(text: str, billions: float 
     assert parse_params(text) == (pytest.approx(billions) if billions is not None else None)
 
 
-def test_model_size_maps_a_small_model_to_a_small_class() -> None:
-    s = subject("p4d.24xlarge", tags={"costguard:model-params": "7B"})
+def test_model_size_maps_a_small_inference_model_to_a_small_class() -> None:
+    s = subject("p4d.24xlarge", tags={"costguard:model-params": "7B", "costguard:workload": "inference"})
     [finding], _ = evaluate([s], {}, catalog(), RULES)
     assert finding.reason is Reason.RIGHTSIZE_MODEL_SIZE
-    assert finding.recommended_type == "g6.xlarge"  # 7 x 2 x 1.2 = 16.8 GiB fits one 22 GiB GPU
+    # 7e9 x 2 bytes x 1.2 = 15.6 GiB fits one 22 GiB GPU
+    assert finding.recommended_type == "g6.xlarge"
+    assert finding.evidence["sized_as_workload"] == "inference"
+    assert "declared workload inference: 2 bytes per parameter" in finding.summary
+    # Nothing measured: compute fit cannot be shown, so the risk is high and the confidence low.
+    assert (finding.projected_gpu_percent, finding.risk, finding.confidence) == (None, "high", "low")
 
 
 def test_model_size_leaves_a_large_model_on_its_class() -> None:
@@ -217,13 +230,15 @@ def test_trainium_candidate_needs_transformer_training_and_cumulative_hours() ->
 
 def test_one_finding_per_resource_the_largest_saving_with_the_rest_as_alternatives() -> None:
     tags = {
-        "costguard:workload": "training",
+        "costguard:workload": "lora",
         "costguard:checkpoint": "s3://b/",
         "costguard:model-params": "7B",
     }
     s = subject("p4d.24xlarge", tags=tags, running_hours=48)
     [finding], _ = evaluate([s], {}, catalog(), RULES)
-    assert finding.reason is Reason.RIGHTSIZE_MODEL_SIZE  # 21.15/h saved beats spot's 13.17/h
+    # LoRA on 7B: 7e9 x 4 bytes x 1.2 = 31.3 GiB, the 4 A10Gs of a g5.12xlarge: 16.29/h saved beats spot's 13.17/h
+    assert finding.reason is Reason.RIGHTSIZE_MODEL_SIZE
+    assert finding.recommended_type == "g5.12xlarge"
     assert [a["reason"] for a in finding.alternatives] == ["rightsize_spot"]
 
 

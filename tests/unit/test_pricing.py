@@ -11,19 +11,27 @@ import pytest
 from botocore.stub import Stubber
 
 from costguard.aws import clients
-from costguard.pricing import PriceBook, bundled_price, bundled_table
+from costguard.pricing import (
+    Price,
+    PriceBook,
+    bundled_price,
+    bundled_regions,
+    bundled_table,
+    figure_source,
+    region_prices,
+    why_unpriced,
+)
 from costguard.pricing.live import _filters, live_price
 
 LIVE_SOURCE = "AWS Price List API"
 
 
-def test_bundled_price_for_p4d_names_the_table_date() -> None:
+def test_bundled_price_for_p4d_names_the_table_date_the_region_and_the_source() -> None:
     price = bundled_price("p4d.24xlarge", "us-east-1")
     assert price is not None
     assert price.usd_per_hour == 21.958
     as_of = bundled_table()["as_of"]
-    assert as_of in price.source
-    assert price.source == f"bundled table of {as_of}"
+    assert price.source == f"bundled table of {as_of} (us-east-1, AWS Price List of 2026-09-30)"
 
 
 def test_bundled_sagemaker_price_comes_from_the_sagemaker_table() -> None:
@@ -39,14 +47,58 @@ def test_unknown_type_is_none_never_zero(instance_type: str) -> None:
     assert PriceBook(live=False).hourly(instance_type, "us-east-1") is None
 
 
-def test_other_region_says_it_is_the_us_east_1_figure() -> None:
-    price = bundled_price("p4d.24xlarge", "eu-west-1")
+def test_another_region_has_its_own_figure_and_source() -> None:
+    price = bundled_price("g5.xlarge", "eu-west-1")
     assert price is not None
-    assert price.usd_per_hour == 21.958
-    assert "us-east-1 figure" in price.source
-    home = bundled_price("p4d.24xlarge", "us-east-1")
-    assert home is not None
-    assert "figure" not in home.source
+    assert price.usd_per_hour == 1.123
+    assert "eu-west-1" in price.source
+    assert "AWS Price List snapshot" in price.source
+    assert bundled_price("g5.xlarge", "us-west-2") == Price(1.006, price_source("g5.xlarge", "us-west-2"))
+
+
+@pytest.mark.parametrize(
+    ("instance_type", "region"),
+    [
+        ("p4d.24xlarge", "eu-west-1"),  # a gap: the only figure known predates the 2025 P4/P5 price cut
+        ("g5.xlarge", "ap-south-1"),  # a region the table does not cover
+        ("g6.xlarge", "eu-west-1"),  # not offered there when the table was built
+        ("ml.g5.xlarge", "eu-central-1"),  # no SageMaker figure for the region
+    ],
+)
+def test_a_figure_the_table_lacks_is_unknown_never_borrowed_from_another_region(
+    instance_type: str, region: str
+) -> None:
+    assert bundled_price(instance_type, region) is None
+    assert PriceBook(live=False).hourly(instance_type, region) is None
+    assert why_unpriced(instance_type, region).startswith(f"no price known for {instance_type} in {region}")
+
+
+def test_why_unpriced_names_the_reason() -> None:
+    assert "Capacity Blocks" in why_unpriced("p5e.48xlarge", "us-east-1")
+    assert "covers us-east-1" in why_unpriced("g5.xlarge", "ap-south-1")
+    assert "not offered there" in why_unpriced("g6.xlarge", "eu-west-1")
+
+
+def test_every_figure_has_a_dated_source() -> None:
+    for region in bundled_regions():
+        for service in ("ec2", "sagemaker"):
+            for instance_type in region_prices(region, service):
+                source = figure_source(instance_type, region)
+                assert source is not None, (region, instance_type)
+                assert source["title"] and source["as_of"] and source["label"], (region, instance_type)
+
+
+def test_the_table_covers_the_four_regions() -> None:
+    assert {"us-east-1", "us-west-2", "eu-west-1", "eu-central-1"} <= set(bundled_regions())
+    for region in ("us-east-1", "us-west-2", "eu-west-1", "eu-central-1"):
+        assert len(region_prices(region, "ec2")) >= 25, region
+
+
+def test_ml_p4d_has_a_price_and_says_it_may_be_stale() -> None:
+    price = bundled_price("ml.p4d.24xlarge", "us-east-1")
+    assert price is not None
+    assert price.usd_per_hour == 37.688
+    assert "before the 2025-06 P4/P5 reduction" in price.source
 
 
 @pytest.mark.parametrize("instance_type", [None, ""])
@@ -87,9 +139,22 @@ def _product(usd: str) -> str:
 
 
 def _expected(
-    instance_type: str, region: str = "us-east-1", service_code: str = "AmazonEC2"
+    instance_type: str,
+    region: str = "us-east-1",
+    service_code: str = "AmazonEC2",
+    component: str | None = None,
 ) -> dict[str, Any]:
-    return {"ServiceCode": service_code, "Filters": _filters(instance_type, region), "MaxResults": 10}
+    return {
+        "ServiceCode": service_code,
+        "Filters": _filters(instance_type, region, component),
+        "MaxResults": 10,
+    }
+
+
+def price_source(instance_type: str, region: str) -> str:
+    price = bundled_price(instance_type, region)
+    assert price is not None
+    return price.source
 
 
 def _response(*prices: str) -> dict[str, Any]:
@@ -214,3 +279,23 @@ def test_sagemaker_type_asks_the_sagemaker_service(pricing: StubbedPricing) -> N
     assert price.source == LIVE_SOURCE
     assert pricing.calls[0]["ServiceCode"] == "AmazonSageMaker"
     pricing.stubber.assert_no_pending_responses()
+
+
+def test_a_sagemaker_component_is_asked_for_by_name(pricing: StubbedPricing) -> None:
+    expected = _expected("ml.g5.xlarge", service_code="AmazonSageMaker", component="Hosting")
+    assert {"Type": "TERM_MATCH", "Field": "component", "Value": "Hosting"} in expected["Filters"]
+    pricing.stubber.add_response("get_products", _response("1.4080000000"), expected)
+    price = PriceBook(live=True).hourly("ml.g5.xlarge", "us-east-1", component="Hosting")
+    assert price is not None
+    assert price.usd_per_hour == 1.408
+    pricing.stubber.assert_no_pending_responses()
+
+
+def test_a_sagemaker_component_rate_that_differs_is_used(monkeypatch: pytest.MonkeyPatch) -> None:
+    table = dict(bundled_table())
+    table["sagemaker_components"] = {"us-east-1": {"Hosting": {"ml.g5.xlarge": 1.5}}}
+    monkeypatch.setattr("costguard.pricing.bundled_table", lambda: table)
+    hosting = PriceBook(live=False).hourly("ml.g5.xlarge", "us-east-1", component="Hosting")
+    training = PriceBook(live=False).hourly("ml.g5.xlarge", "us-east-1", component="Training")
+    assert hosting is not None and hosting.usd_per_hour == 1.5
+    assert training is not None and training.usd_per_hour == 1.408

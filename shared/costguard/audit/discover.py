@@ -17,7 +17,7 @@ from costguard.aws.inventory import DESCRIBE_TYPES_BATCH, _describe_types, descr
 from costguard.aws.sagemaker import in_progress_jobs_described, in_service_endpoints, in_service_notebooks
 from costguard.model import ResourceKind
 from costguard.permissions import needs
-from costguard.pricing import PriceBook, bundled_table, live
+from costguard.pricing import PriceBook, bundled_regions, live, region_prices
 
 OFFERINGS_FILTER_VALUES = 200  # DescribeInstanceTypeOfferings takes up to 200 values in one filter
 
@@ -75,11 +75,12 @@ def priced_options(
 ) -> tuple[list[TypeOption], dict[str, float]]:
     """The types a recommendation may name (offered, described, priced) and the price of every current type.
 
-    Candidates are the types of the bundled price table (the live Price List, when on, prices them); SageMaker
-    ``ml.`` types count as offered where their EC2 type is.
+    Candidates are the types of the bundled price table in any region (priced for this region by the table, or
+    by the live Price List when on); SageMaker ``ml.`` types count as offered where their EC2 type is.
     """
-    table = bundled_table()
-    candidates = set(table["ec2"]) | set(table["sagemaker"])
+    candidates = {
+        t for r in bundled_regions() for service in ("ec2", "sagemaker") for t in region_prices(r, service)
+    }
     current = set(current_types)
     offered = offered_types(region, candidates)
     facts = type_facts(region, {t for t in candidates if t.removeprefix("ml.") in offered} | current)

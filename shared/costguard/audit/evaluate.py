@@ -13,9 +13,11 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from costguard.audit.fit import Projection, load_percent, project
 from costguard.audit.model import AuditFinding, Subject, TypeOption, Usage, family_of
 from costguard.audit.rules import Rules
 from costguard.model import Reason
+from costguard.pricing import why_unpriced
 
 RULE_ORDER = (
     Reason.RIGHTSIZE_IDLE,
@@ -60,14 +62,17 @@ class _Hit:
     confidence: str
     summary: str
     evidence: dict[str, Any]
+    risk: str = "low"
+    projection: Projection | None = None  # None: nothing runs on a target (stop)
 
 
 @dataclass(frozen=True)
 class Skipped:
-    """A subject the audit could not judge, and why (unpriced type, too little data)."""
+    """A subject the audit could not judge, and why (unpriced type, too little data), with what it costs."""
 
     subject: Subject
     why: str
+    hourly_usd: float | None = None  # per hour for all its instances; None: no price known
 
 
 def evaluate(
@@ -78,20 +83,28 @@ def evaluate(
     for subject in subjects:
         price = catalog.prices.get(subject.instance_type)
         if price is None:
-            skipped.append(Skipped(subject, f"no price known for {subject.instance_type}"))
+            skipped.append(Skipped(subject, why_unpriced(subject.instance_type, subject.region), None))
             continue
         used = usage.get(subject.key)
         judged = used is not None and used.gpu_max is not None and used.coverage >= rules.min_coverage
-        hits = [h for h in _tag_hits(subject, price, catalog, rules) if h.hourly_after < price]
-        if judged:
-            assert used is not None
+        measured = used if judged else None
+        hits = [h for h in _tag_hits(subject, measured, price, catalog, rules) if h.hourly_after < price]
+        if measured is not None:
             hits = [
-                h for h in _usage_hits(subject, used, price, catalog, rules) if h.hourly_after < price
+                h for h in _usage_hits(subject, measured, price, catalog, rules) if h.hourly_after < price
             ] + hits
         if not hits:
             if not judged and subject.facts is not None and subject.facts.accelerator_kind != "neuron":
                 observed = used.hours_observed if used else 0.0
-                skipped.append(Skipped(subject, f"too little GPU data ({observed:g} h observed)"))
+                window = used.window_hours if used else 0.0
+                skipped.append(
+                    Skipped(
+                        subject,
+                        f"too little GPU data ({observed:g} h observed of {window:g} h, "
+                        f"{rules.min_coverage:.0%} needed): not judged",
+                        round(price * subject.instance_count, 4),
+                    )
+                )
             continue
         findings.append(_finding(subject, used, price, hits, rules))
     findings.sort(key=lambda f: (-f.monthly_saving_usd, f.subject.key))
@@ -109,12 +122,16 @@ def _finding(
     ranked = sorted(hits, key=lambda h: (-saving(h), _RANK[h.reason]))
     best = ranked[0]
     evidence = dict(best.evidence)
+    if best.projection is not None:
+        evidence.update(best.projection.evidence())
+    evidence["risk"] = best.risk
     if used is not None:
         evidence.update(
             {
                 "gpu_p50_percent": used.gpu_p50,
                 "gpu_p95_percent": used.gpu_p95,
                 "gpu_max_percent": used.gpu_max,
+                "per_gpu_p95_percent": list(used.per_gpu_p95),
                 "gpu_memory_peak_gib": _gib(used.memory_peak_mib),
                 "cpu_p95_percent": used.cpu_p95,
                 "hours_observed": used.hours_observed,
@@ -132,6 +149,8 @@ def _finding(
         monthly_cost_usd=round(monthly, 2),
         monthly_saving_usd=saving(best),
         confidence=best.confidence,
+        risk=best.risk,
+        projected_gpu_percent=best.projection.percent if best.projection else None,
         evidence=evidence,
         alternatives=tuple(
             {
@@ -139,6 +158,9 @@ def _finding(
                 "recommended_type": h.target,
                 "market": h.market,
                 "monthly_saving_usd": saving(h),
+                "projected_gpu_p95_percent": h.projection.percent if h.projection else None,
+                "risk": h.risk,
+                "confidence": h.confidence,
             }
             for h in ranked[1:]
         ),
@@ -146,86 +168,162 @@ def _finding(
     )
 
 
+def _pct(value: float | None) -> str:
+    return "?" if value is None else f"{round(value, 1):g}"
+
+
 def _gib(mib: float | None) -> float | None:
     return None if mib is None else round(mib / MIB_PER_GIB, 1)
 
 
-def _confidence(used: Usage) -> str:
-    return "high" if used.coverage >= 0.9 else "medium"
+def _full_window(used: Usage | None, rules: Rules) -> bool:
+    return used is not None and used.coverage >= rules.fit.full_window_coverage
+
+
+def _assess(
+    subject: Subject,
+    used: Usage | None,
+    target: TypeOption | None,
+    rules: Rules,
+    *,
+    memory_measured: bool,
+) -> tuple[Projection, str, str] | None:
+    """The projection onto ``target``, its performance risk and confidence; None: not recommendable.
+
+    A target whose projected p95 per GPU exceeds ``fit.max_projected_percent`` is never recommended. Confidence
+    is "high" only when compute fits with headroom and memory was checked against a measured peak, over a full
+    window; a projection that cannot be made (nothing measured, a device the table lacks) is "low" and "high" risk.
+    """
+    projection = project(subject.facts, used, target.facts if target else None)
+    fit = rules.fit
+    if projection.percent is None:
+        if used is not None:
+            return None  # measured, but not projectable onto this device: compute fit cannot be shown
+        return projection, "high", "low"
+    if projection.percent > fit.max_projected_percent:
+        return None
+    full = _full_window(used, rules)
+    low = projection.percent <= fit.low_risk_percent and memory_measured and full
+    risk = "low" if low else "medium"
+    confidence = "high" if memory_measured and full else "medium"
+    return projection, risk, confidence
+
+
+def _projected_text(projection: Projection) -> str:
+    if projection.percent is None:
+        return f"projected utilization unknown ({projection.basis})"
+    return f"projected p95 {projection.percent:g}% per GPU ({projection.basis})"
+
+
+def _worse(a: str, b: str) -> str:
+    order = {"low": 0, "medium": 1, "high": 2}
+    return a if order[a] >= order[b] else b
+
+
+def _lower(a: str, b: str) -> str:
+    order = {"low": 0, "medium": 1, "high": 2}
+    return a if order[a] <= order[b] else b
 
 
 def _usage_hits(subject: Subject, used: Usage, price: float, catalog: Catalog, rules: Rules) -> list[_Hit]:
     assert used.gpu_max is not None
     idle = rules.idle
     if used.gpu_max <= idle.gpu_max_percent and (used.cpu_p95 or 0.0) <= idle.cpu_p95_percent:
+        full = _full_window(used, rules)
         return [
             _Hit(
                 Reason.RIGHTSIZE_IDLE,
                 None,
                 "stop",
                 0.0,
-                _confidence(used),
+                "high" if full else "medium",
                 f"No GPU above {used.gpu_max:g}% in {used.hours_observed:g} h: stop it.",
-                {},
+                {"projection_basis": "stopped: nothing runs"},
+                risk="low",
             )
         ]
     facts = subject.facts
     if facts is None or facts.accelerator_kind not in ("nvidia_gpu", "gpu") or not facts.accelerator_count:
         return []
     hits = []
-    per_gpu = used.per_gpu_p95 or ((used.gpu_p95 or 0.0),)
-    compute_gpus = math.ceil(sum(per_gpu) / rules.downsize.gpu_target_percent - 1e-9)
+    load = load_percent(used, facts) or 0.0
+    compute_gpus = math.ceil(load / rules.downsize.gpu_target_percent - 1e-9)
     memory_gpus = 0
+    memory_total = (used.memory_total_peak_mib or 0.0) * rules.downsize.memory_headroom
     if used.memory_total_peak_mib and facts.accelerator_memory_mib:
-        memory_gpus = math.ceil(
-            used.memory_total_peak_mib * rules.downsize.memory_headroom / facts.accelerator_memory_mib - 1e-9
-        )
+        memory_gpus = math.ceil(memory_total / facts.accelerator_memory_mib - 1e-9)
     needed = max(1, compute_gpus, memory_gpus)
     vcpus_needed = (used.cpu_p95 or 0.0) / 100 * facts.vcpus * rules.downsize.cpu_headroom
     sagemaker = subject.instance_type.startswith("ml.")
+    memory_measured = used.memory_total_peak_mib is not None
     if needed < facts.accelerator_count:
         for option in catalog.in_families([facts.family], sagemaker=sagemaker):
-            fits = option.facts.accelerator_count >= needed and option.facts.vcpus >= vcpus_needed
-            if fits and option.facts.accelerator_model == facts.accelerator_model:
-                hits.append(
-                    _Hit(
-                        Reason.RIGHTSIZE_DOWNSIZE,
-                        option.instance_type,
-                        "on-demand",
-                        option.hourly_usd,
-                        _confidence(used),
-                        f"GPU p95 {used.gpu_p95:g}% per GPU and memory fit {needed} of "
-                        f"{facts.accelerator_count} GPUs: {option.instance_type}.",
-                        {"needed_gpus": needed, "vcpus_needed": round(vcpus_needed, 1)},
-                    )
+            o = option.facts
+            if (
+                o.accelerator_model != facts.accelerator_model
+                or not needed <= o.accelerator_count < facts.accelerator_count
+                or o.vcpus < vcpus_needed
+                or memory_total > o.total_accelerator_memory_mib
+            ):
+                continue
+            assessed = _assess(subject, used, option, rules, memory_measured=memory_measured)
+            if assessed is None:
+                continue
+            projection, risk, confidence = assessed
+            hits.append(
+                _Hit(
+                    Reason.RIGHTSIZE_DOWNSIZE,
+                    option.instance_type,
+                    "on-demand",
+                    option.hourly_usd,
+                    confidence,
+                    f"GPU load {_pct(load)}% over {facts.accelerator_count} {facts.accelerator_model} (busiest "
+                    f"p95 {_pct(used.gpu_p95)}%) and memory fit {o.accelerator_count}: {option.instance_type}, "
+                    f"{_projected_text(projection)}.",
+                    {"needed_gpus": needed, "vcpus_needed": round(vcpus_needed, 1)},
+                    risk=risk,
+                    projection=projection,
                 )
-                break
+            )
+            break
     family = rules.family
     if used.memory_peak_mib is not None and (used.gpu_p95 or 0.0) <= family.gpu_p95_max_percent:
         wanted_mib = used.memory_peak_mib * family.memory_headroom
+        wanted_total = (used.memory_total_peak_mib or used.memory_peak_mib) * family.memory_headroom
         for option in catalog.in_families(family.families, sagemaker=sagemaker):
             o = option.facts
             if (
-                o.family != facts.family
-                and o.accelerator_model != facts.accelerator_model
-                and o.accelerator_count >= needed
-                and o.accelerator_memory_mib >= wanted_mib
-                and o.vcpus >= vcpus_needed
+                o.family == facts.family
+                or o.accelerator_model == facts.accelerator_model
+                or o.accelerator_memory_mib < wanted_mib
+                or o.total_accelerator_memory_mib < wanted_total
+                or o.vcpus < vcpus_needed
             ):
-                hits.append(
-                    _Hit(
-                        Reason.RIGHTSIZE_FAMILY,
-                        option.instance_type,
-                        "on-demand",
-                        option.hourly_usd,
-                        _confidence(used),
-                        f"Peak GPU memory {_gib(used.memory_peak_mib)} GiB of "
-                        f"{_gib(facts.accelerator_memory_mib)} GiB on a {facts.accelerator_model}: "
-                        f"fits {needed}x {o.accelerator_model} ({option.instance_type}).",
-                        {"needed_gpus": needed, "target_gpu_memory_gib": _gib(o.accelerator_memory_mib)},
-                    )
+                continue
+            assessed = _assess(subject, used, option, rules, memory_measured=True)
+            if assessed is None:
+                continue
+            projection, risk, confidence = assessed
+            hits.append(
+                _Hit(
+                    Reason.RIGHTSIZE_FAMILY,
+                    option.instance_type,
+                    "on-demand",
+                    option.hourly_usd,
+                    confidence,
+                    f"Peak GPU memory {_gib(used.memory_peak_mib)} GiB of "
+                    f"{_gib(facts.accelerator_memory_mib)} GiB on a {facts.accelerator_model}, GPU load "
+                    f"{_pct(load)}%: fits {o.accelerator_count}x {o.accelerator_model} ({option.instance_type}), "
+                    f"{_projected_text(projection)}.",
+                    {
+                        "needed_gpus": o.accelerator_count,
+                        "target_gpu_memory_gib": _gib(o.accelerator_memory_mib),
+                    },
+                    risk=risk,
+                    projection=projection,
                 )
-                break
+            )
+            break
     return hits
 
 
@@ -248,74 +346,142 @@ def parse_params(text: str) -> float | None:
     return number / 1e9 if number >= 1e6 else number * scale
 
 
-def _tag_hits(subject: Subject, price: float, catalog: Catalog, rules: Rules) -> list[_Hit]:
+def model_memory_gib(billions: float, workload: str, rules: Rules) -> tuple[float, str, float]:
+    """What a model of ``billions`` parameters holds in accelerator memory for ``workload``, with headroom.
+
+    Returns the GiB wanted, the workload it was sized as, and the bytes per parameter assumed.
+    """
+    size = rules.model_size
+    sized_as = workload if workload in size.bytes_per_param else size.undeclared_workload
+    per_param = size.bytes_per_param[sized_as]
+    return billions * 1e9 * per_param * size.memory_headroom / 2**30, sized_as, per_param
+
+
+def _tag_hits(
+    subject: Subject, used: Usage | None, price: float, catalog: Catalog, rules: Rules
+) -> list[_Hit]:
+    """The rules that read tags; ``used`` is the measured usage when the window has enough data, else None."""
     hits = []
     tags = rules.tags
     workload = subject.tags.get(tags.workload, "").strip().lower()
     sagemaker = subject.instance_type.startswith("ml.")
     size = rules.model_size
     declared = subject.tags.get(tags.model_params)
+    measured_total = (
+        used.memory_total_peak_mib * size.memory_headroom
+        if used is not None and used.memory_total_peak_mib is not None
+        else None
+    )
     if workload in size.experiment_workloads:
         for option in catalog.in_families(size.experiment_families, sagemaker=sagemaker):
-            if option.facts.accelerator_count == 1:
-                after = round(option.hourly_usd * (1 - size.experiment_spot_discount), 4)
-                hits.append(
-                    _Hit(
-                        Reason.RIGHTSIZE_MODEL_SIZE,
-                        option.instance_type,
-                        "spot",
-                        after,
-                        "medium",
-                        f"Declared {workload} work: a small instance on spot ({option.instance_type}).",
-                        {"workload": workload, "assumed_spot_discount": size.experiment_spot_discount},
-                    )
+            if option.facts.accelerator_count != 1:
+                continue
+            if measured_total is not None and measured_total > option.facts.total_accelerator_memory_mib:
+                continue
+            assessed = _assess(subject, used, option, rules, memory_measured=measured_total is not None)
+            if assessed is None:
+                continue
+            projection, risk, confidence = assessed
+            after = round(option.hourly_usd * (1 - size.experiment_spot_discount), 4)
+            hits.append(
+                _Hit(
+                    Reason.RIGHTSIZE_MODEL_SIZE,
+                    option.instance_type,
+                    "spot",
+                    after,
+                    _lower(confidence, "medium"),  # the spot discount is assumed
+                    f"Declared {workload} work: a small instance on spot ({option.instance_type}), "
+                    f"{_projected_text(projection)}.",
+                    {"workload": workload, "assumed_spot_discount": size.experiment_spot_discount},
+                    risk=_worse(risk, "medium"),  # spot capacity can be reclaimed
+                    projection=projection,
                 )
-                break
+            )
+            break
     elif declared and (billions := parse_params(declared)) is not None:
         band = next(b for b in size.bands if b.up_to_billion is None or billions <= b.up_to_billion)
         family = family_of(subject.instance_type)
         if family not in band.families:
-            wanted_mib = billions * size.gib_per_billion_params * MIB_PER_GIB * size.memory_headroom
+            wanted_gib, sized_as, per_param = model_memory_gib(billions, workload, rules)
+            wanted_mib = wanted_gib * MIB_PER_GIB
+            if sized_as == workload:
+                said = f"declared workload {workload}"
+            elif workload:
+                said = f"workload {workload!r} has no memory rule, sized as {sized_as}"
+            else:
+                said = f"no workload declared ({tags.workload}), sized as {sized_as}"
+            assumption = (
+                f"{said}: {per_param:g} bytes per parameter x {size.memory_headroom:g} headroom "
+                f"= {wanted_gib:.1f} GiB"
+            )
             for option in catalog.in_families(band.families, sagemaker=sagemaker):
-                if option.facts.total_accelerator_memory_mib >= wanted_mib:
-                    hits.append(
-                        _Hit(
-                            Reason.RIGHTSIZE_MODEL_SIZE,
-                            option.instance_type,
-                            "on-demand",
-                            option.hourly_usd,
-                            "medium",
-                            f"A {billions:g}B-parameter model belongs on {'/'.join(band.families)} class "
-                            f"instances: {option.instance_type}.",
-                            {
-                                "model_params_billion": billions,
-                                "band_families": list(band.families),
-                                "model_memory_gib": round(wanted_mib / MIB_PER_GIB, 1),
-                            },
-                        )
+                o = option.facts
+                if o.total_accelerator_memory_mib < wanted_mib:
+                    continue
+                if measured_total is not None and measured_total > o.total_accelerator_memory_mib:
+                    continue
+                # Memory is sized from a declared size and a per-workload rule of thumb, not measured: at most
+                # medium confidence.
+                assessed = _assess(subject, used, option, rules, memory_measured=False)
+                if assessed is None:
+                    continue
+                projection, risk, confidence = assessed
+                hits.append(
+                    _Hit(
+                        Reason.RIGHTSIZE_MODEL_SIZE,
+                        option.instance_type,
+                        "on-demand",
+                        option.hourly_usd,
+                        confidence,
+                        f"A {billions:g}B-parameter model ({assumption}) belongs on "
+                        f"{'/'.join(band.families)} class instances: {option.instance_type} "
+                        f"({o.accelerator_count}x {o.accelerator_model}), {_projected_text(projection)}.",
+                        {
+                            "model_params_billion": billions,
+                            "band_families": list(band.families),
+                            "model_memory_gib": round(wanted_gib, 1),
+                            "workload": workload or None,
+                            "sized_as_workload": sized_as,
+                            "bytes_per_param": per_param,
+                            "assumption": assumption,
+                        },
+                        risk=risk,
+                        projection=projection,
                     )
-                    break
+                )
+                break
     spot = rules.spot
     checkpointed = subject.checkpointed or tags.checkpoint in subject.tags
+    current = catalog.by_type.get(subject.instance_type)
     if (
         not subject.spot
         and workload in spot.workloads
         and checkpointed
         and subject.running_hours >= spot.min_running_hours
     ):
-        hits.append(
-            _Hit(
-                Reason.RIGHTSIZE_SPOT,
-                subject.instance_type,
-                "spot",
-                round(price * (1 - spot.discount), 4),
-                "medium",
-                f"Checkpointed {workload} running {subject.running_hours:g} h on on-demand: "
-                f"{'managed spot training' if sagemaker else 'spot'} at an assumed "
-                f"{spot.discount:.0%} discount.",
-                {"running_hours": subject.running_hours, "assumed_spot_discount": spot.discount},
-            )
+        same = current or (
+            TypeOption(facts=subject.facts, instance_type=subject.instance_type, hourly_usd=price)
+            if subject.facts
+            else None
         )
+        assessed = _assess(subject, used, same, rules, memory_measured=True)
+        if assessed is not None:
+            projection, risk, confidence = assessed
+            hits.append(
+                _Hit(
+                    Reason.RIGHTSIZE_SPOT,
+                    subject.instance_type,
+                    "spot",
+                    round(price * (1 - spot.discount), 4),
+                    _lower(confidence, "medium"),  # the discount is assumed
+                    f"Checkpointed {workload} running {subject.running_hours:g} h on on-demand: "
+                    f"{'managed spot training' if sagemaker else 'spot'} at an assumed "
+                    f"{spot.discount:.0%} discount, {_projected_text(projection)}.",
+                    {"running_hours": subject.running_hours, "assumed_spot_discount": spot.discount},
+                    risk=_worse(risk, "medium"),  # interruptions cost the work since the last checkpoint
+                    projection=projection,
+                )
+            )
     trainium = rules.trainium
     cumulative = subject.running_hours * subject.instance_count
     facts = subject.facts
@@ -327,17 +493,22 @@ def _tag_hits(subject: Subject, price: float, catalog: Catalog, rules: Rules) ->
     ):
         wanted = trainium.single_device_type if facts.accelerator_count <= 1 else trainium.multi_device_type
         trn = catalog.by_type.get(("ml." if sagemaker else "") + wanted)
-        if trn is not None:
+        assessed = _assess(subject, used, trn, rules, memory_measured=False) if trn is not None else None
+        if trn is not None and assessed is not None:
+            projection, risk, _ = assessed
             hits.append(
                 _Hit(
                     Reason.TRAINIUM_CANDIDATE,
                     trn.instance_type,
                     "on-demand",
                     trn.hourly_usd,
-                    "low",
+                    "low",  # the code must be ported and validated first
                     f"Transformer training with {cumulative:g} instance-hours so far: "
-                    f"{trn.instance_type} ({trn.facts.accelerator_count} Trainium). {trainium.caveat}",
+                    f"{trn.instance_type} ({trn.facts.accelerator_count} Trainium), "
+                    f"{_projected_text(projection)}. {trainium.caveat}",
                     {"cumulative_hours": cumulative, "caveat": trainium.caveat},
+                    risk=_worse(risk, "medium"),
+                    projection=projection,
                 )
             )
     return hits

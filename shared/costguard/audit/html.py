@@ -2,45 +2,122 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime, timedelta
 from html import escape
 from typing import Any
 
 _STYLE = """
 body{font:14px/1.4 system-ui,sans-serif;margin:2em;color:#1d1d1f}
 h1{font-size:1.5em;margin-bottom:.2em} h2{font-size:1.15em;margin-top:1.6em}
-.totals{display:flex;gap:2em;margin:1em 0}
+.totals{display:flex;flex-wrap:wrap;gap:1.2em;margin:1em 0}
 .total{background:#f3f5f7;border-radius:6px;padding:.6em 1em}
 .total b{display:block;font-size:1.4em}
 table{border-collapse:collapse;width:100%}
 th,td{text-align:left;padding:.35em .6em;border-bottom:1px solid #e3e6ea;vertical-align:top}
-th{background:#f3f5f7} td.num{text-align:right;white-space:nowrap}
+th{background:#f3f5f7} th.num,td.num{text-align:right;white-space:nowrap;font-variant-numeric:tabular-nums}
 .failed{color:#b00020} .muted{color:#6b7280;font-size:.9em}
+.risk-low{color:#166534} .risk-medium{color:#92400e} .risk-high{color:#b00020}
+svg.chart text{font:9px system-ui,sans-serif;fill:#6b7280}
 """
-CHART_WIDTH = 168
-CHART_HEIGHT = 28
+CHART_WIDTH = 240
+CHART_HEIGHT = 64
+PLOT_LEFT = 24  # room for the y labels
+PLOT_BOTTOM = 12  # room for the dates
+THRESHOLD_PERCENT = 80.0
 
 
 def _money(value: float | None) -> str:
-    return "n/a" if value is None else f"${value:,.2f}"
+    return "unknown" if value is None else f"${value:,.2f}"
 
 
-def sparkline(points: list[float]) -> str:
-    """The busiest GPU over the window (0-100%) as an inline SVG polyline."""
+def _moment(value: str | datetime | None) -> datetime | None:
+    if value is None:
+        return None
+    if isinstance(value, datetime):
+        moment = value
+    else:
+        try:
+            moment = datetime.fromisoformat(str(value).replace("Z", "+00:00"))
+        except ValueError:
+            return None
+    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+
+
+def when(value: str | datetime | None) -> str:
+    """An instant as a person reads it: "20 Nov 2026 12:00 UTC"."""
+    moment = _moment(value)
+    if moment is None:
+        return escape(str(value or ""))
+    moment = moment.astimezone(UTC)
+    return f"{moment.day} {moment:%b %Y %H:%M} UTC"
+
+
+def _day(moment: datetime) -> str:
+    moment = moment.astimezone(UTC)
+    return f"{moment.day} {moment:%b}"
+
+
+def sparkline(
+    points: list[float],
+    start: str | datetime | None = None,
+    step_hours: float = 6,
+    threshold: float = THRESHOLD_PERCENT,
+) -> str:
+    """The busiest GPU over the window (0-100%) as an inline SVG chart: a time axis with dates under it, the
+    0 and 100% marks, and the threshold (the highest projected utilization the audit recommends) dashed."""
     if not points:
         return '<span class="muted">no data</span>'
-    step = CHART_WIDTH / max(1, len(points) - 1)
-    coords = " ".join(
-        f"{n * step:.1f},{CHART_HEIGHT - min(100.0, max(0.0, v)) / 100 * CHART_HEIGHT:.1f}"
-        for n, v in enumerate(points)
-    )
-    return (
+    plot_w = CHART_WIDTH - PLOT_LEFT - 2
+    plot_h = CHART_HEIGHT - PLOT_BOTTOM - 2
+    step = plot_w / max(1, len(points) - 1)
+
+    def y(percent: float) -> float:
+        return 1 + plot_h - min(100.0, max(0.0, percent)) / 100 * plot_h
+
+    coords = " ".join(f"{PLOT_LEFT + n * step:.1f},{y(v):.1f}" for n, v in enumerate(points))
+    parts = [
         f'<svg class="chart" width="{CHART_WIDTH}" height="{CHART_HEIGHT}" viewBox="0 0 {CHART_WIDTH} '
-        f'{CHART_HEIGHT}" role="img" aria-label="GPU utilization"><rect width="100%" height="100%" '
-        f'fill="#f3f5f7"/><polyline fill="none" stroke="#2563eb" stroke-width="1.5" points="{coords}"/></svg>'
+        f'{CHART_HEIGHT}" role="img" aria-label="busiest GPU utilization over the window, percent">',
+        f'<rect x="{PLOT_LEFT}" y="1" width="{plot_w}" height="{plot_h}" fill="#f3f5f7"/>',
+        f'<text x="{PLOT_LEFT - 3}" y="{y(0):.1f}" text-anchor="end">0</text>',
+        f'<line class="threshold" x1="{PLOT_LEFT}" x2="{PLOT_LEFT + plot_w}" y1="{y(threshold):.1f}" '
+        f'y2="{y(threshold):.1f}" stroke="#b00020" stroke-width="1" stroke-dasharray="3,2"/>',
+        f'<text x="{PLOT_LEFT - 3}" y="{y(threshold) + 3:.1f}" text-anchor="end" fill="#b00020">'
+        f"{threshold:g}%</text>",
+        f'<polyline fill="none" stroke="#2563eb" stroke-width="1.5" points="{coords}"/>',
+    ]
+    first = _moment(start)
+    if first is not None:
+        last = first + timedelta(hours=step_hours * (len(points) - 1))
+        middle = first + (last - first) / 2
+        base = CHART_HEIGHT - 2
+        parts += [
+            f'<text class="axis" x="{PLOT_LEFT}" y="{base}" text-anchor="start">{_day(first)}</text>',
+            f'<text class="axis" x="{PLOT_LEFT + plot_w / 2:.1f}" y="{base}" text-anchor="middle">'
+            f"{_day(middle)}</text>",
+            f'<text class="axis" x="{PLOT_LEFT + plot_w}" y="{base}" text-anchor="end">{_day(last)}</text>',
+        ]
+    parts.append("</svg>")
+    return "".join(parts)
+
+
+def _risk(finding: dict[str, Any]) -> str:
+    risk = str(finding.get("risk") or "high")
+    projected = finding.get("projected_gpu_p95_percent")
+    if finding.get("recommended_type") is None:
+        shown = "none: stopped"
+    elif projected is None:
+        shown = "unknown"
+    else:
+        shown = f"{projected:g}%"
+    basis = finding.get("projection_basis") or ""
+    return (
+        f"<td class='num'>{escape(shown)}<div class='risk-{escape(risk)}'>{escape(risk)} risk</div>"
+        f"<div class='muted'>{escape(basis)}</div></td>"
     )
 
 
-def _finding_row(finding: dict[str, Any]) -> str:
+def _finding_row(finding: dict[str, Any], window_start: str | None) -> str:
     resource = finding["resource"]
     target = finding["recommended_type"] or "stop"
     if finding["recommended_market"] == "spot":
@@ -48,6 +125,11 @@ def _finding_row(finding: dict[str, Any]) -> str:
     name = resource["name"] or resource["id"]
     hourly = finding["recommended_hourly_usd"]
     after = "nothing while stopped" if finding["recommended_type"] is None else f"{_money(hourly)}/h"
+    chart = sparkline(
+        finding.get("chart") or [],
+        finding.get("chart_start") or window_start,
+        float(finding.get("chart_step_hours") or 6),
+    )
     return (
         f'<tr class="finding" data-reason="{escape(finding["reason"])}" '
         f'data-saving="{finding["monthly_saving_usd"]:.2f}">'
@@ -58,60 +140,108 @@ def _finding_row(finding: dict[str, Any]) -> str:
         f"<td>{escape(finding['current_type'])} &times; {finding['instance_count']}"
         f"<div class='muted'>{_money(finding['current_hourly_usd'])}/h</div></td>"
         f"<td>{escape(target)}<div class='muted'>{after}</div></td>"
+        f"{_risk(finding)}"
         f"<td class='num'>{_money(finding['monthly_saving_usd'])}</td>"
-        f"<td>{sparkline(finding.get('chart') or [])}</td>"
+        f"<td>{chart}</td>"
         f"<td>{escape(finding['summary'])}</td></tr>"
     )
 
 
+def _skipped_row(skipped: dict[str, Any]) -> str:
+    name = skipped.get("name") or skipped["id"]
+    hourly = skipped.get("hourly_usd")
+    monthly = skipped.get("monthly_cost_usd")
+    return (
+        f'<tr class="skipped"><td>{escape(str(name))}<div class="muted">{escape(skipped["id"])} · '
+        f"{escape(skipped['region'])} · {escape(str(skipped.get('team') or ''))}</div></td>"
+        f"<td>{escape(skipped['instance_type'])} &times; {skipped.get('instance_count', 1)}</td>"
+        f"<td class='num'>{_money(hourly)}{'/h' if hourly is not None else ''}</td>"
+        f"<td class='num'>{_money(monthly)}</td>"
+        f"<td>{escape(skipped['why'])}</td></tr>"
+    )
+
+
 def _group_table(title: str, css: str, groups: dict[str, dict[str, Any]]) -> str:
+    ordered = sorted(groups.items(), key=lambda kv: (-kv[1]["monthly_saving_usd"], kv[0]))
     rows = "".join(
         f'<tr class="{css}"><td>{escape(name)}</td><td class="num">{g["findings"]}</td>'
         f'<td class="num">{_money(g["monthly_saving_usd"])}</td></tr>'
-        for name, g in groups.items()
+        for name, g in ordered
     )
     return (
         f"<h2>{escape(title)}</h2><table><tr><th>{escape(title.split()[-1].capitalize())}</th>"
-        f"<th>Findings</th><th>Monthly saving</th></tr>{rows}</table>"
+        f'<th class="num">Findings</th><th class="num">Monthly saving</th></tr>{rows}</table>'
+    )
+
+
+def _region_row(region: dict[str, Any]) -> str:
+    failed = region["status"] != "ok"
+    message = region.get("message") or (f"{region.get('error') or ''} {region.get('cause') or ''}".strip())
+    return (
+        f'<tr class="region {"failed" if failed else ""}"><td>{escape(region["region"])}</td>'
+        f"<td>{escape(region['status'])}</td><td class='num'>{region['resources']}</td>"
+        f"<td class='num'>{region['findings']}</td>"
+        f"<td>{escape(str(message))[:500] if failed else ''}</td></tr>"
     )
 
 
 def render_html(report: dict[str, Any]) -> str:
     totals = report["totals"]
-    regions = "".join(
-        f'<tr class="region {"failed" if r["status"] != "ok" else ""}"><td>{escape(r["region"])}</td>'
-        f"<td>{escape(r['status'])}</td><td class='num'>{r['resources']}</td><td class='num'>{r['findings']}</td>"
-        f"<td>{escape(str(r.get('error') or ''))} {escape(str(r.get('cause') or ''))[:300]}</td></tr>"
-        for r in report["regions"]
-    )
-    findings = "".join(_finding_row(f) for f in report["findings"])
+    window = report["window"]
+    findings = sorted(report["findings"], key=lambda f: -f["monthly_saving_usd"])
+    rows = "".join(_finding_row(f, window.get("start")) for f in findings)
+    skipped = report.get("skipped", [])
+    skipped_rows = "".join(_skipped_row(s) for s in skipped)
     failed = totals["failed_regions"]
+    messages = {r["region"]: r.get("message") for r in report["regions"] if r["status"] != "ok"}
     warning = (
-        f'<p class="failed" id="failed-regions">Not audited (failed): {escape(", ".join(failed))}</p>'
+        '<p class="failed" id="failed-regions">Not audited (failed): '
+        + "; ".join(f"{escape(r)}: {escape(str(messages.get(r) or 'failed'))}" for r in failed)
+        + "</p>"
         if failed
         else ""
     )
-    window = report["window"]
+    insufficient = bool(totals.get("insufficient_data"))
+    saving = "Insufficient data" if insufficient else _money(totals["monthly_saving_usd"])
+    skipped_count = totals.get("skipped", len(skipped))
+    unpriced = totals.get("skipped_unpriced", 0)
+    skipped_cost = f"{_money(totals.get('skipped_monthly_cost_usd', 0.0))}/month"
+    if unpriced:
+        skipped_cost += f", {unpriced} of unknown price"
+    no_findings = (
+        '<p id="no-findings">Insufficient data: nothing could be judged, so nothing is said to be saved; the '
+        "resources not judged are listed below.</p>"
+        if insufficient
+        else ('<p id="no-findings">No recommendation.</p>' if not findings else "")
+    )
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><title>costguard right-sizing audit</title>
 <style>{_STYLE}</style></head><body>
 <h1>Right-sizing audit</h1>
-<p class="muted">Run {escape(report["run"])}, generated {escape(report["generated_at"])};
-usage from {escape(window["start"])} to {escape(window["end"])} ({window["days"]:g} days).</p>
+<p class="muted">Run {escape(report["run"])}, generated {when(report["generated_at"])};
+usage from {when(window["start"])} to {when(window["end"])} ({window["days"]:g} days).</p>
 {warning}
 <div class="totals">
-<div class="total">Monthly saving<b id="total-saving">{_money(totals["monthly_saving_usd"])}</b></div>
+<div class="total">Monthly saving<b id="total-saving">{saving}</b></div>
 <div class="total">Findings<b id="total-findings">{totals["findings"]}</b></div>
 <div class="total">Resources audited<b id="total-resources">{totals["resources"]}</b></div>
 <div class="total">Their monthly cost<b id="total-cost">{_money(totals["monthly_cost_usd"])}</b></div>
+<div class="total">Not judged<b id="total-skipped">{skipped_count}</b>
+<span class="muted">costing {skipped_cost}</span></div>
 </div>
 {_group_table("Savings by rule", "by-rule", report["by_rule"])}
 {_group_table("Savings by team", "by-team", report["by_team"])}
 <h2>Findings, largest saving first</h2>
-<table id="findings"><tr><th>Resource</th><th>Rule</th><th>Now</th><th>Recommended</th><th>Monthly saving</th>
-<th>Busiest GPU</th><th>Why</th></tr>{findings}</table>
+{no_findings}
+<table id="findings"><tr><th>Resource</th><th>Rule</th><th>Now</th><th>Recommended</th>
+<th class="num">Projected p95 per GPU</th><th class="num">Monthly saving</th><th>Busiest GPU</th><th>Why</th></tr>
+{rows}</table>
+<h2>Not judged, costliest first</h2>
+<table id="skipped"><tr><th>Resource</th><th>Type</th><th class="num">Hourly cost</th>
+<th class="num">Monthly cost</th><th>Why</th></tr>{skipped_rows}</table>
 <h2>Regions</h2>
-<table id="regions"><tr><th>Region</th><th>Status</th><th>Resources</th><th>Findings</th><th>Error</th></tr>
-{regions}</table>
+<table id="regions"><tr><th>Region</th><th>Status</th><th class="num">Resources</th><th class="num">Findings</th>
+<th>Error</th></tr>
+{"".join(_region_row(r) for r in report["regions"])}</table>
 </body></html>
 """

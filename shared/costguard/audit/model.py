@@ -98,6 +98,10 @@ class AuditFinding(_Frozen):
     monthly_cost_usd: float
     monthly_saving_usd: float
     confidence: str  # high | medium | low
+    risk: str = "high"  # performance risk on the target: low | medium | high (Compute Optimizer's sense)
+    projected_gpu_percent: float | None = (
+        None  # projected p95 per GPU on the target; None: unknown or stopped
+    )
     evidence: dict[str, Any] = Field(default_factory=dict)
     alternatives: tuple[dict[str, Any], ...] = ()
     chart: tuple[float, ...] = ()

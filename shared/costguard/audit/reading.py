@@ -16,7 +16,14 @@ from datetime import datetime, timedelta
 
 from costguard.audit.model import Subject, Usage
 from costguard.audit.usage import summarize
-from costguard.aws.metrics import GPU_NAMESPACE, QUERIES_PER_CALL, Query, get_metric_data, list_gpu_series
+from costguard.aws.metrics import (
+    GPU_NAMESPACE,
+    QUERIES_PER_CALL,
+    Query,
+    get_metric_data,
+    gpu_index,
+    list_gpu_series,
+)
 from costguard.aws.sagemaker import NOTEBOOK_DIMENSION, TRAINING_NAMESPACE
 from costguard.model import ResourceKind
 
@@ -66,7 +73,9 @@ def queries_for(region: str, subjects: Sequence[Subject]) -> list[Query]:
         series = list_gpu_series(region, [s.id for s in members], dimension=dimension)
         for subject in members:
             for dims in series.get(subject.id, []):
-                index = dict(dims).get("index", "0")
+                index = gpu_index(subject.key, dims)  # None: not a GPU number, logged, counted, skipped
+                if index is None:
+                    continue
                 for metric, measure in (("nvidia_smi_utilization_gpu", "gpu"), (GPU_MEMORY_METRIC, "memory")):
                     queries.append(Query((subject.key, measure, index), GPU_NAMESPACE, metric, dims, STAT))
     return queries

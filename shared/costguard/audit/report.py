@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections import defaultdict
 from collections.abc import Sequence
 from datetime import datetime
@@ -9,6 +10,7 @@ from typing import Any
 
 from costguard.audit.evaluate import RULE_ORDER, Skipped
 from costguard.audit.model import AuditFinding
+from costguard.audit.usage import CHART_HOURS
 
 SCHEMA = "costguard.audit/1"
 NO_TEAM = "(untagged)"
@@ -36,6 +38,9 @@ def finding_json(finding: AuditFinding, team_tag: str) -> dict[str, Any]:
         "monthly_cost_usd": finding.monthly_cost_usd,
         "monthly_saving_usd": finding.monthly_saving_usd,
         "confidence": finding.confidence,
+        "risk": finding.risk,
+        "projected_gpu_p95_percent": finding.projected_gpu_percent,
+        "projection_basis": finding.evidence.get("projection_basis"),
         "summary": finding.summary,
         "evidence": finding.evidence,
         "alternatives": list(finding.alternatives),
@@ -43,15 +48,37 @@ def finding_json(finding: AuditFinding, team_tag: str) -> dict[str, Any]:
     }
 
 
-def skipped_json(skipped: Skipped) -> dict[str, Any]:
+def skipped_json(skipped: Skipped, team_tag: str = "team", hours_per_month: float = 730) -> dict[str, Any]:
     subject = skipped.subject
+    hourly = skipped.hourly_usd
     return {
         "kind": subject.kind.value,
         "id": subject.id,
+        "name": subject.name,
         "region": subject.region,
+        "team": subject.tags.get(team_tag) or NO_TEAM,
         "instance_type": subject.instance_type,
+        "instance_count": subject.instance_count,
+        "hourly_usd": hourly,  # None: no price known, never zero
+        "monthly_cost_usd": None if hourly is None else round(hourly * hours_per_month, 2),
         "why": skipped.why,
     }
+
+
+def failure_message(error: str | None, cause: str | None) -> str:
+    """A failed region's error as a person reads it: Lambda's JSON error payload unpacked to type and message."""
+    text = (cause or "").strip()
+    try:
+        payload = json.loads(text) if text.startswith("{") else None
+    except json.JSONDecodeError:
+        payload = None
+    if isinstance(payload, dict) and ("errorMessage" in payload or "errorType" in payload):
+        kind = str(payload.get("errorType") or error or "Error")
+        message = str(payload.get("errorMessage") or "").strip()
+        return f"{kind}: {message}" if message else kind
+    if error and text:
+        return f"{error}: {text}"
+    return error or text or "failed"
 
 
 def region_result(
@@ -62,15 +89,22 @@ def region_result(
     audited: int,
     monthly_cost_usd: float,
     team_tag: str,
+    hours_per_month: float = 730,
+    window_start: datetime | None = None,
 ) -> dict[str, Any]:
     """What one region's evaluation contributes to the report."""
+    rows = [finding_json(f, team_tag) for f in findings]
+    if window_start is not None:
+        for row in rows:
+            row["chart_start"] = window_start.isoformat()
+            row["chart_step_hours"] = CHART_HOURS
     return {
         "region": region,
         "status": "ok",
         "resources": audited,
         "monthly_cost_usd": round(monthly_cost_usd, 2),
-        "findings": [finding_json(f, team_tag) for f in findings],
-        "skipped": [skipped_json(s) for s in skipped],
+        "findings": rows,
+        "skipped": [skipped_json(s, team_tag, hours_per_month) for s in skipped],
     }
 
 
@@ -103,10 +137,23 @@ def build_report(
             "status": r.get("status", "failed"),
             "resources": r.get("resources", 0),
             "findings": len(r.get("findings", [])),
-            **({"error": r.get("error"), "cause": r.get("cause")} if r.get("status") != "ok" else {}),
+            **(
+                {
+                    "error": r.get("error"),
+                    "cause": r.get("cause"),
+                    "message": failure_message(r.get("error"), r.get("cause")),
+                }
+                if r.get("status") != "ok"
+                else {}
+            ),
         }
         for r in regions
     ]
+    skipped = sorted(
+        (s for r in regions if r.get("status") == "ok" for s in r.get("skipped", [])),
+        key=lambda s: (-(s.get("hourly_usd") or 0.0), s.get("region", ""), s.get("id", "")),
+    )
+    unpriced = [s for s in skipped if s.get("hourly_usd") is None]
     return {
         "schema": SCHEMA,
         "run": run,
@@ -124,10 +171,15 @@ def build_report(
             ),
             "monthly_saving_usd": round(sum(f["monthly_saving_usd"] for f in findings), 2),
             "failed_regions": [r["region"] for r in region_rows if r["status"] != "ok"],
+            # Resources the audit could not judge: their cost is outside the saving, not a saving of zero.
+            "skipped": len(skipped),
+            "skipped_monthly_cost_usd": round(sum(s.get("monthly_cost_usd") or 0.0 for s in skipped), 2),
+            "skipped_unpriced": len(unpriced),
+            "insufficient_data": not findings and bool(skipped),
         },
         "regions": region_rows,
-        "by_rule": by_rule,
+        "by_rule": dict(sorted(by_rule.items(), key=lambda kv: -kv[1]["monthly_saving_usd"])),
         "by_team": dict(sorted(by_team.items(), key=lambda kv: -kv[1]["monthly_saving_usd"])),
         "findings": findings,
-        "skipped": [s for r in regions if r.get("status") == "ok" for s in r.get("skipped", [])],
+        "skipped": skipped,
     }

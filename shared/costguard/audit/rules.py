@@ -8,7 +8,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 
 class _Strict(BaseModel):
@@ -32,6 +32,16 @@ class DownsizeRule(_Strict):
     cpu_headroom: float = Field(ge=1)
 
 
+class FitRule(_Strict):
+    """Compute fit and risk: no target whose projected p95 per GPU exceeds ``max_projected_percent``."""
+
+    max_projected_percent: float = Field(gt=0, le=100)
+    low_risk_percent: float = Field(gt=0, le=100)
+    full_window_coverage: float = Field(
+        gt=0, le=1, description="share of the window that counts as all of it"
+    )
+
+
 class FamilyRule(_Strict):
     memory_headroom: float = Field(ge=1)
     gpu_p95_max_percent: float = Field(ge=0, le=100)
@@ -44,12 +54,21 @@ class ModelBand(_Strict):
 
 
 class ModelSizeRule(_Strict):
-    gib_per_billion_params: float = Field(gt=0)
+    bytes_per_param: dict[str, float]  # what a workload holds per parameter, by costguard:workload value
+    undeclared_workload: str  # how a model with no (or an unknown) workload tag is sized
     memory_headroom: float = Field(ge=1)
     bands: tuple[ModelBand, ...]
     experiment_workloads: tuple[str, ...]
     experiment_families: tuple[str, ...]
     experiment_spot_discount: float = Field(ge=0, lt=1)
+
+    @model_validator(mode="after")
+    def _sized_workloads(self) -> ModelSizeRule:
+        if self.undeclared_workload not in self.bytes_per_param:
+            raise ValueError(f"undeclared_workload {self.undeclared_workload!r} has no bytes_per_param entry")
+        if any(b <= 0 for b in self.bytes_per_param.values()):
+            raise ValueError("bytes_per_param values must be positive")
+        return self
 
 
 class SpotRule(_Strict):
@@ -73,6 +92,7 @@ class Rules(_Strict):
     tags: Tags
     idle: IdleRule
     downsize: DownsizeRule
+    fit: FitRule
     family: FamilyRule
     model_size: ModelSizeRule
     spot: SpotRule

@@ -9,9 +9,20 @@ from costguard.notify.message import escape
 TOP_ITEMS = 5
 
 
+def _projection(finding: dict[str, Any]) -> str:
+    if finding.get("recommended_type") is None:
+        return ""
+    projected = finding.get("projected_gpu_p95_percent")
+    shown = "unknown" if projected is None else f"{projected:g}%"
+    return f" (projected p95 {shown} per GPU, {escape(str(finding.get('risk') or 'high'))} risk)"
+
+
 def summary_message(report: dict[str, Any], link: str | None) -> dict[str, Any]:
     totals = report["totals"]
-    title = f"Right-sizing audit: ${totals['monthly_saving_usd']:,.2f}/month to save"
+    if totals.get("insufficient_data"):
+        title = "Right-sizing audit: insufficient data, nothing judged"
+    else:
+        title = f"Right-sizing audit: ${totals['monthly_saving_usd']:,.2f}/month to save"
     lines = []
     for finding in report["findings"][:TOP_ITEMS]:
         resource = finding["resource"]
@@ -21,12 +32,20 @@ def summary_message(report: dict[str, Any], link: str | None) -> dict[str, Any]:
         lines.append(
             f"• *${finding['monthly_saving_usd']:,.2f}/mo* `{escape(finding['reason'])}` "
             f"{escape(resource['name'] or resource['id'])} ({escape(resource['region'])}): "
-            f"{escape(finding['current_type'])} → {escape(target)}"
+            f"{escape(finding['current_type'])} → {escape(target)}{_projection(finding)}"
         )
     body = (
         f"{totals['findings']} findings over {totals['resources']} resources costing "
         f"${totals['monthly_cost_usd']:,.2f}/month ({report['window']['days']:g}-day window)."
     )
+    if totals.get("skipped"):
+        unpriced = totals.get("skipped_unpriced", 0)
+        body += (
+            f" {totals['skipped']} not judged (too little data or no price), costing "
+            f"${totals.get('skipped_monthly_cost_usd', 0.0):,.2f}/month"
+            + (f" plus {unpriced} of unknown price" if unpriced else "")
+            + "."
+        )
     blocks: list[dict[str, Any]] = [
         {"type": "header", "text": {"type": "plain_text", "text": title[:150]}},
         {"type": "section", "text": {"type": "mrkdwn", "text": body}},

@@ -122,6 +122,8 @@ def evaluate_region(step: RegionTask, settings: Settings) -> dict[str, Any]:
         audited=len(subjects),
         monthly_cost_usd=monthly,
         team_tag=settings.routing_tag_key,
+        hours_per_month=rules.hours_per_month,
+        window_start=step.now - timedelta(days=settings.audit_lookback_days),
     )
     key = store.put_json(settings.audit_bucket, f"{_prefix(step.run, step.region)}/result.json", result)
     metrics.add_metric(name="AuditFindings", unit=MetricUnit.Count, value=len(findings))

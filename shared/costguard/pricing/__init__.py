@@ -1,4 +1,8 @@
-"""On-demand prices: the live Price List API first when enabled, the bundled dated table as fallback."""
+"""On-demand prices: the live Price List API first when enabled, the bundled dated table as fallback.
+
+The table (prices.json) holds figures per region, each with its source; a figure it does not hold is unknown
+(None), never zero and never borrowed from another region.
+"""
 
 from __future__ import annotations
 
@@ -11,6 +15,9 @@ from typing import Any
 from aws_lambda_powertools import Logger
 
 logger = Logger(child=True)
+
+# SageMaker lists one product per use ("component"); the table's rate is the one they share.
+SAGEMAKER_COMPONENTS = ("Training", "Hosting", "Notebook")
 
 
 @dataclass(frozen=True)
@@ -33,13 +40,64 @@ def service_of(instance_type: str) -> str:
     return "sagemaker" if instance_type.startswith("ml.") else "ec2"
 
 
-def bundled_price(instance_type: str, region: str) -> Price | None:
+def bundled_regions() -> tuple[str, ...]:
+    """The regions the table holds figures for, its reference region first."""
     table = bundled_table()
-    usd = table[service_of(instance_type)].get(instance_type)
+    return (table["region"], *sorted(table.get("regions", {})))
+
+
+def region_prices(region: str, service: str) -> dict[str, float]:
+    """The table's figures for one region and service ({} for a region it does not cover)."""
+    table = bundled_table()
+    if region == table["region"]:
+        prices: dict[str, float] = table[service]
+        return prices
+    return dict(table.get("regions", {}).get(region, {}).get(service, {}))
+
+
+def figure_source(instance_type: str, region: str) -> dict[str, Any] | None:
+    """The source record of one figure of the table (title, date, address), or None if it has no figure."""
+    table = bundled_table()
+    service = service_of(instance_type)
+    if instance_type not in region_prices(region, service):
+        return None
+    by_type = table.get("figure_sources", {}).get(region, {}).get(service, {})
+    source_id = by_type.get(instance_type) or by_type.get("*")
+    record = dict(table.get("sources", {}).get(source_id, {}))
+    record["id"] = source_id
+    return record
+
+
+def why_unpriced(instance_type: str, region: str) -> str:
+    """Why the table has no figure for a type in a region, as the report says it."""
+    table = bundled_table()
+    if instance_type in table.get("no_on_demand", {}):
+        return f"no on-demand price for {instance_type}: {table['no_on_demand'][instance_type]}"
+    if region not in bundled_regions():
+        return f"no price known for {instance_type} in {region}: the bundled table covers {', '.join(bundled_regions())}"
+    if instance_type in table.get("not_offered", {}).get(region, []):
+        return f"no price known for {instance_type} in {region}: not offered there when the table was built"
+    return f"no price known for {instance_type} in {region}"
+
+
+def bundled_price(instance_type: str, region: str, component: str | None = None) -> Price | None:
+    """The table's figure; for a SageMaker ``component`` (Hosting, Notebook) whose rate differs from the
+    type's (training) rate, that component's figure (``sagemaker_components``, written by scripts/rebuild-prices)."""
+    usd = region_prices(region, service_of(instance_type)).get(instance_type)
     if usd is None:
         return None
-    where = "" if region == table["region"] else f", {table['region']} figure"
-    return Price(float(usd), f"bundled table of {table['as_of']}{where}")
+    if component and service_of(instance_type) == "sagemaker":
+        usd = (
+            bundled_table()
+            .get("sagemaker_components", {})
+            .get(region, {})
+            .get(component, {})
+            .get(instance_type, usd)
+        )
+    source = figure_source(instance_type, region) or {}
+    label = source.get("label")
+    detail = f" ({region}, {label} of {source.get('as_of')})" if label else f" ({region})"
+    return Price(float(usd), f"bundled table of {bundled_table()['as_of']}{detail}")
 
 
 class PriceBook:
@@ -48,14 +106,16 @@ class PriceBook:
     def __init__(self, *, live: bool = False) -> None:
         self.live = live
 
-    def hourly(self, instance_type: str | None, region: str) -> Price | None:
+    def hourly(self, instance_type: str | None, region: str, *, component: str | None = None) -> Price | None:
+        """The price of one instance-hour. ``component`` (Training, Hosting, Notebook) picks the SageMaker use
+        the live Price List is asked about; the bundled table holds the rate those uses share."""
         if not instance_type:
             return None
         if self.live:
             from costguard.pricing.live import live_price  # imported only when the live path is on
 
             try:
-                price = live_price(instance_type, region)
+                price = live_price(instance_type, region, component)
             except Exception:  # any Price List failure falls back to the table, loudly
                 logger.warning(
                     "live price lookup failed", extra={"instance_type": instance_type}, exc_info=True
@@ -63,7 +123,7 @@ class PriceBook:
                 price = None
             if price is not None:
                 return price
-        return bundled_price(instance_type, region)
+        return bundled_price(instance_type, region, component)
 
 
 @lru_cache(maxsize=2)

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from costguard.aws import clients
 from costguard.permissions import needs
-from costguard.pricing import Price, service_of
+from costguard.pricing import SAGEMAKER_COMPONENTS, Price, service_of
 
 if TYPE_CHECKING:
     from mypy_boto3_pricing.type_defs import FilterTypeDef
@@ -19,7 +19,7 @@ PERMISSIONS = needs("pricing:GetProducts")
 _SERVICE_CODES = {"ec2": "AmazonEC2", "sagemaker": "AmazonSageMaker"}
 
 
-def _filters(instance_type: str, region: str) -> list[FilterTypeDef]:
+def _filters(instance_type: str, region: str, component: str | None = None) -> list[FilterTypeDef]:
     def term(field: str, value: str) -> FilterTypeDef:
         return {"Type": "TERM_MATCH", "Field": field, "Value": value}
 
@@ -32,8 +32,9 @@ def _filters(instance_type: str, region: str) -> list[FilterTypeDef]:
             term("capacitystatus", "Used"),
         ]
     else:
-        # SageMaker lists one product per component; training is the reference rate.
-        filters.append(term("component", "Training"))
+        # SageMaker lists one product per component (use); training is the reference rate.
+        wanted = component if component in SAGEMAKER_COMPONENTS else "Training"
+        filters.append(term("component", wanted))
     return filters
 
 
@@ -47,12 +48,12 @@ def _on_demand_usd(product: dict[str, Any]) -> float | None:
 
 
 @lru_cache(maxsize=512)
-def live_price(instance_type: str, region: str) -> Price | None:
-    """One GetProducts call per type and region for the life of the process."""
+def live_price(instance_type: str, region: str, component: str | None = None) -> Price | None:
+    """One GetProducts call per type, region (and SageMaker component) for the life of the process."""
     service = service_of(instance_type)
     response = clients.pricing().get_products(
         ServiceCode=_SERVICE_CODES[service],
-        Filters=_filters(instance_type, region),
+        Filters=_filters(instance_type, region, component),
         MaxResults=10,
     )
     prices = {usd for raw in response.get("PriceList", []) if (usd := _on_demand_usd(json.loads(raw)))}
