@@ -91,3 +91,7 @@ def test_unknown_reservation_costs_unknown_not_zero() -> None:
     )
     assert finding.evidence["usd_per_day_unused"] is None
     assert finding.hourly_usd is None
+    # What is known is still said: the price of each unused instance-hour of the type.
+    assert finding.evidence["usd_per_unused_instance_hour"] == P4D
+    assert f"each unused p4d.24xlarge instance-hour costs ${P4D:,.2f}" in finding.summary
+    assert "instance count is unknown" in finding.summary

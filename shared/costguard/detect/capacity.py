@@ -75,7 +75,14 @@ def idle_reservation_finding(
         tags=reservation.tags if reservation else {},
     )
     util_text = "unknown" if utilization is None else f"{utilization:g}%"
-    money = "an unknown amount" if per_day is None else f"${per_day:,.2f} a day"
+    money = f"${per_day:,.2f} a day" if per_day is not None else "an unknown amount"
+    if per_day is None and price is not None:
+        # What is known: what each unused instance-hour of the type costs, whatever the count.
+        unknown = "instance count" if not total else "utilization"
+        money += (
+            f" (the {unknown} is unknown; each unused {instance_type} instance-hour costs "
+            f"${price.usd_per_hour:,.2f}, ${price.usd_per_hour * 24:,.2f} a day)"
+        )
     return Finding(
         reason=Reason.CAPACITY_RESERVATION_IDLE,
         resource=resource,
@@ -90,6 +97,7 @@ def idle_reservation_finding(
             or (reservation.availability_zone if reservation else None),
             "platform": entry.platform,
             "usd_per_day_unused": per_day,
+            "usd_per_unused_instance_hour": price.usd_per_hour if price else None,
             "price_source": price.source if price else None,
             "reservation_type": reservation.reservation_type if reservation else None,
             "note": None if reservation else "reservation not found by DescribeCapacityReservations",

@@ -210,6 +210,11 @@ def write_outputs(run: AuditRun, out: Path) -> list[Path]:
     return written
 
 
+def _projected(finding: dict[str, Any]) -> str:
+    projected = finding.get("projected_gpu_p95_percent")
+    return "projection unknown" if projected is None else f"{projected:g}% projected p95"
+
+
 def print_summary(run: AuditRun, written: list[Path]) -> None:
     """What `costguard audit` prints: the totals, one line per finding, failed regions and the files."""
     if run.report is None:
@@ -228,7 +233,14 @@ def print_summary(run: AuditRun, written: list[Path]) -> None:
         print(
             f"  ${finding['monthly_saving_usd']:>11,.2f}/mo  {finding['reason']:<22} "
             f"{resource['name'] or resource['id']}: {finding['current_type']} -> {target} "
-            f"[{finding['confidence']}]"
+            f"[{finding['confidence']} confidence, {_projected(finding)}, {finding.get('risk', '?')} risk]"
+        )
+    if totals.get("skipped"):
+        cost = totals.get("skipped_monthly_cost_usd")
+        print(
+            f"  not judged: {totals['skipped']} resources"
+            + (f" (${cost:,.2f}/month)" if cost is not None else "")
+            + ", listed in the report with why"
         )
     for region in totals["failed_regions"]:
         print(f"  region {region} FAILED: not audited")
