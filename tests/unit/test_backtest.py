@@ -86,8 +86,7 @@ def test_reclaimed_dollars_equal_the_hand_computation_to_the_cent() -> None:
     assert result.reclaimable_usd == round(g5_saved + p4d_saved, 2) == 64.32
 
     g5, p4d = result.outcomes
-    # (After 14:00 the two-hour starvation window still averages the idle hours in: the sweep would have
-    # reported gpu_starved for a while, and so does the backtest.)
+    # (After 14:00 the idle hours in the two-hour window are not work: no gpu_starved, in the sweep or here.)
     assert [(e.action, e.at) for e in g5.events][:2] == [("mark", at("10:30")), ("stop", at("10:45"))]
     # The 14:00 datapoint is known at 14:05: the mark is cancelled then.
     assert ("unmark", at("14:05")) in [(e.action, e.at) for e in g5.events]

@@ -205,7 +205,7 @@ def test_a_datapoint_stamped_at_the_decision_time_is_not_used_then() -> None:
     after = reading_at(subject, subject.resource, T0 + STEP * 13, thresholds)
     assert at_ten.verdict is Verdict.IDLE  # the 10:00 datapoint is not known at 10:00
     assert at_ten.busiest_gpu_percent == 1.0
-    assert after.verdict is not Verdict.IDLE  # known at 10:05 (starved: the two-hour mean is 45.5%)
+    assert after.verdict is not Verdict.IDLE  # known at 10:05 (busy: the idle minutes before are not work)
     assert after.busiest_gpu_percent == 90.0
 
 

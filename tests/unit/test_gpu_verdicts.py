@@ -54,6 +54,14 @@ def test_uniform_middling_utilization_is_starved() -> None:
     reading = read_gpus(fleet(4, 45.0), NOW, T, 4)
     assert reading.verdict is Verdict.STARVED
     assert reading.mean_percent == pytest.approx(45.0)
+    assert (reading.working_share, reading.working_mean_percent) == (1.0, 45.0)
+
+
+def test_middling_utilization_with_idle_breaks_is_not_starved() -> None:
+    # More idle than STARVED_MIN_WORKING_SHARE allows: the idle minutes never pull the mean into "starved"
+    # (every case: tests/unit/test_starved_verdict.py).
+    reading = read_gpus({i: series(([45.0] * 20 + [0.0] * 10) * 6) for i in range(4)}, NOW, T, 4)
+    assert reading.verdict is Verdict.BUSY
 
 
 def test_busy_gpus_are_busy() -> None:
@@ -107,7 +115,9 @@ def test_starved_finding_is_notify_only_with_the_underuse_cost() -> None:
     [finding] = gpu_instance_findings(_instance(), reading, price=Price(20.0, "t"), thresholds=T, now=NOW)
     assert finding.reason is Reason.GPU_STARVED
     assert finding.remediable is False
-    assert finding.evidence["underuse_usd_per_hour"] == round(20.0 * (1 - reading.mean_percent / 100), 2)  # type: ignore[operator]
+    # The unused share of the working minutes (here every minute): idle minutes are not starvation.
+    assert reading.working_mean_percent == reading.mean_percent == 40.0
+    assert finding.evidence["underuse_usd_per_hour"] == round(20.0 * (1 - 40.0 / 100), 2)
     assert "pipeline" in finding.summary
 
 

@@ -1,7 +1,8 @@
 """GPU verdicts from per-GPU utilization series: idle, starved, busy, partial or no metrics. Pure.
 
 The series are each period's Maximum (aws/metrics.GPU_STAT): a datapoint someone adds can only make a GPU look
-busier. Idle compares the largest of them with the threshold; starved averages them.
+busier. Idle compares the largest of them with the threshold; starved averages the periods in which each GPU
+was working (at or above the idle threshold), and only when it was working in most of them.
 """
 
 from __future__ import annotations
@@ -20,6 +21,14 @@ Series = list[tuple[datetime, float]]
 
 # A window counts as observed when at least this share of its periods carry a datapoint.
 MIN_COVERAGE = 0.8
+
+# Starved needs every GPU working (at or above the idle threshold) in at least this share of the starved
+# window's reported periods. Starvation is a running job whose GPUs wait on their input: they work all along,
+# under-fed. A GPU idle for more than a quarter of the window is something else (a notebook between bursts, a
+# job restarting or between runs, a GPU nobody uses beside a busy one) and its idle periods must not drag the
+# mean down into "starved". A quarter still lets short stops through (a checkpoint save, an evaluation pass):
+# with the default windows it is 30 of 120 minutes, the length of the idle window itself.
+STARVED_MIN_WORKING_SHARE = 0.75
 
 
 class Verdict(StrEnum):
@@ -63,11 +72,15 @@ class GpuReading:
     verdict: Verdict
     gpu_count: int
     busiest_gpu_percent: float | None = None  # max over GPUs and time in the idle window
-    mean_percent: float | None = None  # mean over GPUs and time in the starved window
+    mean_percent: float | None = None  # mean over GPUs and time in the starved window, idle periods included
     busiest_gpu_index: int | None = None
     coverage: float = 0.0
     reporting: tuple[int, ...] = ()  # PARTIAL: the GPUs (hosts, for a training job) with data in the window
     silent: tuple[int, ...] = ()  # PARTIAL: the GPUs expected that published nothing in it
+    # Over the starved window (read unless IDLE, PARTIAL or NO_METRICS): the smallest share of a GPU's
+    # reported periods in which it was working, and the mean of all GPUs over the periods they were working.
+    working_share: float | None = None
+    working_mean_percent: float | None = None
 
 
 def _coverage(values_by_gpu: dict[int, list[float]], expected: int) -> float:
@@ -126,28 +139,46 @@ def read_gpus(
     starved_values = {i: [v for t, v in s if starved_start < t <= now] for i, s in gpus.items()}
     starved_cover = _coverage(starved_values, thresholds.starved_periods)
     values = [v for per_gpu in starved_values.values() for v in per_gpu]
-    mean = round(fmean(values), 2) if values else None
-    # Starvation is every GPU waiting: one GPU busy beside idle ones is a sizing matter, not a data one.
-    per_gpu_means = [fmean(per_gpu) for per_gpu in starved_values.values() if per_gpu]
-    uniformly_underused = bool(per_gpu_means) and max(per_gpu_means) < thresholds.starved_percent
-    if busiest_value is None and mean is None:
+    if busiest_value is None and not values:
         return GpuReading(Verdict.NO_METRICS, expected_gpus)
-    if (
-        mean is not None
-        and thresholds.idle_percent <= mean < thresholds.starved_percent
-        and uniformly_underused
-        and starved_cover >= MIN_COVERAGE
-        and all_reporting
-    ):
-        return GpuReading(Verdict.STARVED, expected_gpus, busiest_value, mean, busiest, starved_cover)
-    if (
-        idle_cover < MIN_COVERAGE
-        and starved_cover < MIN_COVERAGE
-        and (busiest_value or 0) < thresholds.idle_percent
-    ):
-        return GpuReading(Verdict.TOO_EARLY, expected_gpus, busiest_value, mean, busiest, idle_cover)
+    mean = round(fmean(values), 2) if values else None
+    # Starvation is every GPU working, under-fed, through most of the window: the idle periods of a GPU never
+    # pull its mean down into "starved" (a notebook between bursts, a job after a restart), and a GPU idle beside
+    # busy ones is a sizing matter (the audit's rightsize_downsize), not a data one.
+    idle_percent = thresholds.idle_percent
+    working_share: float | None = None
+    working_sum, working_count = 0.0, 0
+    every_gpu_underfed = True
+    for per_gpu in starved_values.values():
+        if not per_gpu:
+            continue
+        working = [v for v in per_gpu if v >= idle_percent]
+        share = len(working) / len(per_gpu)
+        working_share = share if working_share is None else min(working_share, share)
+        gpu_sum = sum(working)
+        working_sum += gpu_sum
+        working_count += len(working)
+        # (A share of at least STARVED_MIN_WORKING_SHARE means ``working`` is not empty.)
+        if share < STARVED_MIN_WORKING_SHARE or gpu_sum / len(working) >= thresholds.starved_percent:
+            every_gpu_underfed = False
+    if working_share is not None:
+        working_share = round(working_share, 4)
+    working_mean = round(working_sum / working_count, 2) if working_count else None
+    if every_gpu_underfed and working_count and starved_cover >= MIN_COVERAGE and all_reporting:
+        verdict, coverage = Verdict.STARVED, starved_cover
+    elif idle_cover < MIN_COVERAGE and starved_cover < MIN_COVERAGE and (busiest_value or 0) < idle_percent:
+        verdict, coverage = Verdict.TOO_EARLY, idle_cover
+    else:
+        verdict, coverage = Verdict.BUSY, max(idle_cover, starved_cover)
     return GpuReading(
-        Verdict.BUSY, expected_gpus, busiest_value, mean, busiest, max(idle_cover, starved_cover)
+        verdict,
+        expected_gpus,
+        busiest_value,
+        mean,
+        busiest,
+        coverage,
+        working_share=working_share,
+        working_mean_percent=working_mean,
     )
 
 
@@ -275,18 +306,25 @@ def gpu_instance_findings(
             )
         )
     elif reading.verdict is Verdict.STARVED:
-        mean = reading.mean_percent or 0.0
+        # The figures of the working minutes only: idle minutes are not starvation, and are not priced as such.
+        mean = reading.working_mean_percent or 0.0
+        share = reading.working_share or 0.0
         waste = round(hourly * (1 - mean / 100), 2) if hourly is not None else None
         starved_window = int(thresholds.starved_window.total_seconds() // 60)
+        cost = f"; the unused share while they work costs ${waste:,.2f}/h." if waste is not None else "."
+        working = (
+            "in every reported minute" if share >= 1 else f"in at least {share:.0%} of the reported minutes"
+        )
         findings.append(
             finding(
                 Reason.GPU_STARVED,
-                f"The {gpus} GPUs of {resource.display_name} averaged {mean:.1f}% (per-minute peaks) over "
-                f"{starved_window} minutes: "
-                "they are waiting for data. The input pipeline (data loader workers, storage throughput, "
-                "preprocessing on the CPU) is the likely cause"
-                + (f"; the unused share costs ${waste:,.2f}/h." if waste is not None else "."),
-                mean_gpu_percent=mean,
+                f"Each of the {gpus} GPUs of {resource.display_name} was working (at or above "
+                f"{thresholds.idle_percent:g}%) {working} of the last {starved_window}, and they averaged "
+                f"only {mean:.1f}% while working (per-minute peaks): they "
+                "are waiting for data. The input pipeline (data loader workers, storage throughput, "
+                f"preprocessing on the CPU) is the likely cause{cost}",
+                mean_gpu_percent_while_working=mean,
+                working_share_of_minutes=f"{share:.0%}",
                 cpu_percent=cpu_percent,
                 network_in_mb_per_minute=network_in_mb,
                 underuse_usd_per_hour=waste,

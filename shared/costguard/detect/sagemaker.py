@@ -55,6 +55,9 @@ def read_training_job(
     """A job's reading from its per-host series (keyed by N of ``algo-N``), normalised per GPU.
 
     Every host must report and stay under the idle threshold: a silent host might be the one working.
+    STARVED follows read_gpus' working-minutes rule per host, but gives no notice (training_job_findings): a
+    host's series is the mean of its GPUs, which cannot tell GPUs that are all under-fed from one busy GPU
+    beside idle ones.
     """
     gpus = job.accelerators.count if job.accelerators else 1
     normalised = {host: per_gpu(series, gpus) for host, series in hosts.items()}
@@ -201,7 +204,8 @@ def notebook_findings(
     event_id: str | None = None,
 ) -> list[Finding]:
     """``notebook_idle`` when every GPU idles through the window; no GPU series is ``gpu_metrics_missing``
-    (never idle); a marked notebook that works again cancels its pending stop."""
+    (never idle); a marked notebook that works again cancels its pending stop. A STARVED reading (read_gpus'
+    working-minutes rule) is reported as busy: no notice."""
     resource = notebook_resource(notebook)
     gpus = f"{reading.gpu_count} x {notebook.accelerators.model if notebook.accelerators else 'GPU'}"
     window = _minutes(thresholds.idle_window)

@@ -14,6 +14,7 @@ from functools import cache
 from pathlib import Path
 
 from costguard.events.common import to_datetime
+from costguard.local.headline import headline, summary_lines
 from costguard.local.render import render
 from costguard.local.replay import ReplayResult, latest_event_time, replay, replay_each, resolve_function
 from costguard.local.stack import DEFAULT_TEMPLATE, PROJECT_ROOT, SEED_AHEAD, LocalStack, patched_environ
@@ -227,15 +228,11 @@ def cmd_demo(args: argparse.Namespace) -> int:
         results = replay(stack, list(events))
     for result in results:
         _print_human(result)
-    spent = sum(f.get("cost_usd") or 0 for r in results for f in r.findings)
-    # Each resource counted once, at its latest decision.
-    latest = {d["resource_id"]: d for r in results for d in r.decisions}
-    hourly = sum(d.get("hourly_usd") or 0 for d in latest.values() if d["action"] in ("mark", "stop", "none"))
+    head = headline([f for r in results for f in r.findings], [d for r in results for d in r.decisions])
     messages = sum(len(r.slack) for r in results)
-    print(
-        f"\nSummary: {sum(len(r.findings) for r in results)} findings, {messages} Slack messages, "
-        f"${spent:,.2f} already spent on flagged runs, ${hourly:,.2f}/h on resources costguard would stop."
-    )
+    print(f"\nSummary: {sum(len(r.findings) for r in results)} findings, {messages} Slack messages.")
+    for line in summary_lines(head):
+        print(line)
     from costguard.backtest.command import demo_backtest
 
     print("\nWhat remediate mode would have done over the world's series (`costguard backtest` for more):")
