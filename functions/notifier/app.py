@@ -1,4 +1,8 @@
-"""Entry point: queued notices from SQS, posted to Slack; failures go back to the queue, then its DLQ."""
+"""Entry point: queued notices from SQS, posted to Slack.
+
+A transient failure (429, 5xx, a connection error) goes back to the queue, then its dead-letter queue; a notice
+Slack refuses for good (another 4xx, a malformed webhook secret) is parked in the failed-events queue instead.
+"""
 
 from __future__ import annotations
 
@@ -12,13 +16,17 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from costguard.entry import ONCE_PERMISSIONS, OncePerEvent
 from costguard.flows.notifier import DELIVER_PERMISSIONS, deliver
+from costguard.notify.delivery import PermanentDeliveryError, redact
 from costguard.notify.notice import Notice
+from costguard.notify.parked import PERMISSIONS as PARK_PERMISSIONS
+from costguard.notify.parked import ParkError, park
 from costguard.observability import logger, metrics, tracer
 from costguard.settings import get_settings
 
 # The IAM actions this handler's calls need: tests/template/test_iam.py holds the template to them.
 # An unreadable notice stays on the queue for its dead-letter queue: nothing is sent anywhere.
-PERMISSIONS = ONCE_PERMISSIONS | DELIVER_PERMISSIONS
+# A notice Slack refuses for good is parked in the failed-events queue (notify/parked.py).
+PERMISSIONS = ONCE_PERMISSIONS | DELIVER_PERMISSIONS | PARK_PERMISSIONS
 
 settings = get_settings()
 processor = BatchProcessor(event_type=EventType.SQS)
@@ -42,11 +50,26 @@ def record_handler(record: SQSRecord) -> None:
         raise  # stays on the queue, then lands in the dead-letter queue
     try:
         deliver_once(notice)
-    except Exception:
-        logger.warning("Slack delivery failed", extra={"message_id": record.message_id, "notice": notice.id})
-        metrics.add_metric(name="DeliveryFailures", unit=MetricUnit.Count, value=1)
-        raise
+    except PermanentDeliveryError as refused:
+        # Another try would meet the same answer: told once and kept, not retried into the dead-letter queue.
+        try:
+            park(notice, refused, settings, message_id=record.message_id)
+        except ParkError as failed:
+            _delivery_failed(record, notice, f"{refused.cause}; not parked: {failed}")
+            raise
+        return
+    except Exception as error:
+        _delivery_failed(record, notice, str(error))
+        raise  # back to the queue: retried, then kept in the dead-letter queue
     metrics.add_metric(name="NoticesDelivered", unit=MetricUnit.Count, value=1)
+
+
+def _delivery_failed(record: SQSRecord, notice: Notice, cause: str) -> None:
+    logger.warning(
+        "Slack delivery failed",
+        extra={"message_id": record.message_id, "notice": notice.id, "cause": redact(cause)[:1000]},
+    )
+    metrics.add_metric(name="DeliveryFailures", unit=MetricUnit.Count, value=1)
 
 
 @logger.inject_lambda_context(clear_state=True)

@@ -23,8 +23,8 @@ from costguard.settings import get_settings
 
 # Every accepted model is an EventBridge envelope whose region and account become endpoints and ARNs:
 # a region botocore cannot resolve must be rejected here, not fail deep inside a flow.
-_REGION = re.compile(r"[a-z]{2}(-[a-z]+)+-\d{1,2}")
-_ACCOUNT = re.compile(r"\d{12}")
+_REGION = re.compile(r"[a-z]{2}(-[a-z]+)+-[0-9]{1,2}")
+_ACCOUNT = re.compile(r"[0-9]{12}")  # ASCII digits: \d also takes other scripts' digits
 
 
 def _check_envelope(parsed: BaseModel) -> BaseModel:

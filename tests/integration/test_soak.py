@@ -49,9 +49,10 @@ def _notices(stack: LocalStack) -> list[str]:
 
 def test_a_thousand_notices_with_slack_failing_arrive_exactly_once_after_redrive(stack: LocalStack) -> None:
     rng = random.Random(SEED)
-    # 30% of the notices meet a webhook that refuses them on every try (404 no_service: disabled, which the
-    # client does not retry) until it is restored; meanwhile, and after, 30% of all other requests fail at
-    # random (429, 500, 503), which the client retries.
+    # 30% of the notices meet an outage: Slack answers 503 on every try until it is back (the client retries,
+    # then the queue, then the dead-letter queue keeps them); meanwhile, and after, 30% of all other requests
+    # fail at random (429, 500, 503), which the client retries. (A refusal for good, a 4xx, is parked instead:
+    # tests/integration/test_hostile_slack.py.)
     down = set(rng.sample(range(NOTICES), int(NOTICES * FAILING_SHARE)))
     injected: Counter[int] = Counter()
     outage = {"on": True}
@@ -60,7 +61,7 @@ def test_a_thousand_notices_with_slack_failing_arrive_exactly_once_after_redrive
         match = _MARK.search(message.get("text", ""))
         index = int(match[1]) if match else -1
         if outage["on"] and index in down:
-            status = 404
+            status = 503
         elif rng.random() < FAILING_SHARE:
             status = rng.choice([429, 500, 503])
         else:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from costguard.notify.message import escape
+from costguard.notify.message import clip, escape
 
 TOP_ITEMS = 5
 
@@ -47,11 +47,11 @@ def summary_message(report: dict[str, Any], link: str | None) -> dict[str, Any]:
             + "."
         )
     blocks: list[dict[str, Any]] = [
-        {"type": "header", "text": {"type": "plain_text", "text": title[:150]}},
+        {"type": "header", "text": {"type": "plain_text", "text": clip(title, 150)}},
         {"type": "section", "text": {"type": "mrkdwn", "text": body}},
     ]
     if lines:
-        blocks.append({"type": "section", "text": {"type": "mrkdwn", "text": "\n".join(lines)[:2900]}})
+        blocks.append({"type": "section", "text": {"type": "mrkdwn", "text": clip("\n".join(lines), 3000)}})
     if totals["failed_regions"]:
         failed = ", ".join(escape(r) for r in totals["failed_regions"])
         blocks.append(

@@ -274,9 +274,9 @@ def cmd_audit(args: argparse.Namespace) -> int:
 
 def cmd_redrive(args: argparse.Namespace) -> int:
     from costguard.aws import clients
-    from costguard.local.redrive import redrive
+    from costguard.local.redrive import redrive_parked, redrive_report
 
-    dlq, target = args.dlq_url, args.queue_url
+    source, target = args.dlq_url, args.queue_url
     if args.stack:
         outputs = {
             o["OutputKey"]: o["OutputValue"]
@@ -284,12 +284,19 @@ def cmd_redrive(args: argparse.Namespace) -> int:
                 "Outputs"
             ]
         }
-        dlq, target = outputs["DecisionsDeadLetterQueueUrl"], outputs["DecisionsQueueUrl"]
-    if not dlq or not target:
+        where = "FailedEventsQueueUrl" if args.parked else "DecisionsDeadLetterQueueUrl"
+        source, target = outputs[where], outputs["DecisionsQueueUrl"]
+    if not source or not target:
         print("costguard redrive: give --stack, or both --dlq-url and --queue-url", file=sys.stderr)
         return 2
-    moved = redrive(dlq, target)
-    print(f"moved {moved} notices from the dead-letter queue back to the decisions queue")
+    if args.parked:
+        done = redrive_parked(source, target)
+        print(f"moved {done.moved} parked notices from the failed-events queue back to the decisions queue")
+    else:
+        done = redrive_report(source, target)
+        print(f"moved {done.moved} notices from the dead-letter queue back to the decisions queue")
+    for message_id, why in sorted(done.left.items()):
+        print(f"  left {message_id}: {why}")
     return 0
 
 
@@ -343,8 +350,13 @@ def parser() -> argparse.ArgumentParser:
         "redrive", help="move notices from the dead-letter queue back to the decisions queue"
     )
     rd.add_argument("--stack", help="deployed stack name (reads its outputs)")
-    rd.add_argument("--dlq-url")
+    rd.add_argument("--dlq-url", help="the queue to move from (with --parked: the failed-events queue)")
     rd.add_argument("--queue-url")
+    rd.add_argument(
+        "--parked",
+        action="store_true",
+        help="move the notices Slack refused for good (parked in the failed-events queue), once the cause is fixed",
+    )
     rd.set_defaults(run=cmd_redrive)
     return top
 

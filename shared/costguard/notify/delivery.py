@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 import re
 from functools import lru_cache
 from typing import Any
@@ -15,18 +16,23 @@ from slack_sdk.http_retry.builtin_handlers import (
 )
 from slack_sdk.webhook import WebhookClient
 
-from costguard.notify.routing import SlackRoutes, parse_routes
+from costguard.notify.routing import SecretFormatError, SlackRoutes, parse_routes
 from costguard.permissions import needs
 
 SECRET_MAX_AGE_SECONDS = 300
 SECRET_PERMISSIONS = needs("secretsmanager:GetSecretValue")  # load_routes
-# The path of a webhook URL is the secret: slack_sdk logs full URLs when it retries.
-_WEBHOOK_PATH = re.compile(r"(https?://[^/\s]+)/[^\s]+")
+# The path of a webhook URL is the secret (and user info may be one): slack_sdk logs full URLs when it retries.
+_WEBHOOK_PATH = re.compile(r"(https?://)(?:[^/\s@]*@)?([^/\s@]+)(?:/\S*)?")
+
+
+def redact(text: str) -> str:
+    """Whatever is logged or kept goes through here: a URL keeps its scheme and host, nothing else."""
+    return _WEBHOOK_PATH.sub(r"\1\2/<redacted>", text)
 
 
 class _RedactWebhooks(logging.Filter):
     def filter(self, record: logging.LogRecord) -> bool:
-        record.msg = _WEBHOOK_PATH.sub(r"\1/<redacted>", record.getMessage())
+        record.msg = redact(record.getMessage())
         record.args = ()
         return True
 
@@ -35,14 +41,51 @@ _slack_logger = logging.getLogger("costguard.slack")
 _slack_logger.addFilter(_RedactWebhooks())
 
 
+# Extra webhook hosts besides hooks.slack.com (GovSlack's hooks.slack-gov.com, say): comma-separated host names.
+WEBHOOK_HOSTS_VARIABLE = "COSTGUARD_SLACK_WEBHOOK_HOSTS"
+# Statuses worth another try: throttling, a timeout, Slack's own errors. Any other 4xx says the same every time.
+_TRANSIENT_4XX = frozenset({408, 429})
+_MAX_BODY = 200
+
+
 class DeliveryError(RuntimeError):
-    """Slack did not accept the message after the client's retries."""
+    """Slack did not accept the message after the client's retries; another try may work."""
 
 
-def load_routes(secret_id: str) -> SlackRoutes:
-    """Read the webhook secret (cached by powertools for five minutes) and parse it."""
+class PermanentDeliveryError(DeliveryError):
+    """Another try would meet the same answer: Slack refused the message itself (a 4xx other than 429), or
+    the webhook secret is malformed. ``status`` and ``body`` are Slack's answer, when there was one."""
+
+    def __init__(self, cause: str, *, status: int | None = None, body: str | None = None) -> None:
+        super().__init__(cause)
+        self.cause = cause
+        self.status = status
+        self.body = body
+
+
+class MalformedSecretError(PermanentDeliveryError):
+    """The webhook secret is not a usable URL or routing map (its content is never echoed)."""
+
+
+def webhook_hosts() -> tuple[str, ...]:
+    """The extra allowed webhook hosts, from the function's environment."""
+    return tuple(h for h in os.environ.get(WEBHOOK_HOSTS_VARIABLE, "").split(",") if h.strip())
+
+
+def load_routes(secret_id: str, extra_hosts: tuple[str, ...] | None = None) -> SlackRoutes:
+    """Read the webhook secret (cached by powertools for five minutes) and parse it.
+
+    A malformed secret raises MalformedSecretError: retrying would read the same secret.
+    """
     raw = parameters.get_secret(secret_id, max_age=SECRET_MAX_AGE_SECONDS)
-    return parse_routes(raw if isinstance(raw, str) else raw.decode())
+    try:
+        return parse_routes(
+            raw if isinstance(raw, str) else raw.decode(),
+            webhook_hosts() if extra_hosts is None else extra_hosts,
+        )
+    except (SecretFormatError, UnicodeDecodeError) as error:
+        problem = str(error) if isinstance(error, SecretFormatError) else "the secret is not UTF-8 text"
+        raise MalformedSecretError(problem) from None
 
 
 @lru_cache(maxsize=32)
@@ -61,10 +104,19 @@ def webhook_client(url: str, timeout: int = 10, max_retries: int = 2) -> Webhook
 
 
 def post(url: str, message: dict[str, Any]) -> None:
-    """Post once (with the client's own retries); raise DeliveryError if Slack still refuses."""
+    """Post once (with the client's own retries for 429, 5xx and connection errors).
+
+    Raises DeliveryError if Slack is still unreachable, throttling or failing, and PermanentDeliveryError if it
+    refused the message itself (400 invalid_blocks or invalid_payload, 403, 404 no_service, 410...).
+    """
     try:
         response = webhook_client(url).send_dict(message)
     except Exception as error:  # connection errors that outlived the retries
         raise DeliveryError(f"Slack unreachable: {type(error).__name__}") from None
-    if response.status_code != 200:
-        raise DeliveryError(f"Slack answered {response.status_code}: {str(response.body)[:200]}")
+    status = response.status_code
+    if status == 200:
+        return
+    body = redact(str(response.body)[:_MAX_BODY])
+    if 400 <= status < 500 and status not in _TRANSIENT_4XX:
+        raise PermanentDeliveryError(f"Slack refused the message: {status} {body}", status=status, body=body)
+    raise DeliveryError(f"Slack answered {status}: {body}")

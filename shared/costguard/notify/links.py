@@ -2,13 +2,24 @@
 
 from __future__ import annotations
 
+import re
 from urllib.parse import quote
 
 from costguard.model import Resource, ResourceKind
 
+# The region becomes part of the host name: anything but a region's shape gets the global console instead.
+_REGION = re.compile(r"[a-z]{2}(-[a-z]+)+-\d{1,2}")
+
 
 def console_url(resource: Resource) -> str:
+    # Budgets and Cost Anomaly Detection are global: their consoles take no region.
+    if resource.kind is ResourceKind.BUDGET:
+        return "https://console.aws.amazon.com/billing/home#/budgets"
+    if resource.kind is ResourceKind.COST_ANOMALY:
+        return "https://console.aws.amazon.com/cost-management/home#/anomaly-detection/overview"
     region = resource.region
+    if not _REGION.fullmatch(region):
+        return "https://console.aws.amazon.com/console/home"
     base = f"https://{region}.console.aws.amazon.com"
     rid = quote(resource.id, safe="")
     match resource.kind:
@@ -28,11 +39,6 @@ def console_url(resource: Resource) -> str:
             return f"{base}/batch/home?region={region}#jobs/detail/{rid}"
         case ResourceKind.BATCH_QUEUE:
             return f"{base}/batch/home?region={region}#queues/detail/{quote(resource.arn or resource.id, safe='')}"
-        case ResourceKind.BUDGET:
-            # Budgets and Cost Anomaly Detection are global: their consoles take no region.
-            return "https://console.aws.amazon.com/billing/home#/budgets"
-        case ResourceKind.COST_ANOMALY:
-            return "https://console.aws.amazon.com/cost-management/home#/anomaly-detection/overview"
         case ResourceKind.COSTGUARD_ALARM:
             return f"{base}/cloudwatch/home?region={region}#alarmsV2:alarm/{rid}"
     return f"{base}/console/home?region={region}"

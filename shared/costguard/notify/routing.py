@@ -3,16 +3,71 @@
 from __future__ import annotations
 
 import json
+import re
+from collections.abc import Iterable
+from urllib.parse import urlsplit
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
 
-_WEBHOOK_SCHEMES = ("https://", "http://127.0.0.1", "http://localhost")  # plain http only for a local sink
+SLACK_WEBHOOK_HOST = "hooks.slack.com"
+LOCAL_HOSTS = frozenset({"127.0.0.1", "localhost"})  # plain http only for a local sink
+_HOST = re.compile(r"[a-z0-9]([a-z0-9-]*[a-z0-9])?(\.[a-z0-9]([a-z0-9-]*[a-z0-9])?)+")
+# Nothing a URL parser might read two ways: whitespace, control characters, backslashes.
+_UNSAFE = re.compile(r"[\s\x00-\x1f\x7f\\]")
 
 
-def _check_url(url: str) -> str:
-    if not url.startswith(_WEBHOOK_SCHEMES):
+def allowed_hosts(extra: Iterable[str] = ()) -> frozenset[str]:
+    """hooks.slack.com and the configured extra hosts (exact names, lower case; no wildcard)."""
+    hosts = {SLACK_WEBHOOK_HOST}
+    for host in extra:
+        name = host.strip().lower()
+        if name:
+            if not _HOST.fullmatch(name):
+                raise ValueError(
+                    "an allowed webhook host must be a plain host name, like hooks.slack-gov.com"
+                )
+            hosts.add(name)
+    return frozenset(hosts)
+
+
+def check_url(url: str, hosts: frozenset[str] = frozenset({SLACK_WEBHOOK_HOST})) -> str:
+    """The URL parsed, not prefix-tested: https to an allowed host, or plain http to a local sink.
+
+    The error says what is wrong without echoing the URL (its path is the secret).
+    """
+    if _UNSAFE.search(url):
+        raise ValueError("a webhook URL must not contain spaces, control characters or backslashes")
+    try:
+        parts = urlsplit(url)
+        port = parts.port
+    except ValueError:
+        raise ValueError("a webhook URL must be a valid URL") from None
+    host = (parts.hostname or "").lower()
+    if parts.username is not None or parts.password is not None or "@" in parts.netloc:
+        raise ValueError("a webhook URL must not carry user info (user@host)")
+    if parts.scheme == "https":
+        if host not in hosts:
+            raise ValueError(
+                f"a webhook URL's host must be {SLACK_WEBHOOK_HOST} or one of COSTGUARD_SLACK_WEBHOOK_HOSTS"
+            )
+        if port not in (None, 443):
+            raise ValueError("a webhook URL must use the https port (443)")
+    elif parts.scheme == "http":
+        if host not in LOCAL_HOSTS:
+            raise ValueError(
+                "a webhook must be an https:// URL (plain http only for a local sink on 127.0.0.1)"
+            )
+    else:
         raise ValueError("a webhook must be an https:// URL")
+    if parts.path in ("", "/"):
+        raise ValueError("a webhook URL must have a path (https://hooks.slack.com/services/...)")
     return url
+
+
+def _context_hosts(info: ValidationInfo) -> frozenset[str]:
+    context = info.context if isinstance(info.context, dict) else {}
+    hosts = context.get("hosts")
+    return hosts if isinstance(hosts, frozenset) else frozenset({SLACK_WEBHOOK_HOST})
 
 
 class SecretFormatError(ValueError):
@@ -29,14 +84,18 @@ class SlackRoutes(BaseModel):
 
     @field_validator("default")
     @classmethod
-    def _default_is_url(cls, value: str) -> str:
-        return _check_url(value)
+    def _default_is_url(cls, value: str, info: ValidationInfo) -> str:
+        return check_url(value, _context_hosts(info))
 
     @field_validator("routes")
     @classmethod
-    def _routes_are_urls(cls, value: dict[str, str]) -> dict[str, str]:
-        for url in value.values():
-            _check_url(url)
+    def _routes_are_urls(cls, value: dict[str, str], info: ValidationInfo) -> dict[str, str]:
+        hosts = _context_hosts(info)
+        for route, url in value.items():
+            try:
+                check_url(url, hosts)
+            except ValueError as error:
+                raise ValueError(f"route {route[:64]!r}: {error}") from None
         return value
 
     def __repr__(self) -> str:  # never print webhook URLs
@@ -49,30 +108,43 @@ class SlackRoutes(BaseModel):
         return self.routes.get(value, self.default) if value else self.default
 
 
-def parse_routes(secret: str) -> SlackRoutes:
+def parse_routes(secret: str, extra_hosts: Iterable[str] = ()) -> SlackRoutes:
+    """The secret's routes; every webhook URL is checked against hooks.slack.com and ``extra_hosts``."""
     text = secret.strip()
     if not text:
         raise SecretFormatError("the Slack webhook secret is empty: put the webhook URL in it")
+    try:
+        hosts = allowed_hosts(extra_hosts)
+    except ValueError as error:
+        raise SecretFormatError(str(error)) from None
     if not text.startswith("{"):
-        if not text.startswith(_WEBHOOK_SCHEMES):
+        if "://" not in text:
             raise SecretFormatError("the Slack webhook secret must be an https:// URL or a JSON routing map")
-        return SlackRoutes(default=text)
-    problem = _parse_map(text)
+        problem = _validate({"default": text}, hosts)
+        if isinstance(problem, SlackRoutes):
+            return problem
+        raise SecretFormatError(f"the Slack webhook secret is not a usable webhook URL ({problem})")
+    problem = _parse_map(text, hosts)
     if isinstance(problem, SlackRoutes):
         return problem
     # Raised outside the except block: no chained exception carries the secret's text.
     raise SecretFormatError(f"the Slack webhook secret is not a valid routing map ({problem})")
 
 
-def _parse_map(text: str) -> SlackRoutes | str:
+def _validate(data: object, hosts: frozenset[str]) -> SlackRoutes | str:
     try:
-        data = json.loads(text)
-        if isinstance(data, dict) and "webhook_url" in data and "default" not in data:
-            data = {"default": data.pop("webhook_url"), **data}
-        return SlackRoutes.model_validate(data)
+        return SlackRoutes.model_validate(data, context={"hosts": hosts})
     except ValidationError as error:
         return "; ".join(
             f"{'.'.join(map(str, e['loc'])) or 'map'}: {e['msg']}" for e in error.errors(include_input=False)
         )
-    except (ValueError, TypeError) as error:
+
+
+def _parse_map(text: str, hosts: frozenset[str]) -> SlackRoutes | str:
+    try:
+        data = json.loads(text)
+    except (ValueError, TypeError, RecursionError) as error:
         return type(error).__name__
+    if isinstance(data, dict) and "webhook_url" in data and "default" not in data:
+        data = {"default": data.pop("webhook_url"), **data}
+    return _validate(data, hosts)
