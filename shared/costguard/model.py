@@ -239,6 +239,11 @@ class Finding(BaseModel):
         default=None,
         description="Distinct news about the same resource and reason (a new state, say): not a repeat",
     )
+    report_note: str | None = Field(
+        default=None,
+        description="What follows from a finding that only reports, said in place of 'no action' (a budget "
+        "breach whose resources are marked in their own messages, say)",
+    )
     event_id: str | None = None
 
 

@@ -58,7 +58,11 @@ def _choose(finding: Finding, policy: Policy, now: datetime) -> tuple[Action, st
     if finding.cancels_mark:
         return Action.UNMARK, "working again: the pending stop is cancelled", None
     if not finding.remediable:
-        return Action.NOTIFY, "costguard reports this finding and never acts on it", None
+        return (
+            Action.NOTIFY,
+            finding.report_note or "costguard reports this finding and never acts on it",
+            None,
+        )
     if is_protected(resource.tags, policy.protect_tag_key):
         return Action.NOTIFY, f"protected by tag {policy.protect_tag_key}: never stopped", None
     if resource.stop_blocker:

@@ -261,3 +261,21 @@ def test_stop_all_keeps_its_marks_on_busy_resources_and_stops_them(world: World,
         assert stopped == {P4D_IDLE, P4D_BUSY, "dana-scratch", "li-finetune-lab"}
         state = clients.ec2("us-east-1").describe_instances(InstanceIds=[P4D_BUSY])["Reservations"][0]
         assert state["Instances"][0]["State"]["Name"] in ("stopping", "stopped")
+
+
+def test_a_summary_that_escalates_says_what_follows_not_no_action(stack: LocalStack) -> None:
+    [result] = replay(stack, [ACTUAL_100])
+    summary = json.dumps(result.slack[0])
+    assert "No action" not in summary
+    assert "the idle resources in scope are marked, then stopped after the grace period" in summary
+
+
+def test_an_unreadable_budget_says_its_scope_is_unknown(
+    world: World, sink: SlackSink, tmp_path: Path
+) -> None:
+    event = changed(tmp_path, ACTUAL_100, "ml-research-gpu", "no-such-budget")
+    with LocalStack(world, sink=sink, until=FOLLOW_UP_AT) as stack:
+        [result] = replay(stack, [event])
+    assert result.findings[0]["evidence"]["scope"].startswith("unknown (the budget could not be read)")
+    text = json.dumps(result.slack[0])
+    assert "Scope: unknown" in text and "No action" not in text

@@ -142,11 +142,14 @@ class Scope:
     """The tags that mark a budget's resources (any one of them); empty: every resource of the account."""
 
     tags: tuple[tuple[str, str], ...] = ()
+    known: bool = True  # False: the budget could not be read, so which resources it covers is not known
 
     def covers(self, resource: Resource) -> bool:
         return not self.tags or any(resource.tags.get(key) == value for key, value in self.tags)
 
     def describe(self) -> str:
+        if not self.known:
+            return "unknown (the budget could not be read), so every GPU resource of the account is listed"
         return (
             " or ".join(f"{k}={v}" for k, v in self.tags)
             if self.tags
@@ -273,6 +276,7 @@ def breach_summary(breach: Breach, protect_tag_key: str) -> Finding:
         reason=Reason.BUDGET_BREACH,
         resource=budget_resource(breach.alert, breach.account, breach.region),
         summary=body,
+        report_note=_what_follows(breach),
         observed_at=breach.observed_at,
         event_id=breach.event_id,
         hourly_usd=total_hourly(in_scope),
@@ -296,6 +300,20 @@ def breach_summary(breach: Breach, protect_tag_key: str) -> Finding:
             ],
         },
     )
+
+
+def _what_follows(breach: Breach) -> str:
+    """The summary's own action line: what the level does, never a bare "no action" beside an escalation."""
+    if not breach.confirmed:
+        return "not confirmed by AWS Budgets, so nothing is marked or stopped"
+    if breach.escalation is Escalation.STOP_IDLE:
+        return "the idle resources in scope are marked, then stopped after the grace period (each in its own message)"
+    if breach.escalation is Escalation.STOP_ALL:
+        return (
+            "every unprotected resource in scope is marked, then stopped after the grace period, busiest last "
+            "(each in its own message)"
+        )
+    return "reported only: this level stops nothing"
 
 
 def breach_stops(breach: Breach, *, protect_tag_key: str, grace: timedelta, max_stops: int) -> list[Finding]:
@@ -360,8 +378,9 @@ def unreadable_budget_finding(
         resource=Resource(
             kind=ResourceKind.BUDGET, id=f"unreadable/{event_id}", name=name, account=account, region=region
         ),
-        summary=f"costguard could not read this message ({problem}), so it took no action and lists nothing; "
-        f"here it is as received:\n\n{message}",
+        summary=f"costguard could not read this message ({problem}): its budget, and so its scope, are unknown, "
+        f"so it lists nothing and stops nothing; here it is as received:\n\n{message}",
+        report_note="unreadable, so its budget and scope are unknown: nothing is listed or stopped",
         observed_at=now,
         event_id=event_id,
         evidence={"note": "unexpected wording: forwarded as received", "problem": problem},

@@ -61,10 +61,10 @@ def check_alert(alert: BudgetAlert, account: str) -> tuple[Confirmation, Scope]:
     """Read the budget the alert names, once: its figures confirm the alert, its tag filter is the scope."""
     if alert.account and alert.account != account:
         problem = f"the message names account {alert.account}, the alert topic belongs to {account}"
-        return Confirmation(None, None, problem), Scope()
+        return Confirmation(None, None, problem), Scope(known=False)
     budget, unreadable = read_budget(account, alert.name)
     if budget is None:
-        return confirm(alert, None, unreadable=unreadable), Scope()
+        return confirm(alert, None, unreadable=unreadable), Scope(known=False)
     return confirm(alert, spend_from_budget(budget)), scope_from_budget(budget)
 
 

@@ -141,6 +141,8 @@ def action_line(notice: Notice) -> str:
         when = decision.stop_after.strftime("%Y-%m-%d %H:%M UTC") if decision.stop_after else "later"
         prefix = f"Would mark for {stop} (dry run)" if decision.dry_run else f"Marked for {stop}"
         return f":hourglass_flowing_sand: {prefix}; {stop} due at {when} unless it gets busy or is protected."
+    if decision.finding.report_note:  # what follows from it, said as such: not "no action"
+        return f":information_source: {decision.note}."
     return f":information_source: No action: {decision.note}."
 
 
