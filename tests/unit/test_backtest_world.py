@@ -442,3 +442,51 @@ def test_world_files_load_with_libyaml_where_installed(monkeypatch: pytest.Monke
     # Without libyaml, the pure-Python safe loader reads the same world.
     monkeypatch.setattr(world_module, "YamlLoader", yaml.SafeLoader)
     assert load_world(WEEK) == World.model_validate(yaml.safe_load(WEEK.read_text()))
+
+
+# -- verdicts over a backtest ---------------------------------------------------------------------------
+
+
+def _bursts_and_breaks() -> list[dict[str, str]]:
+    """40 minutes of work, 20 of thinking, all day: a notebook's rhythm (its mean is about 62%)."""
+    day = datetime(2026, 11, 20, 6, tzinfo=UTC)
+    return [
+        {
+            "pattern": "idle",
+            "start": f"{day + timedelta(hours=h, minutes=40):%Y-%m-%dT%H:%M:%SZ}",
+            "end": f"{day + timedelta(hours=h + 1):%Y-%m-%dT%H:%M:%SZ}",
+        }
+        for h in range(10)
+    ]
+
+
+def test_a_notebook_alternating_bursts_and_idle_breaks_gives_no_gpu_starved() -> None:
+    w = World.model_validate(
+        {
+            "now": "2026-11-20T16:00:00Z",
+            "instances": [
+                {
+                    "id": "i-0d0000000000000a1",
+                    "name": "bursts-and-breaks",
+                    "type": "g5.12xlarge",
+                    "gpu_metrics": {
+                        "pattern": "busy",
+                        "lookback_minutes": 600,
+                        "period_seconds": 300,
+                        "segments": _bursts_and_breaks(),
+                    },
+                },
+                {  # the same box fed too slowly all day: that one is starved, so the check can fail
+                    "id": "i-0d0000000000000a2",
+                    "name": "steadily-under-fed",
+                    "type": "g5.12xlarge",
+                    "gpu_metrics": {"pattern": "starved", "lookback_minutes": 600, "period_seconds": 300},
+                },
+            ],
+        }
+    )
+    result = run(w)
+    outcomes = by_id(result)
+    assert "gpu_starved" not in outcomes["i-0d0000000000000a1"].findings
+    assert "gpu_starved" in outcomes["i-0d0000000000000a2"].findings
+    assert result.notices.get("gpu_starved", 0) >= 1
