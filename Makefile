@@ -47,8 +47,10 @@ lint: $(VENV)/.ready
 typecheck: $(VENV)/.ready
 	$(BIN)/mypy
 
+# Independent tests run in parallel, one worker per core; a module's tests stay on one worker (its fixtures are
+# built once).
 unit: setup
-	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/pytest
+	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/pytest -n auto --dist loadfile
 
 test: lint typecheck unit
 
