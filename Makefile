@@ -11,7 +11,7 @@ export AWS_DEFAULT_REGION ?= us-east-1
 export COSTGUARD_SAM := $(CURDIR)/$(SAM_VENV)/bin/sam
 export COSTGUARD_CHECKOV := $(CURDIR)/$(CHECKOV_VENV)/bin/checkov
 
-.PHONY: setup demo test lint typecheck unit bench clean
+.PHONY: setup demo build test lint typecheck unit bench clean
 
 $(VENV)/.ready: pyproject.toml constraints.txt
 	@test -n "$(PYTHON)" || { echo "no Python 3.13 found: set PYTHON=/path/to/python3.13"; exit 1; }
@@ -39,6 +39,12 @@ setup: $(VENV)/.ready $(SAM_VENV)/.ready $(CHECKOV_VENV)/.ready
 
 demo: $(VENV)/.ready
 	$(BIN)/costguard demo
+
+# `sam build` runs the functions' runtime, python3.13, from PATH: put the one scripts/find-python finds (PATH
+# first, then pyenv's versions) in front, as tests/template/test_sam.py does. Extra flags: make build SAM_ARGS=...
+build: $(SAM_VENV)/.ready
+	@py="$$(scripts/find-python 3.13)" || exit 1; \
+	PATH="$$(dirname "$$py"):$$PATH" $(SAM_VENV)/bin/sam build $(SAM_ARGS)
 
 lint: $(VENV)/.ready
 	$(BIN)/ruff check .

@@ -9,6 +9,8 @@ from functools import lru_cache
 from typing import Any
 
 from aws_lambda_powertools.utilities import parameters
+from aws_lambda_powertools.utilities.parameters.exceptions import GetParameterError
+from botocore.exceptions import ClientError
 from slack_sdk.http_retry.builtin_handlers import (
     ConnectionErrorRetryHandler,
     RateLimitErrorRetryHandler,
@@ -67,6 +69,24 @@ class MalformedSecretError(PermanentDeliveryError):
     """The webhook secret is not a usable URL or routing map (its content is never echoed)."""
 
 
+class EmptySecretError(MalformedSecretError):
+    """The webhook secret holds only blanks: permanent, so the notice is parked like any malformed secret."""
+
+
+class UnsetSecretError(DeliveryError):
+    """The webhook secret has no value at all (the stack creates it so): the notice is retried, as before.
+
+    Secrets Manager answers ResourceNotFoundException "can't find the specified secret value for staging label"
+    until a value is put in the secret; a secret that does not exist at all is not this error.
+    """
+
+
+# Either way nobody filled the secret in: the notifier says so through the ops topic (flows/notifier.py).
+UNFILLED_SECRET_ERRORS: tuple[type[DeliveryError], ...] = (EmptySecretError, UnsetSecretError)
+_EMPTY = "the Slack webhook secret is empty: put the webhook URL in it"
+_NO_VALUE = "the Slack webhook secret has no value yet: put the webhook URL in it"
+
+
 def webhook_hosts() -> tuple[str, ...]:
     """The extra allowed webhook hosts, from the function's environment."""
     return tuple(h for h in os.environ.get(WEBHOOK_HOSTS_VARIABLE, "").split(",") if h.strip())
@@ -75,17 +95,35 @@ def webhook_hosts() -> tuple[str, ...]:
 def load_routes(secret_id: str, extra_hosts: tuple[str, ...] | None = None) -> SlackRoutes:
     """Read the webhook secret (cached by powertools for five minutes) and parse it.
 
-    A malformed secret raises MalformedSecretError: retrying would read the same secret.
+    A malformed secret raises MalformedSecretError (EmptySecretError when it holds only blanks): retrying would
+    read the same secret. A secret with no value yet raises UnsetSecretError, which is retried.
     """
-    raw = parameters.get_secret(secret_id, max_age=SECRET_MAX_AGE_SECONDS)
     try:
-        return parse_routes(
-            raw if isinstance(raw, str) else raw.decode(),
-            webhook_hosts() if extra_hosts is None else extra_hosts,
-        )
+        raw = parameters.get_secret(secret_id, max_age=SECRET_MAX_AGE_SECONDS)
+    except GetParameterError as error:
+        if _has_no_value(error):
+            raise UnsetSecretError(_NO_VALUE) from None
+        raise
+    try:
+        text = raw if isinstance(raw, str) else raw.decode()
+        if not text.strip():
+            raise EmptySecretError(_EMPTY)
+        return parse_routes(text, webhook_hosts() if extra_hosts is None else extra_hosts)
     except (SecretFormatError, UnicodeDecodeError) as error:
         problem = str(error) if isinstance(error, SecretFormatError) else "the secret is not UTF-8 text"
         raise MalformedSecretError(problem) from None
+
+
+def _has_no_value(error: GetParameterError) -> bool:
+    """Secrets Manager's answer for a secret that exists but holds no version (AWSCURRENT) yet."""
+    cause = error.__cause__ or error.__context__
+    if isinstance(cause, ClientError):
+        code = cause.response.get("Error", {}).get("Code", "")
+        message = cause.response.get("Error", {}).get("Message", "")
+    else:  # powertools keeps only the text: "An error occurred (ResourceNotFoundException) when calling..."
+        code = "ResourceNotFoundException" if "(ResourceNotFoundException)" in str(error) else ""
+        message = str(error)
+    return code == "ResourceNotFoundException" and "secret value for staging label" in message
 
 
 @lru_cache(maxsize=32)
