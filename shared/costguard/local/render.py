@@ -1,4 +1,4 @@
-"""Slack Block Kit payloads rendered as terminal text."""
+"""Slack Block Kit payloads rendered as terminal text: what a reader would see in Slack, not the escaped source."""
 
 from __future__ import annotations
 
@@ -9,8 +9,25 @@ from typing import Any
 _LINK = re.compile(r"<([^|>]+)\|([^>]+)>")
 
 
+def unescape(text: str) -> str:
+    """Slack's three entities back to the characters Slack shows for them (``&amp;`` last: ``&amp;lt;`` is shown
+    as ``&lt;``)."""
+    return text.replace("&lt;", "<").replace("&gt;", ">").replace("&amp;", "&")
+
+
 def _plain(text: str) -> str:
-    return _LINK.sub(r"\2 (\1)", text)
+    # Links first: only costguard's own <url|name> can be one, every '<' from AWS or users is still &lt; here.
+    return unescape(_LINK.sub(r"\2 (\1)", text))
+
+
+def _wrapped(text: str, width: int) -> list[str]:
+    lines: list[str] = []
+    for line in _plain(text).splitlines() or [""]:
+        lead = line[: len(line) - len(line.lstrip(" "))]  # an indented list item stays indented when wrapped
+        lines.extend(
+            "│ " + part for part in textwrap.wrap(line, width, subsequent_indent=lead + "  ") or [""]
+        )
+    return lines
 
 
 def render(message: dict[str, Any], width: int = 96) -> str:
@@ -18,16 +35,15 @@ def render(message: dict[str, Any], width: int = 96) -> str:
     for block in message.get("blocks", []):
         kind = block.get("type")
         if kind == "header":
-            lines.append(f"│ ** {block['text']['text']} **")
+            lines.append(f"│ ** {_plain(block['text']['text'])} **")
         elif kind == "section":
             if "text" in block:
-                for line in _plain(block["text"]["text"]).splitlines():
-                    lines.extend("│ " + part for part in textwrap.wrap(line, width) or [""])
+                lines.extend(_wrapped(block["text"]["text"], width))
             for fld in block.get("fields", []):
                 label, _, value = _plain(fld["text"]).partition("\n")
                 lines.append(f"│   {label.strip('*')}: {value}")
         elif kind == "context":
             for element in block.get("elements", []):
-                lines.extend("│ " + part for part in textwrap.wrap(_plain(element.get("text", "")), width))
+                lines.extend(_wrapped(element.get("text", ""), width))
     lines.append("└" + "─" * (width + 2))
     return "\n".join(lines)

@@ -1,13 +1,28 @@
-"""Block Kit messages: what was found, on what, what it costs, what was done, how to protect it."""
+"""Block Kit messages: what was found, on what, what it costs, what was done, how to protect it.
+
+The blocks are slack_sdk's Block Kit models, so Slack's limits are checked by the library as well; every string
+from AWS or users still goes through escape() and clip() first.
+"""
 
 from __future__ import annotations
 
+import math
 import re
 from typing import Any
 
-from costguard.model import Action, Reason, ResourceKind
+from slack_sdk.models.blocks import (
+    Block,
+    ContextBlock,
+    HeaderBlock,
+    MarkdownTextObject,
+    PlainTextObject,
+    SectionBlock,
+)
+
+from costguard.model import Action, Finding, Reason, Resource, ResourceKind
 from costguard.notify.links import console_url
 from costguard.notify.notice import Notice
+from costguard.policy import is_protected
 
 TITLES: dict[Reason, str] = {
     Reason.TRAINING_JOB_FAILED: "Training job failed",
@@ -146,62 +161,258 @@ def action_line(notice: Notice) -> str:
     return f":information_source: No action: {decision.note}."
 
 
+# What a message shows depends on what the resource is. Instance type, count and tags belong to things that run
+# on instances; budgets, anomalies, job families, digests, Batch queues and costguard's own alarms have none.
+_INSTANCE_KINDS = frozenset(
+    {
+        ResourceKind.EC2_INSTANCE,
+        ResourceKind.TRAINING_JOB,
+        ResourceKind.NOTEBOOK,
+        ResourceKind.ENDPOINT,
+        ResourceKind.CAPACITY_RESERVATION,
+        ResourceKind.BATCH_JOB,
+    }
+)
+# What costguard can stop (or cancel), and so what the protect tag keeps from it.
+_PROTECTABLE_KINDS = frozenset(
+    {
+        ResourceKind.EC2_INSTANCE,
+        ResourceKind.TRAINING_JOB,
+        ResourceKind.NOTEBOOK,
+        ResourceKind.CAPACITY_RESERVATION,
+    }
+)
+_MAX_ITEMS = 20  # items of one evidence list shown; the rest are counted
+_ISO_TIME = re.compile(r"(\d{4}-\d{2}-\d{2})T(\d{2}:\d{2})(?::\d{2}(?:\.\d+)?)?(?:\+00:00|Z)")
+# Capacity Blocks are never cancelled, in any mode: the protect tag would keep nothing from costguard.
+_NEVER_ACTED_ON = frozenset({Reason.CAPACITY_BLOCK_EXPIRING, Reason.CAPACITY_BLOCK_UNUSED})
+# Keys whose words alone would read oddly: their label and unit.
+_LABELS = {
+    "ranked": ("Running now, costliest first", ""),
+    "percent_of_budget": ("Share of budget", "percent"),
+}
+_WORDS = {"gpu": "GPU", "gpus": "GPUs", "cpu": "CPU", "id": "ID", "mb": "MB", "az": "AZ", "url": "URL"}
+
+
+def _duration(seconds: float) -> str:
+    total = round(seconds)
+    hours, rest = divmod(total, 3600)
+    minutes, secs = divmod(rest, 60)
+    if hours:
+        return f"{hours}h {minutes:02d}m"
+    return f"{minutes}m {secs:02d}s"
+
+
+def _label(key: str) -> tuple[str, str]:
+    """An evidence key as words, and the unit its number is in: ``price_usd_per_hour`` is "Price per hour", in
+    dollars."""
+    if key in _LABELS:
+        return _LABELS[key]
+    words = key.split("_")
+    unit = ""
+    if "usd" in words:
+        unit = "usd"
+        words.remove("usd")
+    elif len(words) > 1 and words[-1] in ("percent", "seconds"):
+        unit = words.pop()
+    text = " ".join(_WORDS.get(w, w) for w in words if w)
+    return (text[:1].upper() + text[1:]) if text else key, unit
+
+
+def _number(value: float, unit: str) -> str:
+    if not math.isfinite(value):
+        return "unknown"
+    if unit == "usd":
+        return f"${value:,.2f}"
+    if unit == "seconds":
+        return _duration(value)
+    shown = f"{value:,}" if isinstance(value, int) else f"{value:,.2f}".rstrip("0").rstrip(".")
+    return f"{shown}%" if unit == "percent" else shown
+
+
+def _plain(value: object, unit: str = "") -> str:
+    """One value as words on one line (not yet escaped): bools as yes/no, None as unknown, times in UTC, lists
+    joined with semicolons and mappings as "key: value"."""
+    if value is None:
+        return "unknown"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, int | float):
+        return _number(value, unit)
+    if isinstance(value, str):
+        return _ISO_TIME.sub(r"\1 \2 UTC", value) if _ISO_TIME.fullmatch(value) else value
+    if isinstance(value, dict):
+        return _mapping(value) or "none"
+    if isinstance(value, list | tuple | set | frozenset):
+        return "; ".join(_plain(item) for item in value) or "none"
+    return str(value)
+
+
+def _mapping(value: dict[Any, Any]) -> str:
+    """A mapping on one line. One that names a resource (an ``id``) leads with it: a ranked resource reads
+    "i-0abc (ec2 instance): $21.96/h, idle"."""
+    rest = {k: v for k, v in value.items() if k not in ("id", "kind")}
+    parts = []
+    for key, item in rest.items():
+        label, unit = _label(str(key))
+        if str(key) == "hourly_usd" and isinstance(item, int | float) and not isinstance(item, bool):
+            parts.append(f"{_number(item, 'usd')}/h")
+        elif str(key) in ("verdict", "state", "status"):
+            parts.append(_plain(item).replace("_", " "))
+        else:
+            parts.append(f"{label.lower()}: {_plain(item, unit)}")
+    if "id" in value:
+        kind = f" ({str(value['kind']).replace('_', ' ')})" if "kind" in value else ""
+        return f"{_plain(value['id'])}{kind}: {', '.join(parts)}" if parts else f"{_plain(value['id'])}{kind}"
+    return ", ".join(parts)
+
+
+def _evidence_lines(evidence: dict[str, Any], skip: frozenset[str]) -> list[str]:
+    """The evidence as mrkdwn lines: a bullet per key, a list's items and a mapping's entries indented under it."""
+    lines: list[str] = []
+    for key, value in evidence.items():
+        if key in skip or value is None or value in ("", [], {}, ()):
+            continue
+        label, unit = _label(str(key))
+        if isinstance(value, dict):
+            items = [f"{_label(str(k))[0]}: {_plain(v, _label(str(k))[1])}" for k, v in value.items()]
+        elif isinstance(value, list | tuple):
+            items = [_plain(item, unit) for item in value]
+        else:
+            lines.append(f"• {_text(label, _SHORT)}: {_text(_plain(value, unit), _EVIDENCE_VALUE)}")
+            continue
+        lines.append(f"• {_text(label, _SHORT)}:")
+        lines.extend(f"    ◦ {_text(item, _EVIDENCE_VALUE)}" for item in items[:_MAX_ITEMS])
+        if len(items) > _MAX_ITEMS:
+            lines.append(f"    ◦ … and {len(items) - _MAX_ITEMS} more")
+    return lines
+
+
+def restart_line(resource: Resource) -> str | None:
+    """How to get a stopped (or cancelled) resource back, as safe mrkdwn; None for kinds costguard never stops."""
+    rid, region = _code(resource.id, _NAME), _code(resource.region, _SHORT)
+    match resource.kind:
+        case ResourceKind.EC2_INSTANCE:
+            return (
+                f":arrow_forward: To start it again: `aws ec2 start-instances --instance-ids {rid} "
+                f"--region {region}`, or Instance state &gt; Start instance in the EC2 console."
+            )
+        case ResourceKind.NOTEBOOK:
+            return (
+                f":arrow_forward: To start it again: `aws sagemaker start-notebook-instance --notebook-instance-name "
+                f"{rid} --region {region}` (StartNotebookInstance), or Start in the SageMaker console. Its ML "
+                "storage volume is kept."
+            )
+        case ResourceKind.TRAINING_JOB:
+            return (
+                ":repeat: A stopped training job cannot be started again: re-run it (a new job, from its last "
+                "checkpoint if it writes any)."
+            )
+        case ResourceKind.CAPACITY_RESERVATION:
+            return ":repeat: A cancelled capacity reservation cannot be restored: create a new one if it is needed."
+    return None
+
+
+def _figure(finding: Finding) -> str:
+    """The dollar figure for the notification text: per hour and spent where known, else the reason's own."""
+    parts = []
+    if finding.hourly_usd is not None:
+        parts.append(f"${finding.hourly_usd:,.2f}/h")
+    if finding.cost_usd is not None:
+        parts.append(f"${finding.cost_usd:,.2f} spent")
+    if parts:
+        return ", ".join(parts)
+
+    def usd(key: str) -> float | None:
+        value = finding.evidence.get(key)
+        return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+    amount, budgeted = usd("amount_usd"), usd("budgeted_usd")
+    if amount is not None:
+        return f"${amount:,.2f} of ${budgeted:,.2f}" if budgeted is not None else f"${amount:,.2f}"
+    if (impact := usd("total_impact_usd")) is not None:
+        return f"${impact:,.2f} impact"
+    if (total := usd("total_cost_usd")) is not None:
+        return f"${total:,.2f} spent"
+    return ""
+
+
+def _type_field(resource: Resource) -> str:
+    kind = _text(resource.instance_type or "unknown", _SHORT)
+    if resource.kind is ResourceKind.EC2_INSTANCE and resource.instance_count == 1:
+        return f"*Type*\n{kind}"
+    return f"*Type*\n{kind} x {resource.instance_count}"
+
+
+def _context(notice: Notice) -> list[str]:
+    resource = notice.decision.resource
+    key = _code(notice.protect_tag_key, _TAG_KEY)
+    elements = []
+    if resource.kind in _INSTANCE_KINDS:
+        tags = (
+            ", ".join(
+                f"`{_code(k, _TAG_KEY)}={_code(v, _TAG_VALUE)}`"
+                for k, v in sorted(resource.tags.items())[:12]
+            )
+            or "none"
+        )
+        elements.append(clip(f"Tags: {tags}", _TAGS))
+    if resource.kind in _PROTECTABLE_KINDS and notice.decision.reason not in _NEVER_ACTED_ON:
+        if is_protected(resource.tags, notice.protect_tag_key):
+            elements.append(f":shield: Protected by its tag `{key}`: costguard never stops it.")
+        else:
+            elements.append(f"To protect it from costguard, tag it `{key}=true`.")
+    return elements
+
+
 def build_message(notice: Notice) -> dict[str, Any]:
-    """The webhook payload: ``text`` for notifications and ``blocks`` for the message itself.
+    """The webhook payload: ``text`` for notifications (with the dollar figure) and ``blocks`` for the message.
 
     Every string that came from AWS or a user (a Name tag, an SNS subject, a monitor name, an error) is
-    escaped, stripped of bidirectional controls and clipped to Slack's limits, in every field.
+    escaped, stripped of bidirectional controls and clipped to Slack's limits, in every field. Fields that do not
+    apply to the resource's kind (instance type, tags, the protect hint) are left out.
     """
     decision = notice.decision
     finding = decision.finding
     resource = finding.resource
     title = TITLES.get(decision.reason, decision.reason.value)
     account, region = account_text(resource.account), _text(resource.region, _SHORT)
-    tags = (
-        ", ".join(
-            f"`{_code(k, _TAG_KEY)}={_code(v, _TAG_VALUE)}`" for k, v in sorted(resource.tags.items())[:12]
-        )
-        or "none"
-    )
-    fields = [
-        f"*Resource*\n{_resource_link(console_url(resource), _text(resource.display_name, _NAME))}",
-        f"*Type*\n{_text(resource.instance_type or 'unknown', _SHORT)} x {resource.instance_count}",
-        f"*Account / region*\n{account} / {region}",
-        f"*Cost per hour*\n{_money(finding.hourly_usd, '/h')}",
-    ]
+    on_instances = resource.kind in _INSTANCE_KINDS
+    fields = [f"*Resource*\n{_resource_link(console_url(resource), _text(resource.display_name, _NAME))}"]
+    if on_instances:
+        fields.append(_type_field(resource))
+    fields.append(f"*Account / region*\n{account} / {region}")
+    if on_instances or finding.hourly_usd is not None:
+        fields.append(f"*Cost per hour*\n{_money(finding.hourly_usd, '/h')}")
     if finding.cost_usd is not None:
         fields.append(f"*Spent*\n{_money(finding.cost_usd)}")
     fields.append(f"*Reason code*\n`{_code(decision.reason.value, _SHORT)}`")
-    evidence = "\n".join(
-        f"• {_text(k, _SHORT)}: {_text(v, _EVIDENCE_VALUE)}"
-        for k, v in finding.evidence.items()
-        if v not in (None, "", [], {})
-    )
-    blocks: list[dict[str, Any]] = [
-        {"type": "header", "text": {"type": "plain_text", "text": _text(f"costguard: {title}", MAX_HEADER)}},
-        {"type": "section", "text": {"type": "mrkdwn", "text": _text(finding.summary, MAX_SECTION)}},
-        {"type": "section", "fields": [{"type": "mrkdwn", "text": clip(f, MAX_FIELD)} for f in fields]},
-        {"type": "section", "text": {"type": "mrkdwn", "text": _text(action_line(notice), _ACTION)}},
+    # What the fields already say is not repeated in the evidence.
+    shown = {"instance_type": resource.instance_type, "instance_count": resource.instance_count}
+    skip = frozenset(k for k, v in shown.items() if on_instances and finding.evidence.get(k) == v)
+    evidence = _evidence_lines(finding.evidence, skip)
+    action = _text(action_line(notice), _ACTION)
+    if (
+        decision.action is Action.STOP
+        and not notice.outcome.error
+        and not notice.outcome.capped
+        and (restart := restart_line(resource))
+    ):
+        action = f"{action}\n{restart}"
+    blocks: list[Block] = [
+        HeaderBlock(text=PlainTextObject(text=_text(f"costguard: {title}", MAX_HEADER))),
+        # Slack refuses an empty text: a finding without a summary says so.
+        SectionBlock(text=MarkdownTextObject(text=_text(finding.summary, MAX_SECTION) or "(no summary)")),
+        SectionBlock(fields=[MarkdownTextObject(text=clip(f, MAX_FIELD)) for f in fields]),
+        SectionBlock(text=MarkdownTextObject(text=clip(action, MAX_SECTION))),
     ]
     if evidence:
-        blocks.append(
-            {
-                "type": "section",
-                "text": {"type": "mrkdwn", "text": clip(f"*Evidence*\n{evidence}", MAX_SECTION)},
-            }
-        )
-    blocks.append(
-        {
-            "type": "context",
-            "elements": [
-                {"type": "mrkdwn", "text": clip(f"Tags: {tags}", _TAGS)},
-                {
-                    "type": "mrkdwn",
-                    "text": f"To protect it from costguard, tag it `{_code(notice.protect_tag_key, _TAG_KEY)}=true`.",
-                },
-            ],
-        }
-    )
+        text = clip("*Evidence*\n" + "\n".join(evidence), MAX_SECTION)
+        blocks.append(SectionBlock(text=MarkdownTextObject(text=text)))
+    if context := _context(notice):
+        blocks.append(ContextBlock(elements=[MarkdownTextObject(text=clip(e, MAX_CONTEXT)) for e in context]))
     name = _text(resource.display_name, _NOTIFICATION_NAME)
-    text = clip(f"costguard {_text(decision.reason.value, _SHORT)}: {name} ({account}/{region})", MAX_TEXT)
-    return {"text": text, "blocks": blocks}
+    figure = _figure(finding)
+    text = f"costguard {_text(decision.reason.value, _SHORT)}: {name} ({account}/{region})"
+    text = clip(f"{text}: {figure}" if figure else text, MAX_TEXT)
+    return {"text": text, "blocks": [block.to_dict() for block in blocks]}
