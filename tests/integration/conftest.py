@@ -45,12 +45,13 @@ def stack(world: World, sink: SlackSink, sleeps: list[float]) -> Iterator[LocalS
 
 
 @pytest.fixture(scope="session")
-def demo_output() -> str:
+def demo_output(tmp_path_factory: pytest.TempPathFactory) -> str:
     """`costguard demo` as a user runs it, in a fresh interpreter, once for the session.
 
     A fresh process also keeps the demo's state machine run clear of the many mocks an in-process test run
-    has started and stopped before it.
+    has started and stopped before it. Its reports go to a folder of the session's own.
     """
+    out = tmp_path_factory.mktemp("demo")
     env = {k: v for k, v in os.environ.items() if not k.startswith(("COSTGUARD_", "AWS_", "POWERTOOLS_"))}
     env |= {
         "AWS_ACCESS_KEY_ID": "testing",
@@ -58,7 +59,7 @@ def demo_output() -> str:
         "AWS_DEFAULT_REGION": "us-east-1",
     }
     run = subprocess.run(
-        [sys.executable, "-m", "costguard.local.cli", "demo"],
+        [sys.executable, "-m", "costguard.local.cli", "demo", "--out", str(out)],
         cwd=ROOT,
         env=env,
         capture_output=True,

@@ -78,3 +78,11 @@ def test_demo_headline_counts_each_resource_once(demo_output: str) -> None:
     context = demo_output.split("Not added to those", 1)[1]
     assert "budget_breach ml-research-gpu/ACTUAL>5000: $5,120.40" in context
     assert "job_failure_loop llama-ft-nightly" in context
+
+
+def test_demo_shows_progress_and_names_its_report(demo_output: str) -> None:
+    lines = demo_output.splitlines()
+    assert lines[0].startswith("costguard demo: account")  # no stray log line first
+    assert any(line.startswith("=== [1/") for line in lines)  # each event as it runs
+    [opened] = [line for line in lines if line.startswith("Open the audit report in a browser: file://")]
+    assert opened.endswith("/audit/report.html")

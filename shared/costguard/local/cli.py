@@ -7,7 +7,6 @@ import json
 import math
 import os
 import sys
-import tempfile
 from collections.abc import Callable, Sequence
 from datetime import datetime
 from functools import cache
@@ -16,7 +15,7 @@ from pathlib import Path
 from costguard.events.common import to_datetime
 from costguard.local.headline import headline, summary_lines
 from costguard.local.render import render
-from costguard.local.replay import ReplayResult, latest_event_time, replay, replay_each, resolve_function
+from costguard.local.replay import ReplayResult, latest_event_time, replay_each, resolve_function
 from costguard.local.stack import DEFAULT_TEMPLATE, PROJECT_ROOT, SEED_AHEAD, LocalStack, patched_environ
 from costguard.local.template import Template
 from costguard.local.world import World, WorldFileError, load_world
@@ -167,8 +166,8 @@ def _log_level(args: argparse.Namespace) -> dict[str, str]:
     return {"POWERTOOLS_LOG_LEVEL": "INFO" if args.verbose else "WARNING"}
 
 
-def _print_human(result: ReplayResult) -> None:
-    print(f"\n=== {result.event}")
+def _print_human(result: ReplayResult, counter: str = "") -> None:
+    print(f"\n=== {counter}{result.event}")
     if result.function:
         print(f"    function: {result.function}" + (f" ({result.route})" if result.route else ""))
     for note in result.notes:
@@ -218,16 +217,22 @@ def cmd_replay(args: argparse.Namespace) -> int:
 def cmd_demo(args: argparse.Namespace) -> int:
     world = _world(args.world, None)
     events = sorted(EVENTS_DIR.glob("*.json"))
+    out = Path(args.out)
     print(
         f"costguard demo: account {world.account} in {world.region} at {world.now:%Y-%m-%d %H:%M} UTC, "
-        f"{len(world.instances)} instances; replaying {len(events)} events in {args.mode} mode"
+        f"{len(world.instances)} instances; replaying {len(events)} events in {args.mode} mode",
+        flush=True,
     )
+    print("Seeding the embedded AWS with the world (a few seconds)...", flush=True)
+    results: list[ReplayResult] = []
     with LocalStack(
         world, mode=args.mode, overrides=_log_level(args), until=latest_event_time(list(events))
     ) as stack:
-        results = replay(stack, list(events))
-    for result in results:
-        _print_human(result)
+        # Each event as soon as it has run: no silent half-minute.
+        for n, result in enumerate(replay_each(stack, list(events)), 1):
+            _print_human(result, f"[{n}/{len(events)}] ")
+            sys.stdout.flush()
+            results.append(result)
     head = headline([f for r in results for f in r.findings], [d for r in results for d in r.decisions])
     messages = sum(len(r.slack) for r in results)
     print(f"\nSummary: {sum(len(r.findings) for r in results)} findings, {messages} Slack messages.")
@@ -235,13 +240,23 @@ def cmd_demo(args: argparse.Namespace) -> int:
         print(line)
     from costguard.backtest.command import demo_backtest
 
-    print("\nWhat remediate mode would have done over the world's series (`costguard backtest` for more):")
+    print(
+        "\nWhat remediate mode would have done over the world's series (`costguard backtest` for more):",
+        flush=True,
+    )
     print(demo_backtest(world))
     from costguard.local.audit import print_summary, run_audit, write_outputs
 
-    print("\nThe right-sizing audit (`costguard audit` for its options):")
+    print(
+        "\nThe right-sizing audit (`costguard audit` for its options), running its state machine...",
+        flush=True,
+    )
     audit = run_audit(world, overrides=_log_level(args))
-    print_summary(audit, write_outputs(audit, Path(tempfile.mkdtemp(prefix="costguard-audit-"))))
+    written = write_outputs(audit, out / "audit")
+    print_summary(audit, written)
+    report = out / "audit" / "report.html"
+    if report.exists():
+        print(f"\nOpen the audit report in a browser: {report.resolve().as_uri()}")
     return 0 if all(r.ok for r in results) and audit.report is not None else 1
 
 
@@ -323,6 +338,9 @@ def parser() -> argparse.ArgumentParser:
     dm.add_argument("--world", help="world YAML file (default: the demo world)")
     dm.add_argument("--mode", choices=["notify", "remediate"], default="notify")
     dm.add_argument("--verbose", action="store_true", help="the functions' INFO logs on stderr")
+    dm.add_argument(
+        "--out", default="costguard-demo", help="folder for the demo's reports (default: ./costguard-demo)"
+    )
     dm.set_defaults(run=cmd_demo)
 
     from costguard.backtest.command import add_arguments as backtest_arguments
