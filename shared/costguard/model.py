@@ -239,6 +239,11 @@ class Finding(BaseModel):
         default=None,
         description="Distinct news about the same resource and reason (a new state, say): not a repeat",
     )
+    folded: bool = Field(
+        default=False,
+        description="Told in the message of the finding it belongs to (a budget breach's summary), not on its "
+        "own; a failed or capped action is still its own message",
+    )
     report_note: str | None = Field(
         default=None,
         description="What follows from a finding that only reports, said in place of 'no action' (a budget "

@@ -129,6 +129,9 @@ def act_on(
             key += f"|refused:{outcome.refused}"
         # A failed (but not refused) or capped action is always reported; a repeat of the same news is not.
         always = (outcome.error is not None and not outcome.refused) or outcome.capped
+        if decision.finding.folded and not always:
+            report.suppressed.append(decision)  # said in the message it belongs to
+            continue
         if always or _first_in_window(gate, key, now, window):
             report.notices.append(notice)
         else:

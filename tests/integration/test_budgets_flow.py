@@ -207,7 +207,7 @@ def _redelivered_as(message_id: str) -> dict[str, Any]:
 def test_redelivered_notification_is_handled_once(stack: LocalStack) -> None:
     first, second = replay(stack, [ACTUAL_100, ACTUAL_100])
     assert first.ok and second.ok
-    assert len(first.slack) == 3
+    assert len(first.slack) == 1  # the breach is one message
     assert second.slack == []
 
 
@@ -279,3 +279,19 @@ def test_an_unreadable_budget_says_its_scope_is_unknown(
     assert result.findings[0]["evidence"]["scope"].startswith("unknown (the budget could not be read)")
     text = json.dumps(result.slack[0])
     assert "Scope: unknown" in text and "No action" not in text
+
+
+def test_a_breach_is_one_message_saying_what_became_of_each_resource(world: World, sink: SlackSink) -> None:
+    with LocalStack(world, sink=sink, mode="remediate", until=FOLLOW_UP_AT) as stack:
+        [breach] = replay(stack, [ACTUAL_100])
+        assert [d["action"] for d in breach.decisions] == ["notify", "mark", "mark"]
+        [message] = breach.slack
+        text = json.dumps(message)
+        assert "What this level did" in text
+        assert (
+            "research-p4d-forgotten (p4d.24xlarge): marked for stop, stop due at 2026-11-20 12:22 UTC" in text
+        )
+        assert "dana-scratch" in text.split("What this level did", 1)[1]
+        # The follow-up's stops are news of their own: one message each.
+        [follow_up] = replay(stack, [FOLLOW_UP])
+        assert len(follow_up.slack) == len([d for d in follow_up.decisions if d["action"] == "stop"]) == 2

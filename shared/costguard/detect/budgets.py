@@ -263,8 +263,9 @@ def budget_resource(alert: BudgetAlert, account: str, region: str) -> Resource:
     )
 
 
-def breach_summary(breach: Breach, protect_tag_key: str) -> Finding:
-    """The alert itself: what is burning money now, costliest first. Never acts."""
+def breach_summary(breach: Breach, protect_tag_key: str, acted: Sequence[str] = ()) -> Finding:
+    """The alert itself: what is burning money now, costliest first, and what its level did to which resource
+    (``acted``, one line each): one message for the whole breach. Never acts itself."""
     in_scope = ranked(breach.running)
     body = (
         f"{breach.headline()} {breach.level_text()} Scope: {breach.scope.describe()}.\n"
@@ -272,6 +273,8 @@ def breach_summary(breach: Breach, protect_tag_key: str) -> Finding:
         f"({len(in_scope)}, {_money(total_hourly(in_scope), '/h')} together):\n"
         + listing(in_scope, protect_tag_key)
     )
+    if acted:
+        body += "\nWhat this level did:\n" + "\n".join(f"- {line}" for line in acted)
     return Finding(
         reason=Reason.BUDGET_BREACH,
         resource=budget_resource(breach.alert, breach.account, breach.region),
@@ -307,16 +310,21 @@ def _what_follows(breach: Breach) -> str:
     if not breach.confirmed:
         return "not confirmed by AWS Budgets, so nothing is marked or stopped"
     if breach.escalation is Escalation.STOP_IDLE:
-        return "the idle resources in scope are marked, then stopped after the grace period (each in its own message)"
+        return (
+            "the idle resources in scope are marked, then stopped after the grace period (what became of each: "
+            "under 'What this level did')"
+        )
     if breach.escalation is Escalation.STOP_ALL:
         return (
             "every unprotected resource in scope is marked, then stopped after the grace period, busiest last "
-            "(each in its own message)"
+            "(what became of each: under 'What this level did')"
         )
     return "reported only: this level stops nothing"
 
 
-def breach_stops(breach: Breach, *, protect_tag_key: str, grace: timedelta, max_stops: int) -> list[Finding]:
+def breach_stops(
+    breach: Breach, *, protect_tag_key: str, grace: timedelta, max_stops: int, folded: bool = False
+) -> list[Finding]:
     """The resources this level may act on, busiest last, as remediable findings for the common policy.
 
     Every candidate is marked at once (owners hear early); of those whose grace period is over, only the
@@ -350,6 +358,7 @@ def breach_stops(breach: Breach, *, protect_tag_key: str, grace: timedelta, max_
                 event_id=breach.event_id,
                 hourly_usd=r.hourly_usd,
                 remediable=True,
+                folded=folded,
                 evidence={
                     "budget": breach.alert.name,
                     "escalation": breach.level.label if breach.level else "none",

@@ -8,6 +8,7 @@ from typing import Any
 from aws_lambda_powertools.metrics import MetricUnit
 
 from costguard.act.aws import permissions_for
+from costguard.act.executor import Outcome
 from costguard.aws import budgets
 from costguard.aws.budgets import BreachLog, describe_budget
 from costguard.detect.budget_check import Confirmation, confirm, spend_from_budget
@@ -25,10 +26,10 @@ from costguard.detect.budgets import (
     scope_from_budget,
     unreadable_budget_finding,
 )
-from costguard.detect.escalation import Escalation, Level, level_for, parse_levels
+from costguard.detect.escalation import Escalation, level_for, parse_levels
 from costguard.events.budgets import Anomaly, AnomalyDetected, BudgetNotification, CostAnomalyNotification
 from costguard.flows.fleet import RUNNING_PERMISSIONS, running_in
-from costguard.model import Finding, ResourceKind
+from costguard.model import Action, Decision, Finding, ResourceKind
 from costguard.observability import logger, metrics
 from costguard.pipeline import Report
 from costguard.runtime import ACT_PERMISSIONS, Runtime
@@ -68,7 +69,7 @@ def check_alert(alert: BudgetAlert, account: str) -> tuple[Confirmation, Scope]:
     return confirm(alert, spend_from_budget(budget)), scope_from_budget(budget)
 
 
-def breach_findings(
+def breach_of(
     alert: BudgetAlert,
     *,
     account: str,
@@ -76,8 +77,7 @@ def breach_findings(
     runtime: Runtime,
     now: datetime,
     event_id: str | None,
-    with_summary: bool,
-) -> tuple[list[Finding], Level | None, Scope]:
+) -> tuple[Breach, Scope]:
     """The breach as AWS Budgets bears it out now: the level comes from the budget's own figures, and a
     budget that cannot be read or disagrees with the message leaves the alert reported only."""
     confirmation, scope = check_alert(alert, account)
@@ -108,12 +108,35 @@ def breach_findings(
         check=confirmation.describe(alert.alert_type),
         confirmed=confirmation.confirmed,
     )
+    return breach, scope
+
+
+def stops_of(breach: Breach, runtime: Runtime, *, folded: bool) -> list[Finding]:
     policy = runtime.policy
-    findings = [breach_summary(breach, policy.protect_tag_key)] if with_summary else []
-    findings += breach_stops(
-        breach, protect_tag_key=policy.protect_tag_key, grace=policy.grace, max_stops=policy.max_stops
+    return breach_stops(
+        breach,
+        protect_tag_key=policy.protect_tag_key,
+        grace=policy.grace,
+        max_stops=policy.max_stops,
+        folded=folded,
     )
-    return findings, breach.level if breach.confirmed else None, scope
+
+
+def acted_line(decision: Decision, outcome: Outcome) -> str:
+    """One resource's line in the breach's message: what was done (or, dry, would be done) to it."""
+    resource = decision.resource
+    name = f"{resource.display_name} ({resource.instance_type or resource.kind.value})"
+    if outcome.error:
+        return f"{name}: {outcome.detail}: {outcome.error}"
+    if outcome.capped:
+        return f"{name}: not stopped: {outcome.detail} (MaxStopsPerHour)"
+    dry = " (dry run)" if decision.dry_run else ""
+    if decision.action is Action.MARK:
+        due = f", stop due at {decision.stop_after:%Y-%m-%d %H:%M} UTC" if decision.stop_after else ""
+        return f"{name}: {'would be marked' if decision.dry_run else 'marked'} for stop{due}{dry}"
+    if decision.action is Action.STOP:
+        return f"{name}: {'would be stopped' if decision.dry_run else 'stopped'}{dry}"
+    return f"{name}: {decision.note}"
 
 
 def handle_budget_notification(
@@ -138,43 +161,43 @@ def handle_budget_notification(
         return runtime.act([finding], now)
     account = event.account  # the topic's: a message naming another account is not confirmed
     regions = regions_of(runtime, event.region)
-    findings, level, scope = breach_findings(
-        alert,
-        account=account,
-        regions=regions,
-        runtime=runtime,
-        now=now,
-        event_id=event.id,
-        with_summary=True,
+    breach, scope = breach_of(
+        alert, account=account, regions=regions, runtime=runtime, now=now, event_id=event.id
     )
-    if level is not None and level.escalation is not Escalation.NOTIFY:
+    if breach.level is not None and breach.confirmed and breach.escalation is not Escalation.NOTIFY:
         (breaches or BreachLog(runtime.settings.state_table)).remember(
             alert,
             account,
             regions[0],
             now,
-            escalation=level.escalation,
+            escalation=breach.escalation,
             scope=scope,
         )
-    return runtime.act(findings, now)
+    # One message for the breach: the marks and stops are acted on first, quietly (a failure or a capped
+    # stop is still its own message), then told in the summary with what became of each.
+    stopped = runtime.act(stops_of(breach, runtime, folded=True), now)
+    acted = [acted_line(d, o) for d, o in zip(stopped.decisions, stopped.outcomes, strict=True)]
+    report = runtime.act([breach_summary(breach, runtime.policy.protect_tag_key, acted)], now)
+    report.extend(stopped)
+    return report
 
 
 def follow_up(runtime: Runtime, now: datetime, breaches: BreachLog | None = None) -> Report:
     """The scheduled run: for each breach still in force, stop what its level marked once the grace
-    period is over (and mark what started since). No summary: the breach was reported when it came."""
+    period is over (and mark what started since). No summary: the breach was reported when it came, and
+    each stop made now is its own news."""
     combined = Report()
     log = breaches or BreachLog(runtime.settings.state_table)
     for alert, account, region in log.in_force(now):
-        findings, _, _ = breach_findings(
+        breach, _ = breach_of(
             alert,
             account=account,
             regions=regions_of(runtime, region),
             runtime=runtime,
             now=now,
             event_id=f"follow-up/{alert.key}/{now.isoformat()}",
-            with_summary=False,
         )
-        combined.extend(runtime.act(findings, now))
+        combined.extend(runtime.act(stops_of(breach, runtime, folded=False), now))
     return combined
 
 
