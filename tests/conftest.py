@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 from collections.abc import Iterator
@@ -25,6 +26,17 @@ def load_event(name: str) -> dict[str, Any]:
     path = EVENTS / name if (EVENTS / name).exists() else FIXTURES / name
     event: dict[str, Any] = json.loads(path.read_text())
     return event
+
+
+def json_lines(text: str) -> list[dict[str, Any]]:
+    """The JSON objects among the lines of captured output (powertools' log lines, EMF metrics)."""
+    found = []
+    for line in text.splitlines():
+        with contextlib.suppress(ValueError):
+            value = json.loads(line)
+            if isinstance(value, dict):
+                found.append(value)
+    return found
 
 
 @pytest.fixture(autouse=True)

@@ -13,22 +13,12 @@ from costguard.aws import clients
 from costguard.local.stack import DEFAULT_TEMPLATE, LocalStack
 from costguard.local.template import Template
 from costguard.runtime import event_id
-from tests.conftest import EVENTS, FIXTURES
+from tests.conftest import EVENTS, FIXTURES, json_lines
 
 EVENTBRIDGE_FILES = sorted(p for p in EVENTS.glob("*.json") if "id" in json.loads(p.read_text()))
 SNS_FILES = sorted(p for p in EVENTS.glob("*.json") if "Records" in json.loads(p.read_text()))
 EMPTY = ["", "   "]  # empty, and blank
 FUNCTIONS = Template.load(DEFAULT_TEMPLATE).functions()  # a handler names itself by its functions/ directory
-
-
-def _json_lines(text: str) -> list[dict[str, Any]]:
-    found = []
-    for line in text.splitlines():
-        with contextlib.suppress(ValueError):
-            value = json.loads(line)
-            if isinstance(value, dict):
-                found.append(value)
-    return found
 
 
 def _kept(stack: LocalStack) -> list[dict[str, Any]]:
@@ -54,14 +44,14 @@ def _rejected_as_empty(stack: LocalStack, function: str, event: dict[str, Any]) 
     # Logged once, with its id (as runtime.event_id reads it) and the problem naming the empty id.
     logged = [
         line
-        for line in _json_lines(logs.getvalue())
+        for line in json_lines(logs.getvalue())
         if line.get("message") == "rejected malformed event"
         and line.get("function") == FUNCTIONS[function].code_uri.name
     ]
     assert len(logged) == 1
     assert logged[0]["event_id"] == event_id(event) and "empty" in logged[0]["problem"]
     # Counted.
-    counted = [line for line in _json_lines(invocation.output) if "RejectedEvents" in line]
+    counted = [line for line in json_lines(invocation.output) if "RejectedEvents" in line]
     assert counted and counted[0]["RejectedEvents"] in (1, 1.0, [1.0])
     # Kept whole in the failed-events queue.
     [kept] = _kept(stack)

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from costguard.local.stack import DEFAULT_TEMPLATE, LambdaContext, LocalStack
 from costguard.local.template import Template
 from costguard.runtime import event_id
-from tests.conftest import EVENTS, ROOT
+from tests.conftest import EVENTS, ROOT, json_lines
 from tests.property.mutations import hostile_events, json_values
 
 pytestmark = [
@@ -84,20 +84,10 @@ def _record_figures(function: str, figures: dict[str, Any]) -> None:
     FIGURES.write_text(json.dumps(known, indent=2, sort_keys=True) + "\n", encoding="utf-8")
 
 
-def _json_lines(text: str) -> list[dict[str, Any]]:
-    found = []
-    for line in text.splitlines():
-        with contextlib.suppress(ValueError):
-            value = json.loads(line)
-            if isinstance(value, dict):
-                found.append(value)
-    return found
-
-
 def _metric_values(stdout: str, name: str) -> list[float]:
     """Values of one metric in the Embedded Metric Format lines powertools printed."""
     values = []
-    for line in _json_lines(stdout):
+    for line in json_lines(stdout):
         declared = {
             m["Name"] for d in line.get("_aws", {}).get("CloudWatchMetrics", []) for m in d["Metrics"]
         }
@@ -153,7 +143,7 @@ def test_handler_survives_hostile_events(function: str, stack: LocalStack) -> No
         assert result["event_id"] == eid
         logged = [
             line
-            for line in _json_lines(logs.getvalue())
+            for line in json_lines(logs.getvalue())
             if line.get("message") == "rejected malformed event" and line.get("event_id") == eid
         ]
         assert len(logged) == 1, f"rejection of {eid} not logged with its id"
@@ -228,7 +218,7 @@ def test_queue_consumer_survives_hostile_notices(function: str, stack: LocalStac
         # A record reported failed stays on the queue (then its dead-letter queue): it is logged by id and counted.
         logged = {
             line.get("message_id")
-            for line in _json_lines(logs.getvalue())
+            for line in json_lines(logs.getvalue())
             if line.get("message") in ("unreadable notice", "Slack delivery failed")
         }
         assert failed <= logged

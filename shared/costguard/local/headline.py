@@ -12,7 +12,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from costguard.model import Reason
+from costguard.model import Reason, ResourceKind
 
 # Figures about many resources or the whole account: shown as context, never added to what flagged resources spent.
 AGGREGATES = frozenset(
@@ -24,7 +24,16 @@ AGGREGATES = frozenset(
     }
 )
 # Whole-queue findings of batch_retry_loop count jobs that have their own job-level findings.
-_AGGREGATE_KINDS = frozenset({"batch_queue", "job_family", "training_digest", "budget", "cost_anomaly"})
+_AGGREGATE_KINDS = frozenset(
+    kind.value
+    for kind in (
+        ResourceKind.BATCH_QUEUE,
+        ResourceKind.JOB_FAMILY,
+        ResourceKind.TRAINING_DIGEST,
+        ResourceKind.BUDGET,
+        ResourceKind.COST_ANOMALY,
+    )
+)
 # Decisions that mean costguard would stop (or has marked to stop) the resource.
 _STOPPING = frozenset({"mark", "stop"})
 
