@@ -249,7 +249,17 @@ class Finding(BaseModel):
         description="What follows from a finding that only reports, said in place of 'no action' (a budget "
         "breach whose resources are marked in their own messages, say)",
     )
+    thread: str | None = Field(
+        default=None,
+        description="The conversation it is told in, when not its resource's own: a budget's, a job family's "
+        "(a resource key)",
+    )
     event_id: str | None = None
+
+    @property
+    def conversation(self) -> str:
+        """The key of the conversation (a Slack thread) this finding belongs to."""
+        return self.thread or self.resource.key
 
 
 class Decision(BaseModel):

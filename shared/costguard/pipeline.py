@@ -10,10 +10,12 @@ from aws_lambda_powertools import Logger
 
 from costguard.act.executor import Outcome, Remediator, StopBlockerReader, StopLimiter, execute
 from costguard.model import Action, Decision, Finding, Reason
-from costguard.notify.dedupe import RepeatGate
-from costguard.notify.notice import Notice
+from costguard.notify.dedupe import RepeatGate, Sighting
+from costguard.notify.message import ROWS_SHOWN
+from costguard.notify.mutes import MuteReader
+from costguard.notify.notice import GROUP_ABOVE, AnyNotice, GroupNotice, Notice, by_route
 from costguard.notify.queue import NoticeQueue
-from costguard.policy import Policy, decide_all, stop_candidates
+from costguard.policy import SNOOZE_TAG_KEY, Policy, decide_all, snoozed_until, stop_candidates
 
 logger = Logger(child=True)
 
@@ -31,6 +33,7 @@ class Report:
     outcomes: list[Outcome] = field(default_factory=list)
     notices: list[Notice] = field(default_factory=list)
     suppressed: list[Decision] = field(default_factory=list)
+    digest: list[Notice] = field(default_factory=list)  # still open a day after they were told: the digest
 
     def extend(self, other: Report) -> None:
         self.findings += other.findings
@@ -38,6 +41,7 @@ class Report:
         self.outcomes += other.outcomes
         self.notices += other.notices
         self.suppressed += other.suppressed
+        self.digest += other.digest
 
     def summary(self) -> dict[str, object]:
         return {
@@ -46,6 +50,7 @@ class Report:
                     "reason": f.reason.value,
                     "resource_id": f.resource.id,
                     "resource_kind": f.resource.kind.value,
+                    "resource_name": f.resource.display_name,
                     "summary": f.summary,
                     "hourly_usd": f.hourly_usd,
                     "cost_usd": f.cost_usd,
@@ -55,17 +60,18 @@ class Report:
             ],
             "decisions": [d.summary() for d in self.decisions],
             "notified": len(self.notices),
+            "digest": len(self.digest),
             "suppressed": len(self.suppressed),
         }
 
 
-def _first_in_window(gate: RepeatGate, key: str, now: datetime, window: timedelta) -> bool:
+def _sighting(gate: RepeatGate, key: str, now: datetime, window: timedelta) -> Sighting:
     try:
-        return gate.first_in_window(key, now, window)
+        return gate.sighting(key, now, window)
     except Exception:  # the state table is unreachable
         # Repeat suppression is a courtesy: a message twice beats a mark or a stop nobody was told of.
         logger.warning("repeat gate unavailable: notifying anyway", extra={"key": key})
-        return True
+        return Sighting.NEW
 
 
 def with_stop_blockers(
@@ -109,9 +115,16 @@ def act_on(
     gate: RepeatGate,
     repeat_window: timedelta,
     limiter: StopLimiter | None = None,
+    routing_tag_key: str = "team",
+    source: str | None = None,
+    group_above: int = GROUP_ABOVE,
+    mutes: MuteReader | None = None,
 ) -> Report:
+    """Decide, act, and queue what is news: the first sighting of an episode (and any failure), one message
+    per channel when a run has many; what stays open past a day goes in that channel's daily digest."""
     findings = with_stop_blockers(findings, policy, now, remediator)
     report = Report(findings=findings)
+    due: list[Notice] = []
     for decision in decide_all(findings, policy, now):
         outcome = execute(decision, remediator, limiter)
         report.decisions.append(decision)
@@ -122,19 +135,86 @@ def act_on(
         key = f"{decision.resource.key}|{decision.reason}|{decision.action}"
         if decision.finding.repeat_scope:
             key += f"|{decision.finding.repeat_scope}"
+        if snooze := decision.resource.tags.get(SNOOZE_TAG_KEY):
+            if snoozed_until(decision.resource.tags, now) is not None and decision.action is Action.NOTIFY:
+                report.suppressed.append(decision)  # kept running by a person: told when they clicked
+                continue
+            key += f"|after-snooze:{snooze[:64]}"  # the snooze is over: what follows is news again
         window = ONCE_WINDOW if decision.reason in ALERT_ONCE else repeat_window
         if outcome.refused:
             # A refusal AWS repeats on every try (stop protection, an IAM deny) is a known blocker: the same
-            # refusal of the same resource is news once per window, not at every sweep.
+            # refusal of the same resource is news once per episode, not at every sweep.
             key += f"|refused:{outcome.refused}"
-        # A failed (but not refused) or capped action is always reported; a repeat of the same news is not.
-        always = (outcome.error is not None and not outcome.refused) or outcome.capped
-        if decision.finding.folded and not always:
+        elif outcome.capped:
+            key += "|capped"  # held back by the cap: said once, and again if it is still held a day later
+        # A failed (but not refused) action is always reported; a repeat of the same news is not.
+        always = outcome.error is not None and not outcome.refused and not outcome.capped
+        if decision.finding.folded and not always and not outcome.capped:
             report.suppressed.append(decision)  # said in the message it belongs to
             continue
-        if always or _first_in_window(gate, key, now, window):
+        seen = Sighting.NEW if always else _sighting(gate, key, now, window)
+        if seen is Sighting.NEW:
             report.notices.append(notice)
+        elif seen is Sighting.DIGEST:
+            due.append(notice)
         else:
             report.suppressed.append(decision)
-    queue.send(report.notices)
+    if mutes is not None and (report.notices or due):
+        report.notices, due = _unmuted(report, due, mutes, now)
+    report.digest = due
+    outgoing = by_route(report.notices, routing_tag_key=routing_tag_key, source=source, above=group_above)
+    if due:
+        outgoing += by_route(due, routing_tag_key=routing_tag_key, digest=True, source=source)
+    _log_groups(outgoing, report.notices, due, routing_tag_key)
+    queue.send(outgoing)
     return report
+
+
+def _unmuted(
+    report: Report, due: list[Notice], mutes: MuteReader, now: datetime
+) -> tuple[list[Notice], list[Notice]]:
+    """What is about to be told, less what someone muted from Slack (a failed action is told all the same)."""
+    pairs = [(n.decision.resource.key, n.decision.reason.value) for n in [*report.notices, *due]]
+    try:
+        silenced = mutes.muted(pairs, now)
+    except Exception:  # the state table is unreachable: a muted message beats a lost one
+        logger.warning("mutes unavailable: telling anyway")
+        return report.notices, due
+    if not silenced:
+        return report.notices, due
+
+    def keep(notice: Notice) -> bool:
+        failed = notice.outcome.error is not None and not notice.outcome.refused
+        if failed or (notice.decision.resource.key, notice.decision.reason.value) not in silenced:
+            return True
+        report.suppressed.append(notice.decision)
+        return False
+
+    return [n for n in report.notices if keep(n)], [n for n in due if keep(n)]
+
+
+def _log_groups(
+    outgoing: Sequence[AnyNotice], news: Sequence[Notice], due: Sequence[Notice], routing_tag_key: str
+) -> None:
+    """Every row of a group, one log line each under the group's id: the full list its message links to."""
+    for sent in outgoing:
+        if not isinstance(sent, GroupNotice) or sent.count <= ROWS_SHOWN:
+            continue
+        route = sent.route_tags.get(routing_tag_key, "")
+        for notice in due if sent.digest else news:
+            if notice.decision.resource.tags.get(routing_tag_key, "") != route:
+                continue
+            decision = notice.decision
+            logger.info(
+                "grouped notice",
+                extra={
+                    "group": sent.id,
+                    "digest": sent.digest,
+                    "resource": decision.resource.key,
+                    "reason": decision.reason.value,
+                    "action": decision.action.value,
+                    "dry_run": decision.dry_run,
+                    "hourly_usd": decision.hourly_usd,
+                    "note": decision.note[:300],
+                },
+            )

@@ -4,14 +4,21 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from functools import lru_cache
+
+from aws_lambda_powertools import Logger
 
 from costguard.events.common import to_datetime
 from costguard.model import MARK_TAG_KEY, Action, Decision, Finding
 
+logger = Logger(child=True)
+
 # A protect tag counts unless its value clearly says no.
 _FALSE_VALUES = {"false", "no", "0", "off"}
+# "Keep running until" (a Slack button, interact/actions.py): an ISO time; before it the resource is treated
+# like a protected one, after it it is judged as if the tag were not there.
+SNOOZE_TAG_KEY = "costguard:snooze-until"
 
 
 @dataclass(frozen=True)
@@ -47,6 +54,33 @@ def _parse_mark(raw: str) -> datetime | None:
     return parsed
 
 
+def snoozed_until(tags: dict[str, str], now: datetime) -> datetime | None:
+    """When a snooze (tag costguard:snooze-until) still in force ends; None when there is none, it has
+    ended, or its value cannot be read (logged: a hand-edited tag must not silently keep a resource)."""
+    raw = tags.get(SNOOZE_TAG_KEY)
+    if not raw:
+        return None
+    until = _parse_snooze(raw)
+    if until is None:
+        logger.warning("unreadable snooze tag ignored", extra={"tag": SNOOZE_TAG_KEY, "value": raw[:64]})
+        return None
+    return until if now < until else None
+
+
+@lru_cache(maxsize=4096)
+def _parse_snooze(raw: str) -> datetime | None:
+    try:
+        parsed: datetime = to_datetime(raw)
+    except ValueError:
+        return None
+    return parsed
+
+
+def utc_text(at: datetime) -> str:
+    """A time as messages say it: 2026-11-21 12:00 UTC."""
+    return at.astimezone(UTC).strftime("%Y-%m-%d %H:%M UTC")
+
+
 def decide(finding: Finding, policy: Policy, now: datetime) -> Decision:
     """The one decision for one finding."""
     return _decision(finding, policy, now, *_choose(finding, policy, now))
@@ -65,6 +99,9 @@ def _choose(finding: Finding, policy: Policy, now: datetime) -> tuple[Action, st
         )
     if is_protected(resource.tags, policy.protect_tag_key):
         return Action.NOTIFY, f"protected by tag {policy.protect_tag_key}: never stopped", None
+    snooze = snoozed_until(resource.tags, now)
+    if snooze is not None:
+        return Action.NOTIFY, f"kept running until {utc_text(snooze)} (snoozed)", None
     if resource.stop_blocker:
         return Action.NOTIFY, f"not stopped: {resource.stop_blocker}", None
     mark = marked_at(resource.tags)
@@ -115,6 +152,28 @@ def stop_candidates(findings: Sequence[Finding], policy: Policy, now: datetime) 
     return _costliest_first(
         findings, (n for n, finding in enumerate(findings) if _choose(finding, policy, now)[0] is Action.STOP)
     )
+
+
+def decide_requested_stop(finding: Finding, policy: Policy, now: datetime) -> Decision:
+    """A person's "Stop now" (Slack, interact/actions.py): the grace period skipped, every other rule kept.
+
+    Refused (a notification saying why) for a protected, snoozed or stop-blocked resource, and for one
+    costguard has not marked: its role may stop only what carries the mark (template.yaml), so a button can
+    shorten a pending stop but never start one costguard did not decide on."""
+    resource = finding.resource
+    if is_protected(resource.tags, policy.protect_tag_key):
+        note = f"protected by tag {policy.protect_tag_key}: never stopped"
+    elif (snooze := snoozed_until(resource.tags, now)) is not None:
+        note = f"kept running until {utc_text(snooze)} (snoozed): not stopped"
+    elif resource.stop_blocker:
+        note = f"not stopped: {resource.stop_blocker}"
+    elif marked_at(resource.tags) is None:
+        note = "not stopped: costguard stops only what it has marked idle, and this is not marked"
+    else:
+        return _decision(
+            finding, policy, now, Action.STOP, "stopped now on request (grace period skipped)", now
+        )
+    return _decision(finding, policy, now, Action.NOTIFY, note, None)
 
 
 def _costliest_first(findings: Sequence[Finding], positions: Iterable[int]) -> list[int]:

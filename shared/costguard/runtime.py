@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from functools import lru_cache
@@ -18,6 +19,8 @@ from costguard.aws import clients
 from costguard.model import Finding
 from costguard.notify.dedupe import PERMISSIONS as REPEAT_GATE_PERMISSIONS
 from costguard.notify.dedupe import DynamoRepeatGate, RepeatGate
+from costguard.notify.mutes import PERMISSIONS as MUTE_PERMISSIONS
+from costguard.notify.mutes import DynamoMutes, MuteReader
 from costguard.notify.queue import PERMISSIONS as QUEUE_PERMISSIONS
 from costguard.notify.queue import NoticeQueue, SqsNoticeQueue
 from costguard.observability import logger, metrics
@@ -30,7 +33,7 @@ from costguard.settings import Settings, get_settings
 
 # Runtime.act: notices queued, repeats gated, stops counted against the hourly cap. What the remediator calls
 # depends on the kinds of resource a flow may remediate (act.aws.permissions_for).
-ACT_PERMISSIONS = QUEUE_PERMISSIONS | REPEAT_GATE_PERMISSIONS | STOP_CAP_PERMISSIONS
+ACT_PERMISSIONS = QUEUE_PERMISSIONS | REPEAT_GATE_PERMISSIONS | STOP_CAP_PERMISSIONS | MUTE_PERMISSIONS
 PRICES_PERMISSIONS = LIVE_PRICE_PERMISSIONS  # Runtime.prices, when the price source is live
 REJECT_PERMISSIONS = needs("sqs:SendMessage")  # reject keeps the event in the failed-events queue
 
@@ -43,6 +46,7 @@ class Runtime:
     gate: RepeatGate
     prices: PriceBook
     limiter: StopLimiter | None = None
+    mutes: MuteReader | None = None
 
     @property
     def policy(self) -> Policy:
@@ -69,6 +73,10 @@ class Runtime:
             gate=self.gate,
             repeat_window=self.repeat_window,
             limiter=self.limiter,
+            routing_tag_key=self.settings.routing_tag_key,
+            group_above=self.settings.slack_group_above,
+            mutes=self.mutes,
+            source=os.environ.get("AWS_LAMBDA_LOG_GROUP_NAME"),
         )
 
 
@@ -82,6 +90,7 @@ def runtime() -> Runtime:
         gate=DynamoRepeatGate(settings.state_table),
         prices=price_book(live=settings.price_source == "live"),
         limiter=DynamoStopLimiter(settings.state_table, settings.max_stops_per_hour),
+        mutes=DynamoMutes(settings.state_table),
     )
 
 

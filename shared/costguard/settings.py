@@ -43,6 +43,9 @@ class Settings(BaseSettings):
     failed_events_queue_url: str = ""
     state_table: str = ""
     dedupe_window_minutes: int = Field(default=240, ge=0, le=7 * 24 * 60)
+    slack_group_above: int = Field(
+        default=3, ge=0, le=10000, description="More notices than this for one channel at once: one message"
+    )
     grace_minutes: int = Field(default=15, ge=0, le=7 * 24 * 60)
     max_stops_per_run: int = Field(default=5, ge=0, le=1000)
     max_stops_per_hour: int = Field(default=20, ge=0, le=10000)

@@ -5,19 +5,16 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from pathlib import Path
+from dataclasses import dataclass
 from typing import Any
 
 import pytest
 
+from costguard.local.demo import DemoRun, run_demo
 from costguard.local.render import render
-from costguard.local.replay import latest_event_time, replay
-from costguard.local.sink import SlackSink
-from costguard.local.stack import LocalStack
 from costguard.local.world import World
-from costguard.notify.message import build_message
-from costguard.notify.notice import Notice
-from tests.conftest import EVENTS
+from costguard.notify.message import build_group_message, build_message, build_reply
+from costguard.notify.notice import GroupNotice, Notice
 
 # What Python prints for its own values, and never a person.
 REPRS = ["['", "{'", " True", " False", " None", "[]", "{}"]
@@ -32,54 +29,108 @@ def _texts(message: dict[str, Any]) -> Iterator[str]:
         if "text" in block:
             yield block["text"]["text"]
         yield from (f["text"] for f in block.get("fields", []))
-        yield from (e["text"] for e in block.get("elements", []) if "text" in e)
+        for element in block.get("elements", []):
+            text = element.get("text")
+            yield from ([text] if isinstance(text, str) else [text["text"]] if isinstance(text, dict) else [])
+
+
+@dataclass
+class Demo:
+    """`costguard demo`'s run, and each payload with the decision(s) the notifier built it from."""
+
+    run: DemoRun
+    built: list[tuple[dict[str, Any], dict[str, Any]]]  # (decision, payload) of single messages and replies
+    groups: list[tuple[list[dict[str, Any]], dict[str, Any]]]  # (row decisions, payload) of group messages
+
+    @property
+    def payloads(self) -> list[dict[str, Any]]:
+        return [*self.run.posted, *self.run.updates]
 
 
 @pytest.fixture(scope="module", params=["notify", "remediate"])
-def demo(request: pytest.FixtureRequest) -> list[tuple[dict[str, Any], dict[str, Any]]]:
-    """(decision, Slack payload) pairs of `costguard demo`: every file in events/ on the embedded stack, each
-    payload as the local webhook received it, with the decision the notifier built it from."""
+def demo_run(request: pytest.FixtureRequest) -> Demo:
+    """Every file in events/ through the embedded stack and a local Slack app, as `costguard demo` runs them."""
     import costguard.flows.notifier as notifier
     from costguard.local.world import load_world
     from tests.conftest import DEMO_WORLD
 
     built: list[tuple[dict[str, Any], dict[str, Any]]] = []
+    groups: list[tuple[list[dict[str, Any]], dict[str, Any]]] = []
 
-    def recording(notice: Notice) -> dict[str, Any]:
-        payload = build_message(notice)
-        built.append((notice.decision.summary(), payload))
+    def recording(builder: Any) -> Any:
+        def build(notice: Notice, **options: Any) -> dict[str, Any]:
+            payload: dict[str, Any] = builder(notice, **options)
+            built.append((notice.decision.summary(), payload))
+            return payload
+
+        return build
+
+    def recording_group(group: GroupNotice, **options: Any) -> dict[str, Any]:
+        payload = build_group_message(group, **options)
+        groups.append(([row.decision.summary() for row in group.rows], payload))
         return payload
 
     world: World = load_world(DEMO_WORLD)
-    events: list[str | Path] = sorted(EVENTS.glob("*.json"))
-    with (
-        pytest.MonkeyPatch.context() as patch,
-        SlackSink() as sink,
-        LocalStack(world, mode=request.param, sink=sink, until=latest_event_time(events)) as stack,
-    ):
-        patch.setattr(notifier, "build_message", recording)
-        results = replay(stack, list(events))
-        received = list(sink.messages)
-    assert all(r.ok for r in results), [r.error for r in results if not r.ok]
-    # Every payload the webhook received is one the notifier built, and the demo posts plenty.
-    assert len(received) == len(built) > 30
-    for message, (_, payload) in zip(received, built, strict=True):
-        assert {k: v for k, v in message.items() if k != "channel"} == payload
-    return built
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(notifier, "build_message", recording(build_message))
+        patch.setattr(notifier, "build_reply", recording(build_reply))
+        patch.setattr(notifier, "build_group_message", recording_group)
+        run = run_demo(world, request.param)
+    assert all(r.ok for r in run.results), [r.error for r in run.results if not r.ok]
+    # Every payload Slack received is one the notifier built.
+    assert len(run.posted) + len(run.updates) == len(built) + len(groups) > 10
+    return Demo(run, built, groups)
 
 
-def test_no_payload_shows_a_python_repr(demo: list[tuple[dict[str, Any], dict[str, Any]]]) -> None:
-    for decision, message in demo:
+@pytest.fixture(scope="module")
+def demo(demo_run: Demo) -> list[tuple[dict[str, Any], dict[str, Any]]]:
+    return demo_run.built
+
+
+def test_the_demo_posts_at_most_15_messages_and_every_finding_is_in_one(demo_run: Demo) -> None:
+    run = demo_run.run
+    # What the channel shows: 44 messages for 37 events before conversations, groups and the batching window.
+    assert len(run.channel_messages) <= 15, [m["text"] for m in run.channel_messages]
+    said = render_all(demo_run.payloads)
+    missing = [
+        (f["reason"], f["resource_id"])
+        for r in run.results
+        for f in r.findings
+        if f["resource_id"] not in said and (f.get("resource_name") or "\0") not in said
+    ]
+    assert missing == [], missing
+    assert sum(len(r.findings) for r in run.results) > 50
+
+
+def test_the_demo_shows_a_thread_kept_running_then_the_snooze_ends(demo_run: Demo) -> None:
+    """idle -> marked -> someone keeps it running -> the snooze ends -> stopped (or would be, in notify mode)."""
+    run = demo_run.run
+    kept = "research-g6e-forgotten"  # i-0a1f00000000000d1, kept for 2 hours at 12:05
+    replies = [m for m in run.posted if m.get("thread_ts") and kept in json.dumps(m)]
+    texts = [render(m) for m in replies]
+    assert any("kept running until 2026-11-20 14:05 UTC" in t and "<@U0LOCALOPS1>" in t for t in texts), texts
+    after = [t for t in texts if "14:10" in t]
+    assert after, texts
+    assert ("Stopped" in after[-1]) or ("Would mark" in after[-1] or "Would stop" in after[-1]), after[-1]
+    assert len({m["thread_ts"] for m in replies}) == 1  # one conversation
+
+
+def render_all(payloads: list[dict[str, Any]]) -> str:
+    """What a reader sees (entities unescaped), and the links' targets."""
+    return "\n".join(render(p, width=10_000) + json.dumps(p) for p in payloads)
+
+
+def test_no_payload_shows_a_python_repr(demo_run: Demo) -> None:
+    assert demo_run.groups  # group messages are scanned too
+    for message in demo_run.payloads:
         for text in _texts(message):
             for repr_ in REPRS:
-                assert repr_ not in text, (
-                    f"{decision['reason']} {decision['resource_id']}: {repr_!r} in {text!r}"
-                )
+                assert repr_ not in text, f"{message['text']}: {repr_!r} in {text!r}"
 
 
-def test_no_field_that_does_not_apply_to_the_kind(demo: list[tuple[dict[str, Any], dict[str, Any]]]) -> None:
-    kinds = set()
-    for decision, message in demo:
+def test_no_field_that_does_not_apply_to_the_kind(demo_run: Demo) -> None:
+    kinds = {row["resource_kind"] for rows, _ in demo_run.groups for row in rows}
+    for decision, message in demo_run.built:
         kind = decision["resource_kind"]
         kinds.add(kind)
         everything = "\n".join(_texts(message))
@@ -105,6 +156,8 @@ def test_the_notification_text_carries_the_dollar_figure(
             assert f"${decision['hourly_usd']:,.2f}/h" in message["text"], message["text"]
         if decision["cost_usd"] is not None:
             assert f"${decision['cost_usd']:,.2f}" in message["text"], message["text"]
+        if len(message["blocks"]) < 2:
+            continue  # a reply in a thread: its figure is in the first message
         unreadable = "could not read" in message["blocks"][1]["text"]["text"]  # a budget alert with no figure
         if decision["reason"] in ("budget_breach", "cost_anomaly", "training_digest", "job_failure_loop"):
             assert "$" in message["text"] or unreadable, message["text"]
@@ -122,8 +175,8 @@ def test_a_stop_says_how_to_get_the_resource_back(demo: list[tuple[dict[str, Any
             assert "cannot be started again: re-run it" in everything
 
 
-def test_the_terminal_view_shows_what_slack_shows(demo: list[tuple[dict[str, Any], dict[str, Any]]]) -> None:
-    shown = "\n".join(render(message) for _, message in demo)
+def test_the_terminal_view_shows_what_slack_shows(demo_run: Demo) -> None:
+    shown = "\n".join(render(message) for message in demo_run.payloads)
     for entity in ("&gt;", "&lt;", "&amp;"):
         assert entity not in shown
     assert "actual>=100:stop_idle" in shown  # the budget's escalation level, as Slack shows it

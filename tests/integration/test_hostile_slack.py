@@ -145,6 +145,18 @@ def _messages_of(stack: LocalStack, queue: str) -> list[dict[str, Any]]:
 
 # -- 1. text that cannot ping or forge ---------------------------------------------------------------------
 
+
+def test_injection_in_every_field_arrives_escaped_in_the_group_message_too(stack: LocalStack) -> None:
+    notices = [
+        _notice(**changes, event_id=f"hostile-{i}") for i, changes in enumerate(HOSTILE_FIELDS.values())
+    ]
+    _queue(stack, notices)
+    stack.drain()
+    [message] = stack.sink.messages  # more than a few at once: one message
+    assert_safe(message)
+    assert f"{len(notices)} findings" in message["text"]
+
+
 # Each AWS- or user-derived field of a notice, made hostile on its own.
 HOSTILE_FIELDS: dict[str, dict[str, Any]] = {
     "Name tag": {"resource": {"name": HOSTILE, "tags": {"Name": HOSTILE}}},
@@ -185,8 +197,9 @@ def test_injection_in_every_field_arrives_escaped_in_every_field_of_the_payload(
             event_id="hostile-all",
         )
     )
-    _queue(stack, notices)
-    stack.drain()
+    for notice in notices:  # one at a time: each its own message (together they are one group, below)
+        _queue(stack, [notice])
+        stack.drain()
     assert len(stack.sink.messages) == len(notices), stack.sink.refused
     for message in stack.sink.messages:
         assert_safe(message)

@@ -8,11 +8,16 @@ import random
 import re
 import time
 from collections import Counter
+from collections.abc import Iterator
 from typing import Any
+
+import pytest
 
 from costguard.aws import clients
 from costguard.local.redrive import redrive
+from costguard.local.sink import SlackSink
 from costguard.local.stack import LocalStack
+from costguard.local.world import World
 from tests.conftest import EVENTS, ROOT
 
 NOTICES = 1000
@@ -20,6 +25,13 @@ FAILING_SHARE = 0.30
 SEED = 20261129
 FIGURES = ROOT / "build" / "soak-figures.json"
 _MARK = re.compile(r"soak-job-(\d{4})")
+
+
+@pytest.fixture
+def stack(world: World, sink: SlackSink, sleeps: list[float]) -> Iterator[LocalStack]:
+    """Each notice its own message (no groups), so that each one's arrival can be counted."""
+    with LocalStack(world, sink=sink, overrides={"COSTGUARD_SLACK_GROUP_ABOVE": "10000"}) as running:
+        yield running
 
 
 def _notices(stack: LocalStack) -> list[str]:

@@ -1,6 +1,6 @@
 """Stops EC2 always refuses, on the embedded AWS through the deployed handlers: stop protection (DisableApiStop,
 which moto implements: DescribeInstanceAttribute, ModifyInstanceAttribute and the StopInstances refusal) and an
-IAM deny. Each is reported once per dedupe window across five-minute sweeps, never crashes a sweep, and the
+IAM deny. Each is reported once per episode across five-minute sweeps, never crashes a sweep, and the
 other instances of the run are still stopped."""
 
 from __future__ import annotations
@@ -26,8 +26,8 @@ P5 = "i-0a1f00000000000a4"  # p5.48xlarge, idle (its protect tag removed here): 
 SWEEP = timedelta(minutes=5)
 PROTECTION = "stop protection is on (DisableApiStop)"
 # A four-hour grace period with marks five hours old: only the two marked instances are stop candidates, and
-# instances the first sweep marks stay in their grace period throughout. A ten-minute dedupe window, so that
-# five-minute sweeps cross it.
+# instances the first sweep marks stay in their grace period throughout. A ten-minute dedupe window: five-minute
+# sweeps keep the episode open (each sighting extends it), so the refusal is not told again.
 OVERRIDES = {"COSTGUARD_GRACE_MINUTES": "240", "COSTGUARD_DEDUPE_WINDOW_MINUTES": "10"}
 
 
@@ -105,7 +105,7 @@ def sweeps(tmp_path: Path, world: World) -> list[str | Path]:
     return _sweeps(tmp_path, world.now, 5)  # 12:00 to 12:20
 
 
-def test_an_instance_with_stop_protection_is_never_stopped_and_reported_once_per_window(
+def test_an_instance_with_stop_protection_is_never_stopped_and_reported_once_per_episode(
     world: World, sink: SlackSink, sleeps: list[float], sweeps: list[str | Path], stop_calls: StopCalls
 ) -> None:
     until = world.now + (len(sweeps) - 1) * SWEEP
@@ -127,15 +127,15 @@ def test_an_instance_with_stop_protection_is_never_stopped_and_reported_once_per
         # The read: once per stop candidate and sweep (the p4d is a candidate at the first sweep only).
         assert clients.calls[("ec2", "DescribeInstanceAttribute")] == len(sweeps) + 1
 
-        # Reported at 12:00, 12:10 and 12:20: once per ten-minute window, with the reason.
+        # Reported at 12:00 only, with the reason: seen at every sweep since, the same episode.
         notices = notices_for(stack, P5)
-        assert [n.decision.decided_at.strftime("%H:%M") for n in notices] == ["12:00", "12:10", "12:20"]
+        assert [n.decision.decided_at.strftime("%H:%M") for n in notices] == ["12:00"]
         assert all(n.decision.resource.stop_blocker == PROTECTION for n in notices)
         [message] = [m for m in results[0].slack if P5 in json.dumps(m)]
         assert PROTECTION in json.dumps(message)
 
 
-def test_a_stop_iam_refuses_is_reported_once_per_window_and_the_others_are_still_stopped(
+def test_a_stop_iam_refuses_is_reported_once_per_episode_and_the_others_are_still_stopped(
     world: World,
     sink: SlackSink,
     sleeps: list[float],
@@ -172,15 +172,15 @@ def test_a_stop_iam_refuses_is_reported_once_per_window_and_the_others_are_still
         assert [d["action"] for d in decisions_for(results[0], P5)] == ["stop"]
 
         refusals = notices_for(stack, IDLE)
-        assert [n.decision.decided_at.strftime("%H:%M") for n in refusals] == ["12:00", "12:10", "12:20"]
+        assert [n.decision.decided_at.strftime("%H:%M") for n in refusals] == ["12:00"]
         assert {n.outcome.refused for n in refusals} == {"UnauthorizedOperation"}
         assert all("failed to stop" in n.outcome.detail for n in refusals)
         assert [n.outcome.done for n in notices_for(stack, P5)] == [True]
 
         # The deny lifted: the next sweep stops it (a place under the hourly cap is still free) and says so,
-        # though a refusal of it was reported within the window.
+        # though its refusal episode is still open.
         denied.clear()
         [last] = replay(stack, sweeps[5:])
         assert [d["action"] for d in decisions_for(last, IDLE)] == ["stop"]
         assert state_of(IDLE) in ("stopping", "stopped")
-        assert [n.outcome.done for n in notices_for(stack, IDLE)] == [False, False, False, True]
+        assert [n.outcome.done for n in notices_for(stack, IDLE)] == [False, True]

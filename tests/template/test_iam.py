@@ -32,6 +32,10 @@ pytestmark = pytest.mark.template
 
 MARK_TAG = "costguard:marked-at"
 PROTECT_TAG = "costguard:protect"
+SNOOZE_TAG = "costguard:snooze-until"
+# The one role that writes other tags: Slack's keep and protect buttons (interact/actions.py), never the mark.
+INTERACTION_ROLE = "InteractionActionsFunction"
+INTERACTION_TAG_KEYS = [SNOOZE_TAG, {"Ref": "ProtectTagKey"}]
 ALARM_PREFIX = "costguard-gpu-idle-"
 # Values of the protect tag that do not protect (policy.is_protected), any case.
 NOT_PROTECTING = {"false", "no", "0", "off"}
@@ -205,7 +209,8 @@ def test_marks_touch_costguards_own_tag_key_only(action: str) -> None:
         assert "*" not in _resources(grant), f"{grant.role} {grant.sid}: {action} on every resource"
         condition = grant.statement.get("Condition", {})
         keys = condition.get("ForAllValues:StringEquals", {}).get("aws:TagKeys")
-        assert keys == [MARK_TAG], f"{grant.role} {grant.sid}: {action} may write tag keys {keys!r}"
+        expected = INTERACTION_TAG_KEYS if grant.role == INTERACTION_ROLE else [MARK_TAG]
+        assert keys == expected, f"{grant.role} {grant.sid}: {action} may write tag keys {keys!r}"
         # ForAllValues holds for a request naming no key at all: the request must name its keys.
         assert condition.get("Null", {}).get("aws:TagKeys") == "false", (
             f"{grant.role} {grant.sid}: {action} without Null aws:TagKeys false allows a request naming no key"
@@ -254,6 +259,12 @@ def test_a_tagging_request_naming_no_key_is_refused(role: str, action: str, reso
 )
 def test_tagging_names_the_mark_key_and_nothing_else(role: str, action: str, resource: str) -> None:
     statements = role_statements(body(), role)
+    if role == INTERACTION_ROLE:
+        for keys in ((SNOOZE_TAG,), (PROTECT_TAG,), (SNOOZE_TAG, PROTECT_TAG)):
+            assert decide(statements, _tag_request(action, resource, keys)) == ALLOW, keys
+        for keys in ((MARK_TAG,), (SNOOZE_TAG, MARK_TAG), ("team",)):
+            assert decide(statements, _tag_request(action, resource, keys)) != ALLOW, keys
+        return
     assert decide(statements, _tag_request(action, resource, (MARK_TAG,))) == ALLOW
     for keys in ((PROTECT_TAG,), (MARK_TAG, PROTECT_TAG), ("team",)):
         assert decide(statements, _tag_request(action, resource, keys)) != ALLOW, keys

@@ -276,7 +276,7 @@ def test_reports_show_idle_and_unclaimed_beside_reclaimed_and_notices_by_verdict
     assert "Notices by verdict" in page
 
 
-def test_a_protected_idle_instance_notifies_once_per_repeat_window() -> None:
+def test_a_protected_idle_instance_notifies_once_per_episode() -> None:
     w = World.model_validate(
         {
             "now": "2026-11-20T16:00:00Z",
@@ -290,8 +290,8 @@ def test_a_protected_idle_instance_notifies_once_per_repeat_window() -> None:
             ],
         }
     )
-    # Eight hours of idle readings: posted at 08:05 and 12:05 with the 4-hour window, at each step with none.
-    assert run(w).notices == {"gpu_idle": 2}
+    # Eight hours of idle readings: one episode, posted once at 08:05; with no window, at each step.
+    assert run(w).notices == {"gpu_idle": 1}
     assert run(w, repeat_window=timedelta(0)).notices == {"gpu_idle": 95}  # every sweep, 08:05 to 15:55
 
 

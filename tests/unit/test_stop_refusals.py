@@ -268,7 +268,7 @@ def test_stop_protection_is_read_before_deciding_and_the_instance_is_reported_no
     assert "stop protection is on (DisableApiStop)" in notice
 
 
-def test_a_protected_instance_is_reported_once_per_dedupe_window_across_sweeps() -> None:
+def test_a_protected_instance_is_reported_once_per_episode_across_sweeps() -> None:
     ec2 = FakeEc2(protected={GUARDED})
     sweeps = Sweeps(ec2)
     sweep_times = [NOW + n * SWEEP for n in range(12 * 5)]  # five hours of five-minute sweeps
@@ -276,7 +276,7 @@ def test_a_protected_instance_is_reported_once_per_dedupe_window_across_sweeps()
         sweeps.run([_idle(GUARDED)], at)
     assert ec2.stops == []
     assert len(ec2.reads) == len(sweep_times)  # read again at each sweep: it may have been turned off
-    assert len(sweeps.notices_for(GUARDED)) == 2  # 12:00 and, the window over, 16:00
+    assert len(sweeps.notices_for(GUARDED)) == 1  # 12:00: seen at every sweep since, the same episode
 
 
 def test_only_stop_candidates_are_read() -> None:
@@ -322,7 +322,7 @@ def test_an_unreadable_stop_protection_does_not_block_the_stop() -> None:
 
 
 @pytest.mark.parametrize("code", ["UnauthorizedOperation", "AccessDenied", "OperationNotPermitted"])
-def test_a_refused_stop_is_reported_once_per_dedupe_window_and_others_are_still_stopped(code: str) -> None:
+def test_a_refused_stop_is_reported_once_per_episode_and_others_are_still_stopped(code: str) -> None:
     ec2 = FakeEc2(failures={DENIED: code})
     sweeps = Sweeps(ec2)
     sweep_times = [NOW + n * SWEEP for n in range(12 * 9)]  # nine hours of five-minute sweeps
@@ -333,7 +333,7 @@ def test_a_refused_stop_is_reported_once_per_dedupe_window_and_others_are_still_
     assert ec2.stops.count(DENIED) == len(sweep_times)  # tried at every sweep (its owner may lift the deny)
     assert ec2.stopped == [OTHER]  # stopped in the same run as the first refusal
     notices = sweeps.notices_for(DENIED)
-    assert len(notices) == 3  # 12:00, 16:00 and 20:00: once per four-hour window
+    assert len(notices) == 1  # 12:00: refused again at every sweep since, the same episode
     assert all(code in n and "failed to stop" in n for n in notices)
     assert len(sweeps.notices_for(OTHER)) == 1
 

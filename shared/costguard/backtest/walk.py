@@ -617,11 +617,11 @@ def _apply(
             decision = decision.model_copy(update={"action": action, "note": note})
             capped = True
         else:
-            _notice(state, decision, action, now, params, gate, always=False)
+            _notice(state, decision, action, now, params, gate, capped=False)
             events.append(_stop(state, now, history, params, reason, decision.note))
             state.last_notice = None
             return
-    _notice(state, decision, action, now, params, gate, always=capped)
+    _notice(state, decision, action, now, params, gate, capped=capped)
     if action is Action.NOTIFY:
         key = (action.value, reason, decision.note)
         if key == state.last_notice:
@@ -640,16 +640,18 @@ def _notice(
     params: Params,
     gate: MemoryRepeatGate,
     *,
-    always: bool,
+    capped: bool,
 ) -> None:
     """Count the notice the notifier would have posted for this decision (pipeline.act_on's repeat rule: the
-    same resource, reason and action once per repeat window, a missing-metrics alert once per 30 days, a
-    stop held by the hourly cap always)."""
+    same resource, reason and action once per episode, an episode ending when unseen for the repeat window;
+    a stop held by the hourly cap once per episode too)."""
     key = f"{decision.resource.key}|{decision.reason}|{action}"
     if decision.finding.repeat_scope:
         key += f"|{decision.finding.repeat_scope}"
+    if capped:
+        key += "|capped"
     window = ONCE_WINDOW if decision.reason in ALERT_ONCE else params.repeat_window
-    if always or gate.first_in_window(key, now, window):
+    if gate.first_in_window(key, now, window):
         state.outcome.notices[decision.reason.value] += 1
 
 

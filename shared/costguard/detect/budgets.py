@@ -278,6 +278,8 @@ def breach_summary(breach: Breach, protect_tag_key: str, acted: Sequence[str] = 
     return Finding(
         reason=Reason.BUDGET_BREACH,
         resource=budget_resource(breach.alert, breach.account, breach.region),
+        # Every threshold and type of one budget is one conversation: 80%, 100%, forecast...
+        thread=f"{breach.alert.account or breach.account}/global/{ResourceKind.BUDGET}/{breach.alert.name}",
         summary=body,
         report_note=_what_follows(breach),
         observed_at=breach.observed_at,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
+from costguard.detect.job_families import job_family
 from costguard.events.sagemaker import TrainingJobDetail
 from costguard.model import Finding, Reason, Resource, ResourceKind
 from costguard.pricing import Price
@@ -71,6 +72,10 @@ def detect_failed_training_job(
         Finding(
             reason=Reason.TRAINING_JOB_FAILED,
             resource=resource,
+            # The failures of one workload are one conversation, with its failure loop when there is one.
+            thread=(
+                f"{account}/{region}/{ResourceKind.JOB_FAMILY}/{job_family(detail.TrainingJobName, resource.tags).key}"
+            ),
             summary=f"Training job {detail.TrainingJobName} failed after {_duration(ran)} and cost {spent}.",
             observed_at=observed_at,
             event_id=event_id,

@@ -1,4 +1,11 @@
-"""The notifier: a queued notice becomes one Slack message on the right channel.
+"""The notifier: queued notices become Slack messages on the right channels, one conversation per episode.
+
+What one invocation receives (an SQS batch, gathered over the event source's batching window) is told per
+destination (channel or webhook): a notice whose conversation is open is a reply in its thread, and its parent is
+updated to the current state (Slack app); the rest open conversations, each its own message, or one group
+message when there are more than GROUP_ABOVE (and always for the daily digest). A notice already told in its
+conversation (a redelivery, a redrive) is not told again. With a webhook there are no threads: what follows is
+its own message, grouped the same way.
 
 A webhook secret nobody filled in (created empty by the stack, or blank) cannot be told through Slack: the first
 notice that meets it, once per cold start, publishes one message to the ops topic (the ``OpsNotificationsTopic``
@@ -10,10 +17,21 @@ when it is blank.
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
 
 from aws_lambda_powertools.metrics import MetricUnit
 
 from costguard.aws import clients
+from costguard.clock import now as clock_now
+from costguard.notify.conversation import PERMISSIONS as CONVERSATION_PERMISSIONS
+from costguard.notify.conversation import (
+    Conversation,
+    ConversationStore,
+    DynamoConversationStore,
+    destination_id,
+)
 from costguard.notify.delivery import (
     SECRET_PERMISSIONS,
     UNFILLED_SECRET_ERRORS,
@@ -21,8 +39,14 @@ from costguard.notify.delivery import (
     load_routes,
     post,
 )
-from costguard.notify.message import build_message
-from costguard.notify.notice import Notice
+from costguard.notify.message import (
+    OWNER_TAG,
+    build_group_message,
+    build_message,
+    build_reply,
+    log_link,
+)
+from costguard.notify.notice import GROUP_ABOVE, ROWS_CARRIED, AnyNotice, GroupNotice, Notice, group
 from costguard.observability import logger, metrics
 from costguard.permissions import needs
 from costguard.settings import Settings
@@ -30,7 +54,9 @@ from costguard.settings import Settings
 # The ops topic's ARN (the NotifierFunction's environment only); unset, the notice is logged and counted only.
 OPS_TOPIC_VARIABLE = "COSTGUARD_OPS_TOPIC_ARN"
 OPS_PERMISSIONS = needs("sns:Publish")  # tell_ops_once: the ops topic only
-DELIVER_PERMISSIONS = SECRET_PERMISSIONS | OPS_PERMISSIONS  # deliver
+DELIVER_PERMISSIONS = (
+    SECRET_PERMISSIONS | OPS_PERMISSIONS | CONVERSATION_PERMISSIONS
+)  # deliver, deliver_batch
 
 OPS_SUBJECT = "costguard: the Slack webhook secret is not filled in"
 
@@ -41,7 +67,7 @@ _told: set[tuple[str, str]] = set()
 
 
 def deliver(notice: Notice, settings: Settings) -> None:
-    """Post the notice's message.
+    """Post one notice's message on its own (no conversation): ``costguard`` tools and tests.
 
     Raises PermanentDeliveryError when another try would meet the same answer (Slack refused the message with
     a 4xx other than 429, or the webhook secret is malformed), DeliveryError when it might not.
@@ -53,6 +79,244 @@ def deliver(notice: Notice, settings: Settings) -> None:
         raise
     url = routes.webhook_for(notice.decision.resource.tags, settings.routing_tag_key)
     post(url, build_message(notice))
+
+
+def _tags(notice: AnyNotice) -> dict[str, str]:
+    return notice.route_tags if isinstance(notice, GroupNotice) else notice.decision.resource.tags
+
+
+@dataclass
+class Post:
+    """One message to send: an opener, a group, or a reply in a conversation's thread."""
+
+    kind: str  # "opener" | "group" | "digest" | "reply"
+    members: list[str]  # the SQS message ids it carries
+    notices: list[Notice] = field(default_factory=list)  # the notices it tells (a group's rows)
+    group: GroupNotice | None = None
+    conversation: Conversation | None = None  # the one replied in
+
+
+def plan(
+    items: Sequence[tuple[str, AnyNotice]],
+    conversations: dict[str, Conversation],
+    *,
+    threads: bool,
+    above: int = GROUP_ABOVE,
+) -> tuple[list[Post], list[str]]:
+    """What to post for one destination's notices (pure): the posts, and the message ids already told."""
+    told: list[str] = []
+    replies: list[Post] = []
+    openers: list[tuple[str, Notice]] = []
+    groups: list[tuple[str, GroupNotice]] = []
+    digests: list[tuple[str, GroupNotice]] = []
+    seen: set[str] = set()
+    for mid, notice in items:
+        if notice.id in seen:  # the same notice twice in one batch (EventBridge, SQS deliver at least once)
+            told.append(mid)
+            continue
+        seen.add(notice.id)
+        if isinstance(notice, GroupNotice):
+            known = [conversations.get(r.decision.finding.conversation) for r in notice.rows]
+            if notice.rows and all(
+                c is not None and r.id in c.told for c, r in zip(known, notice.rows, strict=True)
+            ):
+                told.append(mid)
+            else:
+                (digests if notice.digest else groups).append((mid, notice))
+            continue
+        conversation = conversations.get(notice.decision.finding.conversation)
+        if conversation is not None and notice.id in conversation.told:
+            told.append(mid)
+        elif threads and conversation is not None and conversation.ts:
+            replies.append(Post("reply", [mid], [notice], conversation=conversation))
+        else:
+            openers.append((mid, notice))
+    posts = list(replies)
+    if groups or len(openers) > above:
+        members = [mid for mid, _ in groups] + [mid for mid, _ in openers]
+        posts.append(Post("group", members, group=_merge([g for _, g in groups], [n for _, n in openers])))
+    else:
+        posts.extend(Post("opener", [mid], [notice]) for mid, notice in openers)
+    if digests:
+        merged = _merge([g for _, g in digests], [], digest=True)
+        posts.append(Post("digest", [mid for mid, _ in digests], group=merged))
+    return posts, told
+
+
+def _merge(groups: Sequence[GroupNotice], notices: Sequence[Notice], *, digest: bool = False) -> GroupNotice:
+    """Groups and single notices for one destination, as one group (totals over all of them)."""
+    routing = next(iter(groups[0].route_tags), "team") if groups and groups[0].route_tags else "team"
+    loose = group(notices, routing_tag_key=routing, digest=digest) if notices else None
+    parts = [*groups, *([loose] if loose else [])]
+    rows = sorted(
+        (row for part in parts for row in part.rows),
+        key=lambda n: (
+            -(n.decision.hourly_usd if n.decision.hourly_usd is not None else -1.0),
+            n.decision.resource.key,
+        ),
+    )
+    by_reason: dict[str, int] = {}
+    for part in parts:
+        for reason, count in part.by_reason.items():
+            by_reason[reason] = by_reason.get(reason, 0) + count
+    return GroupNotice(
+        rows=rows[:ROWS_CARRIED],
+        count=sum(p.count for p in parts),
+        hourly_total_usd=round(sum(p.hourly_total_usd for p in parts), 2),
+        unpriced=sum(p.unpriced for p in parts),
+        by_reason=dict(sorted(by_reason.items(), key=lambda kv: -kv[1])),
+        digest=digest,
+        route_tags=parts[0].route_tags if parts else {},
+        source=next((p.source for p in parts if p.source), None),
+    )
+
+
+class Sender:
+    """The final calls: a webhook post, or the Slack app's postMessage and update."""
+
+    def __init__(self, destination: str, api: Any | None) -> None:
+        self.destination = destination
+        self.api = api  # notify.slack_api.SlackApi when the secret holds the app's token
+
+    @property
+    def threads(self) -> bool:
+        return self.api is not None
+
+    def owner(self, notice: Notice) -> str | None:
+        tag = notice.decision.resource.tags.get(OWNER_TAG, "").strip()
+        if not tag or self.api is None:
+            return None
+        try:
+            user: str | None = self.api.user_for(tag)
+        except Exception:  # an owner nobody can resolve falls back to the channel
+            return None
+        return user
+
+    def send(self, message: dict[str, Any], thread_ts: str | None = None) -> str | None:
+        if self.api is None:
+            post(self.destination, message)
+            return None
+        ts: str = self.api.post(self.destination, message, thread_ts=thread_ts)
+        return ts
+
+    def update(self, ts: str, message: dict[str, Any]) -> None:
+        if self.api is not None:
+            self.api.update(self.destination, ts, message)
+
+
+def deliver_batch(
+    items: Sequence[tuple[str, AnyNotice]],
+    settings: Settings,
+    store: ConversationStore | None = None,
+) -> dict[str, Exception]:
+    """Tell a batch of queued notices; returns the failure of each SQS message id that was not told (a
+    PermanentDeliveryError is parked by the caller, anything else retried)."""
+    try:
+        routes = load_routes(settings.slack_secret_id)
+    except UNFILLED_SECRET_ERRORS as unfilled:
+        tell_ops_once(unfilled, settings)
+        return {mid: unfilled for mid, _ in items}
+    except Exception as error:
+        return {mid: error for mid, _ in items}
+    store = store or DynamoConversationStore(settings.state_table)
+    api = _api_for(routes)
+    by_destination: dict[str, list[tuple[str, AnyNotice]]] = {}
+    for mid, notice in items:
+        destination = _destination(routes, _tags(notice), settings.routing_tag_key)
+        by_destination.setdefault(destination, []).append((mid, notice))
+    failures: dict[str, Exception] = {}
+    for destination, members in by_destination.items():
+        sender = Sender(destination, api)
+        keys = [
+            n.decision.finding.conversation
+            for _, notice in members
+            for n in (notice.rows if isinstance(notice, GroupNotice) else [notice])
+        ]
+        try:
+            conversations = store.get_many(destination, keys)
+        except Exception:  # the state table is unreachable: every notice opens its own message, none is lost
+            logger.warning("conversations unavailable: telling without threads")
+            conversations = {}
+        posts, _ = plan(members, conversations, threads=sender.threads, above=settings.slack_group_above)
+        for planned in posts:
+            try:
+                _send(planned, sender, store, settings)
+            except Exception as error:
+                for mid in planned.members:
+                    failures[mid] = error
+    return failures
+
+
+def _api_for(routes: Any) -> Any | None:
+    if not getattr(routes, "is_app", False):
+        return None
+    from costguard.notify.slack_api import api_for
+
+    return api_for(routes)
+
+
+def _destination(routes: Any, tags: dict[str, str], routing_tag_key: str) -> str:
+    channel_for = getattr(routes, "channel_for", None)
+    if channel_for is not None:
+        destination: str = channel_for(tags, routing_tag_key)
+        return destination
+    url: str = routes.webhook_for(tags, routing_tag_key)
+    return url
+
+
+def _send(planned: Post, sender: Sender, store: ConversationStore, settings: Settings) -> None:
+    """Post one planned message and remember the conversations it opens or continues."""
+    now = clock_now()
+    where = destination_id(sender.destination)
+    channel = sender.destination if sender.threads else None
+    if planned.kind == "reply":
+        notice, conversation = planned.notices[0], planned.conversation
+        assert conversation is not None and conversation.ts is not None
+        owner = sender.owner(notice)
+        sender.send(build_reply(notice, owner=owner), thread_ts=conversation.ts)
+        if not conversation.grouped:
+            try:  # the parent shows the current state; a failed update loses nothing the thread does not say
+                sender.update(conversation.ts, build_message(notice, owner=owner, interactive=True))
+            except Exception as error:
+                logger.warning("parent not updated", extra={"cause": type(error).__name__})
+        _remember(store, conversation.with_told(notice.id), now)
+        return
+    if planned.kind == "opener":
+        notice = planned.notices[0]
+        message = build_message(notice, owner=sender.owner(notice), interactive=sender.threads)
+        ts = sender.send(message)
+        key = notice.decision.finding.conversation
+        _remember(
+            store, Conversation(key=key, destination=where, channel=channel, ts=ts, told=(notice.id,)), now
+        )
+        return
+    grouped = planned.group
+    assert grouped is not None
+    owners = {
+        row.decision.resource.key: owner
+        for row in grouped.rows[:10]
+        if (owner := sender.owner(row)) is not None
+    }
+    link = None
+    if grouped.source and grouped.rows:
+        link = log_link(grouped.rows[0].decision.resource.region, grouped.source, grouped.id)
+    ts = sender.send(build_group_message(grouped, owners=owners, interactive=sender.threads, more_link=link))
+    if planned.kind == "digest":
+        return  # its rows were told when first seen: their conversations stay where they are
+    for row in grouped.rows:
+        key = row.decision.finding.conversation
+        _remember(
+            store,
+            Conversation(key=key, destination=where, channel=channel, ts=ts, grouped=True, told=(row.id,)),
+            now,
+        )
+
+
+def _remember(store: ConversationStore, conversation: Conversation, now: Any) -> None:
+    try:
+        store.put(conversation, now)
+    except Exception as error:  # told already: a lost record costs a new thread next time, not a lost message
+        logger.warning("conversation not recorded", extra={"cause": type(error).__name__})
 
 
 def tell_ops_once(problem: DeliveryError, settings: Settings) -> bool:

@@ -15,7 +15,12 @@ from pathlib import Path
 from costguard.events.common import to_datetime
 from costguard.local.headline import headline, summary_lines
 from costguard.local.render import render
-from costguard.local.replay import ReplayResult, latest_event_time, replay_each, resolve_function
+from costguard.local.replay import (
+    ReplayResult,
+    latest_event_time,
+    replay_each,
+    resolve_function,
+)
 from costguard.local.stack import DEFAULT_TEMPLATE, PROJECT_ROOT, SEED_AHEAD, LocalStack, patched_environ
 from costguard.local.template import Template
 from costguard.local.world import World, WorldFileError, load_world
@@ -215,27 +220,30 @@ def cmd_replay(args: argparse.Namespace) -> int:
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
+    from costguard.local.demo import count_line, demo_events, run_demo
+
     world = _world(args.world, None)
-    events = sorted(EVENTS_DIR.glob("*.json"))
     out = Path(args.out)
     print(
         f"costguard demo: account {world.account} in {world.region} at {world.now:%Y-%m-%d %H:%M} UTC, "
-        f"{len(world.instances)} instances; replaying {len(events)} events in {args.mode} mode",
+        f"{len(world.instances)} instances; replaying {len(demo_events())} events in {args.mode} mode, in the "
+        "order they would arrive, through a Slack app (threads, buttons)",
         flush=True,
     )
     print("Seeding the embedded AWS with the world (a few seconds)...", flush=True)
-    results: list[ReplayResult] = []
-    with LocalStack(
-        world, mode=args.mode, overrides=_log_level(args), until=latest_event_time(list(events))
-    ) as stack:
-        # Each event as soon as it has run: no silent half-minute.
-        for n, result in enumerate(replay_each(stack, list(events)), 1):
-            _print_human(result, f"[{n}/{len(events)}] ")
-            sys.stdout.flush()
-            results.append(result)
+
+    def shown(n: int, total: int, result: ReplayResult) -> None:  # each event as soon as it has run
+        _print_human(result, f"[{n}/{total}] ")
+        sys.stdout.flush()
+
+    run = run_demo(world, args.mode, overrides=_log_level(args), on_result=shown)
+    if run.last:
+        print("\n=== the notifier's last batch")
+        for message in run.last:
+            print(render(message))
+    results = run.results
     head = headline([f for r in results for f in r.findings], [d for r in results for d in r.decisions])
-    messages = sum(len(r.slack) for r in results)
-    print(f"\nSummary: {sum(len(r.findings) for r in results)} findings, {messages} Slack messages.")
+    print(f"\nSummary: {count_line(run)}.")
     for line in summary_lines(head):
         print(line)
     from costguard.backtest.command import demo_backtest

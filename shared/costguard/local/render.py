@@ -30,8 +30,20 @@ def _wrapped(text: str, width: int) -> list[str]:
     return lines
 
 
+def _element(element: dict[str, Any]) -> str:
+    """A button or a menu as the reader sees it: [Stop now], [Keep running for… ▾]."""
+    text = element.get("text") or element.get("placeholder") or {}
+    label = _plain(text.get("text", "")) if isinstance(text, dict) else ""
+    return f"[{label} ▾]" if element.get("type", "").endswith("select") else f"[{label}]"
+
+
 def render(message: dict[str, Any], width: int = 96) -> str:
-    lines = [f"┌─ Slack #{message.get('channel', 'local')} " + "─" * max(0, width - 20)]
+    where = f"Slack #{message.get('channel', 'local')}"
+    if message.get("thread_ts"):
+        where += " ↳ reply in the thread"
+    elif message.get("updated"):
+        where += " ✎ the thread's first message, updated"
+    lines = [f"┌─ {where} " + "─" * max(0, width - len(where) - 4)]
     for block in message.get("blocks", []):
         kind = block.get("type")
         if kind == "header":
@@ -45,5 +57,7 @@ def render(message: dict[str, Any], width: int = 96) -> str:
         elif kind == "context":
             for element in block.get("elements", []):
                 lines.extend(_wrapped(element.get("text", ""), width))
+        elif kind == "actions":
+            lines.append("│ " + " ".join(_element(e) for e in block.get("elements", [])))
     lines.append("└" + "─" * (width + 2))
     return "\n".join(lines)

@@ -21,6 +21,7 @@ from costguard.events.registry import (
     COST_ANOMALY,
     sns_content_of,
 )
+from costguard.local.interactions import is_function_url_event, replay_interaction
 from costguard.local.stack import SEED_AHEAD, LocalStack
 from costguard.local.template import Function, Route, Template, sns_topic_name
 
@@ -249,6 +250,8 @@ def replay_event(stack: LocalStack, path: str | Path, function: str | None = Non
     except EventFileError as error:
         result.error = str(error)
         return result
+    if is_function_url_event(event):  # a Slack interaction on the Function URL, not an EventBridge event
+        return replay_interaction(stack, result, event)
     note = advance_clock(stack, event)
     if note:
         result.notes.append(note)
@@ -258,6 +261,10 @@ def replay_event(stack: LocalStack, path: str | Path, function: str | None = Non
         return result
     result.route = routing.how
     before = len(stack.sink.messages)
+    # The notifier's batching window runs on the events' own times (an event older than the world's now
+    # still arrived when it says): what it held is told once an event comes in after the window closed.
+    arrived = event_time(event)
+    stack.window_passes(arrived)
     try:
         for name in routing.functions:
             result.function = name
@@ -272,7 +279,9 @@ def replay_event(stack: LocalStack, path: str | Path, function: str | None = Non
     except Exception as error:  # what Lambda would retry, then keep: reported, and the next event still runs
         result.error = f"{path}: {result.function} raised {type(error).__name__}: {str(error)[:2000]}"
         result.trace = traceback.format_exc()
-    stack.drain()  # what the function queued before it failed is delivered, as it would be
+    # What the function queued (before it failed, too) is delivered, as it would be: at once, or when the
+    # notifier's batching window closes (LocalStack.batch_window).
+    stack.queued(arrived)
     result.slack = stack.sink.messages[before:]
     return result
 

@@ -1,4 +1,5 @@
-"""A local HTTP server that plays the Slack incoming webhook, so the real slack_sdk client path runs."""
+"""A local HTTP server that plays Slack: the incoming webhook, the Web API calls costguard makes and an
+interaction's response_url, so the real slack_sdk client paths run."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+from urllib.parse import parse_qsl, urlsplit
 
 # What Slack's incoming webhooks answer with each refusal (the body is a plain-text error code).
 ERROR_BODIES = {
@@ -22,6 +24,17 @@ ERROR_BODIES = {
 # Block Kit's limits, as Slack enforces them (counted here in UTF-16 code units, as strictly as Slack can count).
 _LIMITS = {"header": 150, "section": 3000, "field": 2000, "context": 3000, "button": 75}
 _MAX_BLOCKS, _MAX_FIELDS, _MAX_ELEMENTS = 50, 10, 10
+LOCAL_BOT_TOKEN = "xoxb-local-test-token"  # noqa: S105 - the sink's own, not a credential
+# The Web API answers a refusal with HTTP 200 and ``ok: false`` (429 and 5xx keep their status); its error codes.
+API_ERRORS = {
+    400: "invalid_blocks",
+    403: "not_in_channel",
+    404: "channel_not_found",
+    410: "is_archived",
+    429: "ratelimited",
+    500: "internal_error",
+}
+_API_TS_BASE = 1_700_000_000
 
 
 def _units(text: str) -> int:
@@ -85,6 +98,19 @@ class SlackSink:
     # The body of each refusal by status (Slack's error code); ERROR_BODIES where not set.
     error_bodies: dict[int, str] = field(default_factory=dict)
     refused: list[tuple[int, str, dict[str, Any]]] = field(default_factory=list)  # status, body, message
+    # The Web API (/api/<method>): the bot token it expects, channels that do not exist, the workspace's users
+    # (email -> user id) and user groups (id -> user ids), and what it recorded besides ``messages`` (each
+    # chat.postMessage, with its "ts" and "method"; a chat.update is never one of them).
+    bot_token: str = LOCAL_BOT_TOKEN
+    missing_channels: set[str] = field(default_factory=set)
+    users: dict[str, str] = field(default_factory=dict)
+    usergroups: dict[str, list[str]] = field(default_factory=dict)
+    updates: list[dict[str, Any]] = field(default_factory=list)
+    ephemerals: list[dict[str, Any]] = field(default_factory=list)
+    lookups: list[str] = field(default_factory=list)  # each users.lookupByEmail's email, cached or not
+    responses: list[dict[str, Any]] = field(default_factory=list)  # POSTs to a response_url: path + payload
+    _current: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
+    _posted: int = 0
     _server: ThreadingHTTPServer | None = None
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -96,6 +122,32 @@ class SlackSink:
 
     def url_for(self, channel: str) -> str:
         return self.url.replace("/local", f"/{channel}")
+
+    @property
+    def origin(self) -> str:
+        """http://127.0.0.1:<port>, the server itself."""
+        assert self._server is not None, "sink not started"
+        host, port = self._server.server_address[:2]
+        return f"http://{host!s}:{port}"
+
+    @property
+    def api_url(self) -> str:
+        """The Web API base URL to give WebClient (``base_url``)."""
+        return f"{self.origin}/api/"
+
+    def response_url(self, name: str) -> str:
+        """A response_url, as Slack gives one with each interaction."""
+        return f"{self.origin}/response/{name}"
+
+    def current(self, channel: str, ts: str) -> dict[str, Any]:
+        """The latest version of a posted message (after its chat.update calls)."""
+        with self._lock:
+            return dict(self._current[(channel, ts)])
+
+    def thread(self, channel: str, ts: str) -> list[dict[str, Any]]:
+        """The replies in a message's thread, oldest first."""
+        with self._lock:
+            return [m for m in self.messages if m.get("channel") == channel and m.get("thread_ts") == ts]
 
     def _decide(self, message: Any) -> tuple[int, str]:
         """The status and body to answer (the lock is held)."""
@@ -113,12 +165,86 @@ class SlackSink:
             return 200, "ok"
         return status, self.error_bodies.get(status, ERROR_BODIES.get(status, "error"))
 
+    def _next_ts(self) -> str:
+        self._posted += 100
+        return f"{_API_TS_BASE + self._posted // 1_000_000}.{self._posted % 1_000_000:06d}"
+
+    def _api(self, method: str, params: dict[str, Any], token: str | None) -> tuple[int, dict[str, Any]]:
+        """The Web API's status and answer for one call (the lock is held). Status 0: stall."""
+        if token != self.bot_token:
+            self.refused.append((200, "invalid_auth", params))
+            return 200, {"ok": False, "error": "invalid_auth"}
+        if method in ("chat.postMessage", "chat.update", "chat.postEphemeral"):
+            status, _ = self._decide(params)
+        else:  # look-ups: only the script and ``always`` (Slack down, throttling) apply
+            status = self.script.popleft() if self.script else self.always or 200
+        if status == 0:
+            return 0, {}
+        if status != 200:
+            error = (
+                "invalid_arguments"
+                if status == 400 and not isinstance(params.get("text", ""), str)
+                else self.error_bodies.get(status, API_ERRORS.get(status, "error"))
+            )
+            self.refused.append((status, error, params))
+            return (status if status == 429 or status >= 500 else 200), {"ok": False, "error": error}
+        answer = self._api_ok(method, params)
+        if not answer.get("ok"):
+            self.refused.append((200, str(answer.get("error")), params))
+        return 200, answer
+
+    def _api_ok(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        """What each method does once the call is let through (the lock is held)."""
+        channel = str(params.get("channel", ""))
+        if method in ("chat.postMessage", "chat.update", "chat.postEphemeral") and (
+            not channel or channel in self.missing_channels
+        ):
+            return {"ok": False, "error": "channel_not_found"}
+        if method == "chat.postMessage":
+            ts = self._next_ts()
+            record = {**params, "channel": channel, "ts": ts, "method": method}
+            if not record.get("thread_ts"):
+                record.pop("thread_ts", None)
+            self.messages.append(record)
+            self._current[(channel, ts)] = dict(record)
+            return {"ok": True, "channel": channel, "ts": ts, "message": {"text": params.get("text", "")}}
+        if method == "chat.update":
+            ts = str(params.get("ts", ""))
+            if (channel, ts) not in self._current:
+                return {"ok": False, "error": "message_not_found"}
+            self.updates.append({**params, "channel": channel, "ts": ts})
+            latest = self._current[(channel, ts)]
+            for key in ("text", "blocks"):
+                if key in params:
+                    latest[key] = params[key]
+            return {"ok": True, "channel": channel, "ts": ts, "text": params.get("text", "")}
+        if method == "chat.postEphemeral":
+            self.ephemerals.append({**params, "channel": channel})
+            return {"ok": True, "message_ts": self._next_ts()}
+        if method == "users.lookupByEmail":
+            email = str(params.get("email", ""))
+            self.lookups.append(email)
+            user = self.users.get(email)
+            if user is None:
+                return {"ok": False, "error": "users_not_found"}
+            return {"ok": True, "user": {"id": user, "profile": {"email": email}}}
+        if method == "usergroups.users.list":
+            members = self.usergroups.get(str(params.get("usergroup", "")))
+            if members is None:
+                return {"ok": False, "error": "no_such_subteam"}
+            return {"ok": True, "users": list(members)}
+        return {"ok": False, "error": "unknown_method"}
+
     def start(self) -> SlackSink:
         sink = self
 
         class Handler(BaseHTTPRequestHandler):
             def do_POST(self) -> None:
                 body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+                path = urlsplit(self.path).path
+                if path.startswith("/api/"):
+                    self._web_api(path.removeprefix("/api/"), body)
+                    return
                 try:
                     message = json.loads(body)
                 except ValueError:
@@ -126,19 +252,38 @@ class SlackSink:
                 with sink._lock:
                     status, reply = sink._decide(message)
                     sink.requests.append((self.path, status))
-                    if status == 200:
+                    if status == 200 and path.startswith("/response/"):
+                        sink.responses.append({"path": path, **message})
+                    elif status == 200:
                         sink.messages.append({"channel": self.path.rsplit("/", 1)[-1], **message})
                     elif status != 0:
                         sink.refused.append((status, reply, message if isinstance(message, dict) else {}))
                 if status == 0:
                     threading.Event().wait(sink.stall_seconds)  # not time.sleep: tests record those
                     status, reply = 504, "error"
+                self._answer(status, reply.encode(), "text/plain")
+
+            def _web_api(self, method: str, body: bytes) -> None:
+                params = _params(self.path, body, self.headers.get("Content-Type", ""))
+                auth = self.headers.get("Authorization", "")
+                token = auth.removeprefix("Bearer ").strip() if auth.startswith("Bearer ") else None
+                token = token or (params.pop("token", None) or None)
+                params.pop("token", None)  # never recorded
+                with sink._lock:
+                    status, answer = sink._api(method, params, token)
+                    sink.requests.append((self.path, status))
+                if status == 0:
+                    threading.Event().wait(sink.stall_seconds)
+                    status, answer = 504, {"ok": False, "error": "request_timeout"}
+                self._answer(status, json.dumps(answer).encode(), "application/json; charset=utf-8")
+
+            def _answer(self, status: int, reply: bytes, content_type: str) -> None:
                 self.send_response(status)
                 if status == 429:
                     self.send_header("Retry-After", str(sink.retry_after_seconds))
-                self.send_header("Content-Type", "text/plain")
+                self.send_header("Content-Type", content_type)
                 self.end_headers()
-                self.wfile.write(reply.encode())
+                self.wfile.write(reply)
 
             def log_message(self, *_: Any) -> None:
                 pass
@@ -158,3 +303,26 @@ class SlackSink:
 
     def __exit__(self, *_: object) -> None:
         self.stop()
+
+
+def _params(path: str, body: bytes, content_type: str) -> dict[str, Any]:
+    """A Web API call's arguments: the query string, then a JSON or form body (JSON strings in a form decoded)."""
+    params: dict[str, Any] = dict(parse_qsl(urlsplit(path).query))
+    text = body.decode("utf-8", "replace")
+    if "json" in content_type or text.lstrip().startswith("{"):
+        try:
+            data = json.loads(text)
+        except ValueError:
+            data = None
+        if isinstance(data, dict):
+            params.update(data)
+        return params
+    for key, value in parse_qsl(text, keep_blank_values=True):
+        if key in ("blocks", "attachments"):
+            try:
+                params[key] = json.loads(value)
+                continue
+            except ValueError:
+                pass
+        params[key] = value
+    return params

@@ -93,8 +93,18 @@ class LocalStack:
         routes: dict[str, str] | None = None,
         overrides: dict[str, str] | None = None,
         until: datetime | None = None,
+        slack_app: bool = False,
+        batch_window: timedelta | None = None,
     ) -> None:
         self.world = world
+        # The notifier's SQS batching window (MaximumBatchingWindowInSeconds), played on the clock: what is
+        # queued waits until an event comes in past the window (or flush()), then is told as one batch. None:
+        # each event's notices are told as soon as it has run.
+        self.batch_window = batch_window
+        self._pending_since: datetime | None = None
+        # A Slack app (bot token, signing secret) instead of webhooks, and the interactions queues
+        # (local/interactions.py).
+        self.slack_app = slack_app
         # Metric series run on to here: the clock may move past the world's now (an event's own time). Never
         # further than SEED_AHEAD past the world's now: an event dated 2099 must not seed 70 years of points.
         self.until = seed_horizon(world, until)
@@ -177,6 +187,11 @@ class LocalStack:
                 )
             self.urls[logical] = sqs.create_queue(QueueName=name, Attributes=attributes)["QueueUrl"]
         secret = json.dumps({"default": self.sink.url, "routes": self.routes})
+        if self.slack_app:
+            from costguard.local.interactions import app_secret, create_interaction_queues
+
+            self.urls.update(create_interaction_queues(sqs, MAX_RECEIVE_COUNT))
+            secret = json.dumps(app_secret(self.routes))
         self.urls["SlackWebhookSecret"] = clients.client("secretsmanager").create_secret(
             Name=SECRET, SecretString=secret
         )["ARN"]
@@ -196,6 +211,10 @@ class LocalStack:
         )
         conditions = {"CreateSlackSecret": True}
         env = {k: resolve(v, refs, conditions) for k, v in self.template.global_environment().items()}
+        if self.slack_app:
+            from costguard.local.interactions import interaction_environment
+
+            env.update(interaction_environment(self.urls, self.sink))
         env.update(self.overrides)
         return env
 
@@ -226,10 +245,19 @@ class LocalStack:
         url = self.urls[queue_logical_id]
         sqs: Any = clients.client("sqs")
         invocations = []
+        batch_size = self.template.batch_size(consumer.logical_id, queue_logical_id)
         for _ in range(max_rounds):
-            received = sqs.receive_message(
-                QueueUrl=url, MaxNumberOfMessages=10, AttributeNames=["All"], VisibilityTimeout=0
-            ).get("Messages", [])
+            received: list[dict[str, Any]] = []
+            while len(received) < batch_size:  # Lambda's poller gathers up to the batch size
+                got = sqs.receive_message(
+                    QueueUrl=url,
+                    MaxNumberOfMessages=min(10, batch_size - len(received)),
+                    AttributeNames=["All"],
+                    VisibilityTimeout=300,  # not again in this batch; returned below unless told
+                ).get("Messages", [])
+                if not got:
+                    break
+                received.extend(got)
             if not received:
                 break
             event = {"Records": [_sqs_record(m, url) for m in received]}
@@ -242,6 +270,11 @@ class LocalStack:
                 invocations.append(invocation)
                 failed = {f["itemIdentifier"] for f in (invocation.result or {}).get("batchItemFailures", [])}
             done = [m for m in received if m["MessageId"] not in failed]
+            for m in received:
+                if m["MessageId"] in failed:  # back on the queue at once (then its dead-letter queue)
+                    sqs.change_message_visibility(
+                        QueueUrl=url, ReceiptHandle=m["ReceiptHandle"], VisibilityTimeout=0
+                    )
             self.consumed.extend(m["Body"] for m in done)
             for start in range(0, len(done), 10):
                 sqs.delete_message_batch(
@@ -252,6 +285,27 @@ class LocalStack:
                     ],
                 )
         return invocations
+
+    def window_passes(self, at: datetime | None = None) -> None:
+        """Before an event arriving ``at`` (default the clock's now): tell what the notifier held if its
+        batching window closed by then."""
+        since, at = self._pending_since, at or clock.now()
+        if since is not None and self.batch_window is not None and at >= since + self.batch_window:
+            self.flush()
+
+    def queued(self, at: datetime | None = None) -> None:
+        """After an event that arrived ``at``: tell its notices now, or open the batching window on them."""
+        if self.batch_window is None:
+            self.drain()
+        elif self._pending_since is None and self.queue_depth("DecisionsQueue"):
+            self._pending_since = at or clock.now()
+
+    def flush(self) -> list[dict[str, Any]]:
+        """Tell whatever the batching window still holds; the messages it posted."""
+        before = len(self.sink.messages)
+        self._pending_since = None
+        self.drain()
+        return self.sink.messages[before:]
 
     def queue_depth(self, queue_logical_id: str) -> int:
         attributes = clients.sqs().get_queue_attributes(

@@ -11,17 +11,22 @@ import re
 from typing import Any
 
 from slack_sdk.models.blocks import (
+    ActionsBlock,
     Block,
+    ButtonElement,
+    ConfirmObject,
     ContextBlock,
     HeaderBlock,
     MarkdownTextObject,
+    Option,
     PlainTextObject,
     SectionBlock,
+    StaticSelectElement,
 )
 
 from costguard.model import Action, Finding, Reason, Resource, ResourceKind
 from costguard.notify.links import console_url
-from costguard.notify.notice import Notice
+from costguard.notify.notice import GroupNotice, Notice
 from costguard.policy import is_protected
 
 TITLES: dict[Reason, str] = {
@@ -365,12 +370,15 @@ def _context(notice: Notice) -> list[str]:
     return elements
 
 
-def build_message(notice: Notice) -> dict[str, Any]:
+def build_message(notice: Notice, *, owner: str | None = None, interactive: bool = False) -> dict[str, Any]:
     """The webhook payload: ``text`` for notifications (with the dollar figure) and ``blocks`` for the message.
 
     Every string that came from AWS or a user (a Name tag, an SNS subject, a monitor name, an error) is
     escaped, stripped of bidirectional controls and clipped to Slack's limits, in every field. Fields that do not
     apply to the resource's kind (instance type, tags, the protect hint) are left out.
+
+    ``owner`` is the owner's mention (``<@U123>``, from the owner tag; see owner_text) and ``interactive`` adds
+    the buttons (Slack app only: a webhook message cannot carry them).
     """
     decision = notice.decision
     finding = decision.finding
@@ -382,6 +390,8 @@ def build_message(notice: Notice) -> dict[str, Any]:
     if on_instances:
         fields.append(_type_field(resource))
     fields.append(f"*Account / region*\n{account} / {region}")
+    if shown_owner := owner_text(resource, owner):
+        fields.append(f"*Owner*\n{shown_owner}")
     if on_instances or finding.hourly_usd is not None:
         fields.append(f"*Cost per hour*\n{_money(finding.hourly_usd, '/h')}")
     if finding.cost_usd is not None:
@@ -392,6 +402,8 @@ def build_message(notice: Notice) -> dict[str, Any]:
     skip = frozenset(k for k, v in shown.items() if on_instances and finding.evidence.get(k) == v)
     evidence = _evidence_lines(finding.evidence, skip)
     action = _text(action_line(notice), _ACTION)
+    if notice.actor and _USER_ID.fullmatch(notice.actor):  # a person asked for it (a button in Slack)
+        action = f"{action}\nAsked by <@{notice.actor}> at {decision.decided_at:%Y-%m-%d %H:%M UTC}."
     if (
         decision.action is Action.STOP
         and not notice.outcome.error
@@ -411,8 +423,217 @@ def build_message(notice: Notice) -> dict[str, Any]:
         blocks.append(SectionBlock(text=MarkdownTextObject(text=text)))
     if context := _context(notice):
         blocks.append(ContextBlock(elements=[MarkdownTextObject(text=clip(e, MAX_CONTEXT)) for e in context]))
+    if interactive and (buttons := actions_for(notice)):
+        blocks.append(buttons)
     name = _text(resource.display_name, _NOTIFICATION_NAME)
     figure = _figure(finding)
     text = f"costguard {_text(decision.reason.value, _SHORT)}: {name} ({account}/{region})"
     text = clip(f"{text}: {figure}" if figure else text, MAX_TEXT)
     return {"text": text, "blocks": [block.to_dict() for block in blocks]}
+
+
+# -- owners, buttons, replies and groups ------------------------------------------------------------------------
+
+OWNER_TAG = "owner"
+_USER_ID = re.compile(r"[UW][A-Z0-9]{8,}")
+# The interactions endpoint (interact/) reads these: "<hours>|<reason>|<resource key>" for a choice of time,
+# "<reason>|<resource key>" for a button. Slack takes at most 150 characters in an option's value.
+KEEP, STOP_NOW, PROTECT, MUTE = "costguard:keep", "costguard:stop", "costguard:protect", "costguard:mute"
+KEEP_HOURS = ((4, "4 hours"), (24, "1 day"), (72, "3 days"), (168, "1 week"))
+MUTE_HOURS = ((24, "1 day"), (168, "1 week"), (720, "30 days"))
+# What a person can keep running, stop now or protect from a message: what costguard itself may stop.
+_CLICKABLE_KINDS = frozenset({ResourceKind.EC2_INSTANCE, ResourceKind.NOTEBOOK, ResourceKind.TRAINING_JOB})
+ROWS_SHOWN = 10  # a group message's rows, each with its own buttons
+ROWS_BRIEF = 40  # the next rows, a line each; the rest are counted and linked
+
+
+def owner_text(resource: Resource, mention: str | None) -> str | None:
+    """The owner as a mention when it resolved to a Slack user, else the owner tag as it is (escaped); None when
+    the resource has no owner tag. A tag that already is a user id is a mention without a lookup."""
+    if mention and _USER_ID.fullmatch(mention):
+        return f"<@{mention}>"
+    tag = resource.tags.get(OWNER_TAG, "").strip()
+    if not tag:
+        return None
+    if _USER_ID.fullmatch(tag):
+        return f"<@{tag}>"
+    return _text(tag, _SHORT)
+
+
+def _value(reason: str, key: str, hours: int | None = None) -> str:
+    from costguard.interact.values import action_value  # the endpoint reads them back with its parser
+
+    return action_value(reason, key, hours)
+
+
+def actions_for(notice: Notice, *, short: bool = False) -> ActionsBlock | None:
+    """Keep running (for a chosen time), Stop now and Protect on what costguard could stop and has not; Mute
+    this finding on every message. None when a value would not fit Slack's limits (a hostile resource id)."""
+    decision = notice.decision
+    resource = decision.resource
+    reason, key = decision.reason.value, resource.key
+    try:
+        _value(reason, key, max(h for h, _ in (*KEEP_HOURS, *MUTE_HOURS)))  # the longest value offered
+    except ValueError:  # too long for Slack, or unreadable back (a hostile id): no buttons
+        return None
+    elements: list[Any] = []
+    running = not (decision.action is Action.STOP and notice.outcome.done and not decision.dry_run)
+    protected = is_protected(resource.tags, notice.protect_tag_key)
+    if resource.kind in _CLICKABLE_KINDS and running and not protected:
+        elements.append(
+            StaticSelectElement(
+                action_id=KEEP,
+                placeholder="Keep running for…",
+                options=[Option(text=label, value=_value(reason, key, h)) for h, label in KEEP_HOURS],
+            )
+        )
+        elements.append(
+            ButtonElement(
+                text="Stop now",
+                action_id=STOP_NOW,
+                value=_value(reason, key),
+                style="danger",
+                confirm=ConfirmObject(
+                    title="Stop it now?",
+                    text=PlainTextObject(
+                        text=clip(f"costguard stops {clean(resource.display_name)} through its policy.", 300)
+                    ),
+                    confirm="Stop",
+                    deny="Cancel",
+                ),
+            )
+        )
+        if not short:
+            elements.append(ButtonElement(text="Protect", action_id=PROTECT, value=_value(reason, key)))
+    elements.append(
+        StaticSelectElement(
+            action_id=MUTE,
+            placeholder="Mute this finding…",
+            options=[Option(text=label, value=_value(reason, key, h)) for h, label in MUTE_HOURS],
+        )
+    )
+    return ActionsBlock(elements=elements)
+
+
+def build_reply(notice: Notice, *, owner: str | None = None) -> dict[str, Any]:
+    """What follows in a conversation's thread: the new state in a line or two (who did it, when)."""
+    decision = notice.decision
+    when = decision.decided_at.strftime("%Y-%m-%d %H:%M UTC")
+    lines = [_text(action_line(notice), _ACTION)]
+    if notice.actor and _USER_ID.fullmatch(notice.actor):
+        lines.append(f"Asked by <@{notice.actor}> at {when}.")
+    else:
+        lines.append(f"{_text(TITLES.get(decision.reason, decision.reason.value), _SHORT)} at {when}.")
+    if (
+        decision.action is Action.STOP
+        and not notice.outcome.error
+        and not notice.outcome.capped
+        and (restart := restart_line(decision.resource))
+    ):
+        lines.append(restart)  # safe mrkdwn already
+    if summary := _text(decision.finding.summary, 600):
+        lines.append(summary)
+    figure = _figure(decision.finding)
+    plain = (
+        f"costguard {_text(decision.reason.value, _SHORT)}: {_text(decision.resource.display_name, _NAME)}"
+    )
+    return {
+        "text": clip(f"{plain}: {figure}" if figure else plain, MAX_TEXT),
+        "blocks": [SectionBlock(text=MarkdownTextObject(text=clip("\n".join(lines), MAX_SECTION))).to_dict()],
+    }
+
+
+def _row_line(notice: Notice, owner: str | None) -> str:
+    decision = notice.decision
+    resource = decision.resource
+    parts = [f"*{_resource_link(console_url(resource), _text(resource.display_name, 120))}*"]
+    if resource.kind in _INSTANCE_KINDS and resource.instance_type:
+        count = "" if resource.instance_count == 1 else f" x {resource.instance_count}"
+        parts.append(f"{_text(resource.instance_type, 40)}{count}")
+    parts.append(_money(decision.hourly_usd, "/h"))
+    parts.append(_text(TITLES.get(decision.reason, decision.reason.value), 80))
+    parts.append(_text(action_line(notice).split(" ", 1)[-1], 300))
+    if shown := owner_text(resource, owner):
+        parts.append(f"owner {shown}")
+    return " · ".join(parts)
+
+
+def _brief_line(notice: Notice) -> str:
+    decision = notice.decision
+    name = _text(decision.resource.display_name, 80)
+    title = _text(TITLES.get(decision.reason, decision.reason.value), 60)
+    return f"{name} · {_money(decision.hourly_usd, '/h')} · {title}"
+
+
+def build_group_message(
+    group: GroupNotice,
+    *,
+    owners: dict[str, str] | None = None,
+    interactive: bool = False,
+    more_link: str | None = None,
+) -> dict[str, Any]:
+    """Many findings for one channel as one message: totals, the costliest first (type, $/h, verdict, action,
+    owner), each row with its own buttons, "and N more"."""
+    owners = owners or {}
+    verdicts = ", ".join(
+        f"{_text(TITLES.get(Reason(r), r) if r in Reason.__members__.values() else r, 80)} {n}"
+        for r, n in group.by_reason.items()
+    )
+    unpriced = f" ({group.unpriced} with no known price)" if group.unpriced else ""
+    title = "Still open after a day" if group.digest else "Findings"
+    summary = (
+        f"*{group.count} findings* costing *${group.hourly_total_usd:,.2f}/h* together{unpriced}: {verdicts}."
+    )
+    if group.digest:
+        summary = f"{summary}\nEach was told when it was first seen and is still open; it is not told again on its own."
+    blocks: list[Block] = [
+        HeaderBlock(text=PlainTextObject(text=clip(f"costguard: {title} ({group.count})", MAX_HEADER))),
+        SectionBlock(text=MarkdownTextObject(text=clip(summary, MAX_SECTION))),
+    ]
+    shown = group.rows[:ROWS_SHOWN]
+    for row in shown:
+        line = _row_line(row, owners.get(row.decision.resource.key))
+        blocks.append(SectionBlock(text=MarkdownTextObject(text=clip(line, MAX_SECTION))))
+        if interactive and (buttons := actions_for(row, short=True)):
+            blocks.append(buttons)
+    # The next ones in brief (name, $/h, verdict), a section per 20 lines; only the rest is "and N more".
+    brief = group.rows[ROWS_SHOWN : ROWS_SHOWN + ROWS_BRIEF]
+    for start in range(0, len(brief), 20):
+        lines = [f"• {_brief_line(row)}" for row in brief[start : start + 20]]
+        blocks.append(SectionBlock(text=MarkdownTextObject(text=clip("\n".join(lines), MAX_SECTION))))
+    rest = group.count - len(shown) - len(brief)
+    if rest > 0:
+        where = (
+            f"<{more_link}|the full list>"
+            if more_link and _SAFE_LOG_URL.fullmatch(more_link)
+            else "the full list"
+        )
+        note = f"… and {rest} more, cheaper ones: {where} is in the log of the function that found them."
+        if not group.source:
+            note = f"… and {rest} more, cheaper ones."
+        blocks.append(ContextBlock(elements=[MarkdownTextObject(text=clip(note, MAX_CONTEXT))]))
+    first = shown[0].decision.resource if shown else None
+    where_text = f" ({account_text(first.account)}/{_text(first.region, _SHORT)})" if first else ""
+    text = f"costguard: {group.count} findings{where_text}: ${group.hourly_total_usd:,.2f}/h"
+    return {"text": clip(text, MAX_TEXT), "blocks": [block.to_dict() for block in blocks]}
+
+
+_SAFE_LOG_URL = re.compile(
+    r"https://[a-z0-9-]+\.console\.aws\.amazon\.com/cloudwatch/home\?[A-Za-z0-9/?#=:%._~+$-]*"
+)
+
+
+def log_link(region: str, log_group: str, run_id: str) -> str | None:
+    """The CloudWatch console's view of a log group filtered on a run's id (where a group's rows are logged)."""
+    from urllib.parse import quote
+
+    if not re.fullmatch(r"[a-z]{2}(-[a-z]+)+-\d{1,2}", region) or not log_group:
+        return None
+
+    def console(text: str) -> str:  # the console's own escaping of a fragment: % written as $25
+        return quote(quote(text, safe=""), safe="").replace("%", "$")
+
+    return (
+        f"https://{region}.console.aws.amazon.com/cloudwatch/home?region={region}#logsV2:log-groups/log-group/"
+        f"{console(log_group)}/log-events$3FfilterPattern$3D{console(run_id)}"
+    )

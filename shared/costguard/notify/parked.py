@@ -18,7 +18,7 @@ from aws_lambda_powertools.metrics import MetricUnit
 
 from costguard.aws import clients
 from costguard.notify.delivery import PermanentDeliveryError, redact
-from costguard.notify.notice import Notice
+from costguard.notify.notice import AnyNotice
 from costguard.observability import logger, metrics
 from costguard.permissions import needs
 from costguard.settings import Settings
@@ -34,7 +34,7 @@ class ParkError(RuntimeError):
     """The failed-events queue did not take the notice: the caller returns it to the queue instead."""
 
 
-def parked_record(notice: Notice, error: PermanentDeliveryError, *, message_id: str) -> dict[str, Any]:
+def parked_record(notice: AnyNotice, error: PermanentDeliveryError, *, message_id: str) -> dict[str, Any]:
     return {
         "parked": PARKED_KIND,
         "function": FUNCTION,
@@ -47,7 +47,7 @@ def parked_record(notice: Notice, error: PermanentDeliveryError, *, message_id: 
     }
 
 
-def park(notice: Notice, error: PermanentDeliveryError, settings: Settings, *, message_id: str) -> None:
+def park(notice: AnyNotice, error: PermanentDeliveryError, settings: Settings, *, message_id: str) -> None:
     """Log, count and keep a notice Slack refused for good. Raises ParkError if it could not be kept."""
     record = parked_record(notice, error, message_id=message_id)
     body = _json(record)

@@ -8,7 +8,7 @@ from typing import Protocol
 from aws_lambda_powertools.metrics import MetricUnit
 
 from costguard.aws import clients
-from costguard.notify.notice import Notice
+from costguard.notify.notice import AnyNotice
 from costguard.observability import logger, metrics
 from costguard.permissions import needs
 
@@ -19,7 +19,7 @@ PERMISSIONS = needs("sqs:SendMessage")
 
 
 class NoticeQueue(Protocol):
-    def send(self, notices: Sequence[Notice]) -> None: ...
+    def send(self, notices: Sequence[AnyNotice]) -> None: ...
 
 
 class QueueSendError(RuntimeError):
@@ -30,7 +30,7 @@ class SqsNoticeQueue:
     def __init__(self, queue_url: str) -> None:
         self.queue_url = queue_url
 
-    def send(self, notices: Sequence[Notice]) -> None:
+    def send(self, notices: Sequence[AnyNotice]) -> None:
         sqs = clients.sqs()
         for start in range(0, len(notices), _SQS_BATCH):
             chunk = notices[start : start + _SQS_BATCH]
@@ -49,7 +49,7 @@ class SqsNoticeQueue:
                 raise QueueSendError(f"{len(response['Failed'])} notices not queued: {codes}")
 
 
-def _keep_in_log(notices: Sequence[Notice], why: str) -> None:
+def _keep_in_log(notices: Sequence[AnyNotice], why: str) -> None:
     """The action behind a notice has happened and a retry would not repeat it: the log keeps the notice whole."""
     metrics.add_metric(name="NoticesNotQueued", unit=MetricUnit.Count, value=len(notices))
     for notice in notices:
@@ -58,7 +58,7 @@ def _keep_in_log(notices: Sequence[Notice], why: str) -> None:
 
 class MemoryNoticeQueue:
     def __init__(self) -> None:
-        self.sent: list[Notice] = []
+        self.sent: list[AnyNotice] = []
 
-    def send(self, notices: Sequence[Notice]) -> None:
+    def send(self, notices: Sequence[AnyNotice]) -> None:
         self.sent.extend(notices)

@@ -1,19 +1,31 @@
-"""Which webhook a message goes to: one webhook, or a map from a routing tag's value to webhooks."""
+"""Where a message goes: one webhook or a map of webhooks by a routing tag's value, or a Slack app's channels."""
 
 from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from urllib.parse import urlsplit
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
 SLACK_WEBHOOK_HOST = "hooks.slack.com"
 LOCAL_HOSTS = frozenset({"127.0.0.1", "localhost"})  # plain http only for a local sink
 _HOST = re.compile(r"[a-z0-9]([a-z0-9-]*[a-z0-9])?(\.[a-z0-9]([a-z0-9-]*[a-z0-9])?)+")
 # Nothing a URL parser might read two ways: whitespace, control characters, backslashes.
 _UNSAFE = re.compile(r"[\s\x00-\x1f\x7f\\]")
+# The Slack app form: a bot token, the app's signing secret, and channel ids (public C..., private G...).
+CHANNEL_ID = re.compile(r"[CG][A-Z0-9]{8,}")
+_BOT_TOKEN = re.compile(r"xoxb-[A-Za-z0-9-]{1,250}")
+_SIGNING_SECRET = re.compile(r"[A-Za-z0-9]{16,128}")
 
 
 def allowed_hosts(extra: Iterable[str] = ()) -> frozenset[str]:
@@ -75,41 +87,96 @@ class SecretFormatError(ValueError):
 
 
 class SlackRoutes(BaseModel):
-    """The secret's content: ``{"default": url, "routes": {"ml-research": url, ...}}`` or one URL."""
+    """The secret's content, in one of two forms.
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    Webhooks: ``{"default": url, "routes": {"ml-research": url, ...}}`` or one URL.
+    A Slack app: ``{"bot_token": "xoxb-...", "signing_secret": "...", "default": "C0123ABCD",
+    "routes": {"ml-research": "C0456EFGH"}}``, where ``default`` and ``routes`` are channel ids.
+    Neither form is ever printed: not in ``repr``, not in an error.
+    """
+
+    # hide_input_in_errors: a ValidationError of a model built directly must not echo a token or URL either.
+    model_config = ConfigDict(frozen=True, extra="forbid", hide_input_in_errors=True)
 
     default: str = Field(min_length=1)
     routes: dict[str, str] = Field(default_factory=dict)
+    bot_token: str | None = None
+    signing_secret: str | None = None
 
-    @field_validator("default")
+    @field_validator("bot_token")
     @classmethod
-    def _default_is_url(cls, value: str, info: ValidationInfo) -> str:
-        return check_url(value, _context_hosts(info))
-
-    @field_validator("routes")
-    @classmethod
-    def _routes_are_urls(cls, value: dict[str, str], info: ValidationInfo) -> dict[str, str]:
-        hosts = _context_hosts(info)
-        for route, url in value.items():
-            try:
-                check_url(url, hosts)
-            except ValueError as error:
-                raise ValueError(f"route {route[:64]!r}: {error}") from None
+    def _bot_token_shape(cls, value: str | None) -> str | None:
+        if value is not None and not _BOT_TOKEN.fullmatch(value):
+            raise ValueError("the bot token must be a Slack bot token (xoxb-...)")
         return value
 
-    def __repr__(self) -> str:  # never print webhook URLs
-        return f"SlackRoutes(routes={sorted(self.routes)})"
+    @field_validator("signing_secret")
+    @classmethod
+    def _signing_secret_shape(cls, value: str | None) -> str | None:
+        if value is not None and not _SIGNING_SECRET.fullmatch(value):
+            raise ValueError(
+                "the signing secret must be the app's signing secret (16 to 128 letters and digits)"
+            )
+        return value
+
+    @model_validator(mode="after")
+    def _destinations(self, info: ValidationInfo) -> SlackRoutes:
+        # After the fields, so the form (bot token or not) is known before the destinations are read.
+        if self.bot_token is None:
+            if self.signing_secret is not None:
+                raise ValueError("a signing secret needs a bot token (xoxb-...) beside it")
+            check = _url_checker(_context_hosts(info))
+        else:
+            check = _channel_id
+        try:
+            check(self.default)
+        except ValueError as error:
+            raise ValueError(f"default: {error}") from None
+        for route, destination in self.routes.items():
+            try:
+                check(destination)
+            except ValueError as error:
+                raise ValueError(f"route {route[:64]!r}: {error}") from None
+        return self
+
+    @property
+    def is_app(self) -> bool:
+        """A Slack app (bot token, channel ids), not webhooks."""
+        return self.bot_token is not None
+
+    def __repr__(self) -> str:  # never print webhook URLs, tokens or secrets
+        app = "app=True, " if self.is_app else ""
+        return f"SlackRoutes({app}routes={sorted(self.routes)})"
 
     __str__ = __repr__
 
-    def webhook_for(self, tags: dict[str, str], routing_tag_key: str) -> str:
+    def channel_for(self, tags: dict[str, str], routing_tag_key: str) -> str:
+        """The destination for a resource's tags: a channel id (app form) or a webhook URL (webhook form)."""
         value = tags.get(routing_tag_key)
         return self.routes.get(value, self.default) if value else self.default
 
+    def webhook_for(self, tags: dict[str, str], routing_tag_key: str) -> str:
+        """The webhook URL for a resource's tags (webhook form only: an app's channel id is not a URL)."""
+        if self.is_app:
+            raise SecretFormatError(
+                "the Slack secret holds a Slack app, not webhooks: post through its channels"
+            )
+        return self.channel_for(tags, routing_tag_key)
+
+
+def _url_checker(hosts: frozenset[str]) -> Callable[[str], object]:
+    return lambda url: check_url(url, hosts)
+
+
+def _channel_id(value: str) -> str:
+    if not CHANNEL_ID.fullmatch(value):
+        raise ValueError("with a bot token, a destination must be a Slack channel id (C... or G...)")
+    return value
+
 
 def parse_routes(secret: str, extra_hosts: Iterable[str] = ()) -> SlackRoutes:
-    """The secret's routes; every webhook URL is checked against hooks.slack.com and ``extra_hosts``."""
+    """The secret's routes; every webhook URL is checked against hooks.slack.com and ``extra_hosts``, every
+    channel id of the app form against Slack's shape."""
     text = secret.strip()
     if not text:
         raise SecretFormatError("the Slack webhook secret is empty: put the webhook URL in it")

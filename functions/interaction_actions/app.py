@@ -1,0 +1,40 @@
+"""Entry point: queued Slack interactions (keep, protect, stop now, mute), carried out once each."""
+
+from __future__ import annotations
+
+from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, process_partial_response
+from aws_lambda_powertools.utilities.batch.types import PartialItemFailureResponse
+from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
+from aws_lambda_powertools.utilities.typing import LambdaContext
+
+from costguard import clock
+from costguard.interact.actions import Interactions
+from costguard.interact.authorize import allowed_from_environment
+from costguard.interact.consumer import PERMISSIONS as ACTIONS_PERMISSIONS
+from costguard.interact.consumer import handle_record, interactions
+from costguard.observability import logger, metrics, tracer
+from costguard.settings import get_settings
+
+# The IAM actions this handler's calls need: tests/template/test_iam.py holds the template to them.
+PERMISSIONS = ACTIONS_PERMISSIONS
+
+settings = get_settings()  # validated at cold start
+allowed = allowed_from_environment()  # COSTGUARD_SLACK_ALLOWED, likewise
+processor = BatchProcessor(event_type=EventType.SQS)
+_deps: list[Interactions] = []  # built on the first record (it reads the Slack secret), then kept
+
+
+def record_handler(record: SQSRecord) -> None:
+    if not _deps:
+        _deps.append(interactions(settings, allowed))
+    # A failure (AWS or Slack unreachable) raises: the record returns to the queue, then its dead-letter queue.
+    handle_record(record.body, _deps[0], clock.now())
+
+
+@logger.inject_lambda_context(clear_state=True)
+@tracer.capture_lambda_handler
+@metrics.log_metrics
+def lambda_handler(event: dict[str, object], context: LambdaContext) -> PartialItemFailureResponse:
+    return process_partial_response(
+        event=event, record_handler=record_handler, processor=processor, context=context
+    )

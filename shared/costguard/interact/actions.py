@@ -1,0 +1,323 @@
+"""What a click does, off the request path: keep, protect, stop now or mute, each recorded and told in the thread.
+
+Every click is authorized against the resource as it is now (read afresh), done once however often it is
+delivered (an ``action#<click>`` record written before acting), and told in the resource's thread through the
+decisions queue (a Notice naming the person). A refused click changes nothing and is answered to the person
+alone (an ephemeral reply through the interaction's response_url).
+
+Modes: keep, protect and mute only ever hold costguard back, so they work in both modes. "Stop now" is the
+one that changes what runs: in notify mode costguard promises never to stop anything, so it is refused there
+(the person is told so); in remediate mode it goes through the same policy as a sweep's stop (protected,
+snoozed and stop-blocked resources are refused, only what costguard has marked may be stopped, the hourly cap
+counts it) and the same executor.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any, Protocol
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from costguard.act.executor import Outcome, Remediator, StopBlockerReader, StopLimiter, execute
+from costguard.interact import resources, state
+from costguard.interact.authorize import Allowed, SlackDirectory, refusal
+from costguard.interact.values import WITH_HOURS, ActionId, ActionValue, parse_action_value
+from costguard.model import Action, Decision, Finding, Resource
+from costguard.notify.notice import Notice
+from costguard.notify.queue import NoticeQueue
+from costguard.observability import logger
+from costguard.policy import (
+    SNOOZE_TAG_KEY,
+    Policy,
+    decide_requested_stop,
+    is_protected,
+    snoozed_until,
+    utc_text,
+)
+from costguard.pricing import PriceBook
+
+
+class SlackResponder(SlackDirectory, Protocol):
+    """What the actions ask of Slack (costguard.notify.slack_api.SlackApi has these)."""
+
+    def respond(
+        self, response_url: str, text: str, *, replace_original: bool = False, ephemeral: bool = True
+    ) -> None: ...
+
+
+class _Option(BaseModel):
+    value: str
+
+
+class _Element(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    action_id: str
+    action_ts: str = ""
+    value: str | None = None
+    selected_option: _Option | None = None
+
+
+class _Id(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    id: str = Field(min_length=1, max_length=64)
+
+
+class BlockActions(BaseModel):
+    """The part of Slack's block_actions payload costguard reads."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    type: str
+    user: _Id
+    channel: _Id | None = None
+    response_url: str | None = None
+    actions: list[_Element] = Field(min_length=1)
+
+
+@dataclass(frozen=True)
+class Click:
+    action: ActionId
+    value: ActionValue
+    raw_value: str
+    user: str
+    action_ts: str
+    response_url: str | None
+
+    @property
+    def id(self) -> str:
+        return state.click_id(self.user, self.action, self.action_ts, self.raw_value)
+
+
+class UnreadableClick(ValueError):
+    """Not a click on one of costguard's elements (logged and dropped: another delivery reads the same)."""
+
+
+def click_of(payload: dict[str, Any]) -> Click:
+    try:
+        parsed = BlockActions.model_validate(payload)
+    except ValidationError as error:
+        raise UnreadableClick(f"not a block_actions payload ({error.error_count()} problems)") from None
+    if parsed.type != "block_actions":
+        raise UnreadableClick(f"interaction type {parsed.type[:40]!r} is not handled")
+    element = parsed.actions[0]
+    try:
+        action = ActionId(element.action_id)
+    except ValueError:
+        raise UnreadableClick(f"action_id {element.action_id[:60]!r} is not costguard's") from None
+    raw = element.selected_option.value if element.selected_option else element.value
+    if raw is None:
+        raise UnreadableClick(f"{action} carries no value")
+    try:
+        value = parse_action_value(raw, with_hours=action in WITH_HOURS)
+    except ValueError as error:
+        raise UnreadableClick(f"{action} value unreadable: {error}") from None
+    return Click(action, value, raw, parsed.user.id, element.action_ts, parsed.response_url)
+
+
+@dataclass(frozen=True)
+class Interactions:
+    """What carrying a click out needs, built once per process (functions/interaction_actions)."""
+
+    table: str
+    policy: Policy
+    allowed: Allowed
+    slack: SlackResponder
+    queue: NoticeQueue
+    remediator: Remediator
+    prices: PriceBook
+    limiter: StopLimiter | None = None
+
+
+@dataclass(frozen=True)
+class Result:
+    outcome: str  # done | refused | failed | duplicate | ignored (unreadable)
+    detail: str
+
+    def summary(self) -> dict[str, str]:
+        return {"outcome": self.outcome, "detail": self.detail}
+
+
+def carry_out(click: Click, deps: Interactions, now: datetime) -> Result:
+    """The click, done once (a second delivery finds its record and does nothing)."""
+    record = state.ActionRecord(deps.table, click.id)
+    if not record.start(user=click.user, action=click.action, resource=click.value.resource.key, at=now):
+        logger.info("click already handled", extra={"click": click.id, "action": click.action})
+        return Result("duplicate", "this click was already handled")
+    try:
+        result = _act(click, deps, now)
+    except Exception:
+        record.forget()  # nothing was recorded as done: the redelivery tries again
+        raise
+    record.finish(result.outcome, result.detail)
+    logger.info(
+        "click handled",
+        extra={
+            "click": click.id,
+            "user": click.user,
+            "action": click.action,
+            "resource": click.value.resource.key,
+            **result.summary(),
+        },
+    )
+    return result
+
+
+def _act(click: Click, deps: Interactions, now: datetime) -> Result:
+    try:
+        resource = resources.read(click.value.resource)
+    except resources.NotActable as gone:
+        return _refuse(click, deps, str(gone))
+    why = refusal(deps.allowed, click.user, resource.tags, deps.slack)
+    if why is not None:
+        return _refuse(click, deps, f"You may not do this: {why}. Nothing was changed.")
+    if click.action is ActionId.KEEP:
+        return _keep(click, resource, deps, now)
+    if click.action is ActionId.PROTECT:
+        return _protect(click, resource, deps, now)
+    if click.action is ActionId.MUTE:
+        return _mute(click, resource, deps, now)
+    return _stop(click, resource, deps, now)
+
+
+def _tagged(resource: Resource, key: str, value: str) -> Resource:
+    """The resource as it is after the tag was written (the thread's message reads its tags)."""
+    return resource.model_copy(update={"tags": {**resource.tags, key: value}})
+
+
+def _hours(click: Click) -> timedelta:
+    assert click.value.hours is not None  # parse_action_value requires hours for keep and mute
+    return timedelta(hours=click.value.hours)
+
+
+def _keep(click: Click, resource: Resource, deps: Interactions, now: datetime) -> Result:
+    if is_protected(resource.tags, deps.policy.protect_tag_key):
+        return _refuse(
+            click,
+            deps,
+            f"{resource.display_name} is protected: costguard never stops it, no need to keep it.",
+        )
+    until = (now + _hours(click)).replace(second=0, microsecond=0)
+    resources.set_tag(resource, SNOOZE_TAG_KEY, until.isoformat())
+    note = f"kept running until {utc_text(until)}"
+    kept = _tagged(resource, SNOOZE_TAG_KEY, until.isoformat())
+    return _told(click, kept, deps, now, note, f"tagged {SNOOZE_TAG_KEY}={until.isoformat()}")
+
+
+def _protect(click: Click, resource: Resource, deps: Interactions, now: datetime) -> Result:
+    key = deps.policy.protect_tag_key
+    if is_protected(resource.tags, key):
+        return _refuse(click, deps, f"{resource.display_name} is already protected (tag {key}).")
+    resources.set_tag(resource, key, "true")
+    note = f"protected: costguard will never stop it (tag {key}=true)"
+    return _told(click, _tagged(resource, key, "true"), deps, now, note, f"tagged {key}=true")
+
+
+def _mute(click: Click, resource: Resource, deps: Interactions, now: datetime) -> Result:
+    until = (now + _hours(click)).replace(second=0, microsecond=0)
+    state.mute(deps.table, resource.key, click.value.reason, until, by=click.user)
+    note = f"{click.value.reason} muted until {utc_text(until)}"
+    return _told(click, resource, deps, now, note, f"muted until {until.isoformat()}")
+
+
+def _stop(click: Click, resource: Resource, deps: Interactions, now: datetime) -> Result:
+    if deps.policy.dry_run:
+        return _refuse(
+            click,
+            deps,
+            "costguard runs in notify mode: it never stops anything, and Stop now does nothing there. "
+            "Stop it yourself, or switch costguard to remediate mode.",
+        )
+    if deps.policy.max_stops < 1:
+        return _refuse(click, deps, "costguard's stop cap per run is 0: it stops nothing.")
+    finding = _finding(click, resource, deps, now, "stop requested in Slack")
+    decision = decide_requested_stop(finding, deps.policy, now)
+    if decision.action is Action.STOP and isinstance(deps.remediator, StopBlockerReader):
+        try:
+            blocker = deps.remediator.stop_blocker(resource)
+        except Exception:  # unreadable: EC2 still refuses a protected stop, as in the pipeline
+            logger.warning("stop blocker unreadable: deciding without it", extra={"resource": resource.key})
+            blocker = None
+        if blocker is not None:
+            blocked = finding.model_copy(
+                update={"resource": resource.model_copy(update={"stop_blocker": blocker})}
+            )
+            decision = decide_requested_stop(blocked, deps.policy, now)
+    if decision.action is not Action.STOP:
+        return _refuse(click, deps, f"{resource.display_name}: {decision.note}. Nothing was changed.")
+    outcome = execute(decision, deps.remediator, deps.limiter)
+    deps.queue.send(
+        [
+            Notice(
+                decision=decision,
+                outcome=outcome,
+                protect_tag_key=deps.policy.protect_tag_key,
+                actor=click.user,
+            )
+        ]
+    )
+    if not outcome.done:
+        _reply(click, deps, f"{outcome.detail}.")
+        return Result("failed", outcome.detail)
+    return Result("done", outcome.detail)
+
+
+def _finding(click: Click, resource: Resource, deps: Interactions, now: datetime, summary: str) -> Finding:
+    price = deps.prices.hourly(resource.instance_type, resource.region)
+    return Finding(
+        reason=click.value.reason,
+        resource=resource,
+        summary=summary,  # who asked is the notice's actor, told as a mention
+        observed_at=now,
+        hourly_usd=price.usd_per_hour * resource.instance_count if price else None,
+        remediable=True,
+        event_id=f"slack:{click.id}",
+    )
+
+
+def _told(
+    click: Click, resource: Resource, deps: Interactions, now: datetime, note: str, detail: str
+) -> Result:
+    """A done keep, protect or mute: told in the resource's thread, with who asked."""
+    asked = {ActionId.KEEP: "Keep running", ActionId.PROTECT: "Protect", ActionId.MUTE: "Mute"}[click.action]
+    finding = _finding(click, resource, deps, now, f"{asked} asked in Slack").model_copy(
+        update={"report_note": note}
+    )
+    decision = Decision(
+        action=Action.NOTIFY,
+        reason=finding.reason,
+        finding=finding,
+        dry_run=deps.policy.dry_run,
+        note=note,
+        decided_at=now,
+    )
+    notice = Notice(
+        decision=decision,
+        outcome=Outcome(done=True, detail=detail),
+        protect_tag_key=deps.policy.protect_tag_key,
+        actor=click.user,
+    )
+    deps.queue.send([notice])
+    return Result("done", note)
+
+
+def _refuse(click: Click, deps: Interactions, text: str) -> Result:
+    _reply(click, deps, text)
+    return Result("refused", text)
+
+
+def _reply(click: Click, deps: Interactions, text: str) -> None:
+    if not click.response_url:
+        return
+    try:
+        deps.slack.respond(click.response_url, text, ephemeral=True)
+    except Exception as error:  # the reply is a courtesy; the record and the log keep what happened
+        logger.warning("Slack reply failed", extra={"click": click.id, "error": type(error).__name__})
+
+
+def still_snoozed(resource: Resource, now: datetime) -> datetime | None:
+    """When the resource's snooze ends, if it is snoozed (for messages that want to say so)."""
+    return snoozed_until(resource.tags, now)

@@ -1,0 +1,102 @@
+"""The action ids and values of costguard's interactive Slack elements: built by the message, read back here."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+
+from costguard.model import Reason, ResourceKind
+
+# Slack caps a select option's value at 150 characters and a button's at 2000.
+MAX_OPTION_VALUE = 150
+MAX_BUTTON_VALUE = 2000
+_SEPARATOR = "|"
+
+
+class ActionId(StrEnum):
+    """``action_id`` of each element (a keep or mute is a static_select, a stop or protect a button)."""
+
+    KEEP = "costguard:keep"
+    STOP = "costguard:stop"
+    PROTECT = "costguard:protect"
+    MUTE = "costguard:mute"
+
+
+# The elements whose value starts with a number of hours.
+WITH_HOURS = frozenset({ActionId.KEEP, ActionId.MUTE})
+
+
+@dataclass(frozen=True)
+class ResourceKey:
+    """``Resource.key`` read back: ``<account>/<region>/<kind>/<id>``."""
+
+    account: str
+    region: str
+    kind: ResourceKind
+    id: str
+
+    @property
+    def key(self) -> str:
+        return f"{self.account}/{self.region}/{self.kind}/{self.id}"
+
+
+@dataclass(frozen=True)
+class ActionValue:
+    reason: Reason
+    resource: ResourceKey
+    hours: float | None = None
+
+
+def action_value(reason: str, resource_key: str, hours: float | None = None) -> str:
+    """The value of an element: ``<reason>|<resource key>``, or ``<hours>|<reason>|<resource key>`` for the
+    keep and mute menus' options. Raises ValueError when Slack would refuse it (too long) or it cannot be read
+    back."""
+    parse_resource_key(resource_key)
+    if _SEPARATOR in reason or _SEPARATOR in resource_key:
+        raise ValueError(f"a reason or resource key must not contain {_SEPARATOR!r}")
+    if hours is None:
+        value = f"{reason}{_SEPARATOR}{resource_key}"
+        limit = MAX_BUTTON_VALUE
+    else:
+        if not 0 < hours <= 24 * 365:
+            raise ValueError(f"hours must be between 0 and a year, not {hours}")
+        value = f"{hours:g}{_SEPARATOR}{reason}{_SEPARATOR}{resource_key}"
+        limit = MAX_OPTION_VALUE
+    if len(value) > limit:
+        raise ValueError(f"the value is {len(value)} characters; Slack allows {limit}")
+    return value
+
+
+def parse_action_value(value: str, *, with_hours: bool) -> ActionValue:
+    """An element's value read back (ValueError if costguard did not build it)."""
+    parts = value.split(_SEPARATOR, 2 if with_hours else 1)
+    hours: float | None = None
+    if with_hours:
+        if len(parts) != 3:
+            raise ValueError("expected <hours>|<reason>|<resource key>")
+        try:
+            hours = float(parts[0])
+        except ValueError:
+            raise ValueError(f"hours {parts[0][:20]!r} is not a number") from None
+        if not 0 < hours <= 24 * 365:
+            raise ValueError(f"hours must be between 0 and a year, not {hours:g}")
+        parts = parts[1:]
+    if len(parts) != 2:
+        raise ValueError("expected <reason>|<resource key>")
+    try:
+        reason = Reason(parts[0])
+    except ValueError:
+        raise ValueError(f"unknown reason {parts[0][:40]!r}") from None
+    return ActionValue(reason=reason, resource=parse_resource_key(parts[1]), hours=hours)
+
+
+def parse_resource_key(key: str) -> ResourceKey:
+    parts = key.split("/", 3)
+    if len(parts) != 4 or not all(parts):
+        raise ValueError("expected <account>/<region>/<kind>/<id>")
+    account, region, kind, ident = parts
+    try:
+        resource_kind = ResourceKind(kind)
+    except ValueError:
+        raise ValueError(f"unknown resource kind {kind[:40]!r}") from None
+    return ResourceKey(account=account, region=region, kind=resource_kind, id=ident)
