@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, process_partial_response
 from aws_lambda_powertools.utilities.batch.types import PartialItemFailureResponse
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from costguard import clock
-from costguard.interact.actions import Interactions
+from costguard.interact.actions import Interactions, UnreadableClick
 from costguard.interact.authorize import allowed_from_environment
 from costguard.interact.consumer import PERMISSIONS as ACTIONS_PERMISSIONS
 from costguard.interact.consumer import handle_record, interactions
@@ -25,10 +26,24 @@ _deps: list[Interactions] = []  # built on the first record (it reads the Slack 
 
 
 def record_handler(record: SQSRecord) -> None:
-    if not _deps:
-        _deps.append(interactions(settings, allowed))
-    # A failure (AWS or Slack unreachable) raises: the record returns to the queue, then its dead-letter queue.
-    handle_record(record.body, _deps[0], clock.now())
+    # A failure (AWS or Slack unreachable, an unreadable click) is logged with the message id, counted, and
+    # raised: the record returns to the queue, then its dead-letter queue keeps it.
+    try:
+        if not _deps:
+            _deps.append(interactions(settings, allowed))
+        handle_record(record.body, _deps[0], clock.now())
+    except UnreadableClick as unreadable:
+        logger.error(
+            "unreadable interaction", extra={"message_id": record.message_id, "problem": str(unreadable)}
+        )
+        metrics.add_metric(name="UnreadableInteractions", unit=MetricUnit.Count, value=1)
+        raise
+    except Exception as error:
+        logger.error(
+            "interaction failed", extra={"message_id": record.message_id, "cause": type(error).__name__}
+        )
+        metrics.add_metric(name="InteractionFailures", unit=MetricUnit.Count, value=1)
+        raise
 
 
 @logger.inject_lambda_context(clear_state=True)

@@ -52,13 +52,13 @@ def test_demo_shows_the_training_job_alert(demo_output: str) -> None:
     assert "Summary:" in out
 
 
-# The demo's headline, worked out by hand from the sample events and the world, each resource once at its latest
-# figure. Budgets' month-to-date spend, anomalies' impact, the llama failure loop (its jobs are counted one by
+# The demo's headline, worked out by hand from the sample events and the world (replayed in the order they
+# arrive, each at its own time), each resource once at its latest figure. Budgets' month-to-date spend, anomalies' impact, the llama failure loop (its jobs are counted one by
 # one) and the daily digest are context, never added.
 SPENT_BY_HAND = {
     "8f2d7c1e-3b5a-4c9d-a0e1-6b7f2d9c4e31": 3.17,  # Batch job: its failed attempts' run time x g5 price
-    "cr-0a1f0000000000c04": 165.12,  # the idle Capacity Block at the sweep (the earlier 130.26 is the same money)
-    "i-0a1f00000000000b1": 27.41,  # spot interruption: the work lost since launch
+    "cr-0a1f0000000000c04": 110.08,  # the idle Capacity Block at the 12:00 sweep: two hours at $55.04/h
+    "i-0a1f00000000000b1": 25.52,  # spot interruption at 11:58: the work lost since launch
     "llama-ft-nightly-2026-11-20-03-00-00": 30.98,
     "llama-ft-nightly-2026-11-20-05-00-00": 32.90,
     "llama-ft-nightly-2026-11-20-06-30-00": 38.25,
@@ -73,7 +73,7 @@ SPENT_BY_HAND = {
 def test_demo_headline_counts_each_resource_once(demo_output: str) -> None:
     [line] = [line for line in demo_output.splitlines() if "already spent by the" in line]
     spent = float(line.split("$", 1)[1].split(" ", 1)[0].replace(",", ""))
-    assert spent == round(sum(SPENT_BY_HAND.values()), 2) == 2006.79
+    assert spent == round(sum(SPENT_BY_HAND.values()), 2) == 1949.86
     assert f"by the {len(SPENT_BY_HAND)} flagged resources" in line
     context = demo_output.split("Not added to those", 1)[1]
     assert "budget_breach ml-research-gpu/ACTUAL>5000: $5,120.40" in context

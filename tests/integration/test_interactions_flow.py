@@ -102,6 +102,10 @@ def test_keep_holds_the_stop_off_until_it_ends(remediating: LocalStack, tmp_path
     assert tags[SNOOZE_TAG_KEY] == "2026-11-20T14:05:00+00:00"
     assert "kept running until 2026-11-20 14:05 UTC" in _texts(kept)
     assert f"<@{LOCAL_OPS_USER}>" in _texts(kept)  # who, as a mention (not escaped)
+    # The first message of the conversation (here the 12:00 sweep's group) shows it: who, and until when.
+    [update] = [u for u in remediating.sink.updates if "research-g6e-forgotten" in json.dumps(u)]
+    row = next(b["text"]["text"] for b in update["blocks"] if "research-g6e-forgotten" in json.dumps(b))
+    assert "kept running until 2026-11-20 14:05 UTC" in row and f"<@{LOCAL_OPS_USER}>" in row
     [record] = _action_records()
     assert record["user"]["S"] == LOCAL_OPS_USER and record["status"]["S"] == "done"
 

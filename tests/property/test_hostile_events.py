@@ -162,6 +162,11 @@ def test_handler_survives_hostile_events(function: str, stack: LocalStack) -> No
     _record_figures(function, figures)
 
 
+# What a queue consumer logs (with the message id) and counts for a record it returns to the queue.
+FAILURE_LOGS = ("unreadable notice", "Slack delivery failed", "unreadable interaction", "interaction failed")
+FAILURE_METRICS = ("UnreadableNotices", "DeliveryFailures", "UnreadableInteractions", "InteractionFailures")
+
+
 @pytest.mark.parametrize("function", QUEUE_DRIVEN)
 def test_queue_consumer_survives_hostile_notices(function: str, stack: LocalStack) -> None:
     """Queued notices, mutated: each record is delivered or reported back to SQS (kept), never lost or fatal."""
@@ -219,16 +224,18 @@ def test_queue_consumer_survives_hostile_notices(function: str, stack: LocalStac
         logged = {
             line.get("message_id")
             for line in json_lines(logs.getvalue())
-            if line.get("message") in ("unreadable notice", "Slack delivery failed")
+            if line.get("message") in FAILURE_LOGS
         }
         assert failed <= logged
-        counted = _metric_values(stdout.getvalue(), "UnreadableNotices") + _metric_values(
-            stdout.getvalue(), "DeliveryFailures"
-        )
+        counted = [v for name in FAILURE_METRICS for v in _metric_values(stdout.getvalue(), name)]
         assert sum(counted) == len(failed)
         # Records not reported failed were posted (at most once per decision).
         assert len(stack.sink.messages) - before <= len(ids) - len(failed)
 
     survives()
-    assert figures["reported_failed"] > 0 and figures["delivered"] > 0
+    assert figures["reported_failed"] > 0
+    if function == "NotifierFunction":
+        # The interactions consumer carries out clicks only with a Slack app, which this module's stack has not
+        # (its click flows: tests/integration/test_interactions_flow.py): every record fails there, kept.
+        assert figures["delivered"] > 0
     _record_figures(function, figures)

@@ -169,7 +169,8 @@ def test_a_payload_that_is_not_a_click_on_costguards_elements_is_unreadable(payl
         click_of(payload)
 
 
-def test_an_unreadable_queued_record_is_dropped_not_retried() -> None:
-    assert handle_record("not json", _deps(), NOW).outcome == "ignored"
-    assert handle_record('{"payload": {"type": "block_actions"}}', _deps(), NOW).outcome == "ignored"
+def test_an_unreadable_queued_record_raises_so_the_queue_keeps_it() -> None:
+    for body in ("not json", '{"payload": {"type": "block_actions"}}', "[]"):
+        with pytest.raises(UnreadableClick):
+            handle_record(body, _deps(), NOW)
     assert ActionId.MUTE in actions.WITH_HOURS

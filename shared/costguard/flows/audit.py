@@ -163,7 +163,14 @@ def report(step: ReportInput, settings: Settings) -> dict[str, Any]:
     slack = "not configured"
     if settings.slack_secret_id:
         try:
-            post(load_routes(settings.slack_secret_id).default, summary_message(document, link))
+            routes = load_routes(settings.slack_secret_id)
+            message = summary_message(document, link)
+            if routes.is_app:  # a Slack app: the default channel, through the Web API
+                from costguard.notify.slack_api import api_for
+
+                api_for(routes).post(routes.default, message)
+            else:
+                post(routes.default, message)
             slack = "sent"
         except DeliveryError as error:
             # The report is stored: the summary's failure is logged and counted, and named in the output.

@@ -274,11 +274,13 @@ def _send(planned: Post, sender: Sender, store: ConversationStore, settings: Set
         assert conversation is not None and conversation.ts is not None
         owner = sender.owner(notice)
         sender.send(build_reply(notice, owner=owner), thread_ts=conversation.ts)
-        if not conversation.grouped:
-            try:  # the parent shows the current state; a failed update loses nothing the thread does not say
+        try:  # the parent shows the current state; a failed update loses nothing the thread does not say
+            if conversation.grouped:
+                _update_row(store, sender, where, conversation, notice, settings, now)
+            else:
                 sender.update(conversation.ts, build_message(notice, owner=owner, interactive=True))
-            except Exception as error:
-                logger.warning("parent not updated", extra={"cause": type(error).__name__})
+        except Exception as error:
+            logger.warning("parent not updated", extra={"cause": type(error).__name__})
         _remember(store, conversation.with_told(notice.id), now)
         return
     if planned.kind == "opener":
@@ -301,6 +303,11 @@ def _send(planned: Post, sender: Sender, store: ConversationStore, settings: Set
     if grouped.source and grouped.rows:
         link = log_link(grouped.rows[0].decision.resource.region, grouped.source, grouped.id)
     ts = sender.send(build_group_message(grouped, owners=owners, interactive=sender.threads, more_link=link))
+    if ts is not None and planned.kind == "group":
+        try:  # kept so that a reply in its thread can update its row
+            store.put_group(where, ts, grouped.model_dump_json(), now)
+        except Exception as error:
+            logger.warning("group not recorded", extra={"cause": type(error).__name__})
     if planned.kind == "digest":
         return  # its rows were told when first seen: their conversations stay where they are
     for row in grouped.rows:
@@ -310,6 +317,29 @@ def _send(planned: Post, sender: Sender, store: ConversationStore, settings: Set
             Conversation(key=key, destination=where, channel=channel, ts=ts, grouped=True, told=(row.id,)),
             now,
         )
+
+
+def _update_row(
+    store: ConversationStore,
+    sender: Sender,
+    where: str,
+    conversation: Conversation,
+    notice: Notice,
+    settings: Settings,
+    now: Any,
+) -> None:
+    """A group message whose row has news: the row shows the new state (and who asked for it)."""
+    assert conversation.ts is not None
+    body = store.get_group(where, conversation.ts)
+    if body is None:
+        return
+    grouped = GroupNotice.model_validate_json(body)
+    fresh = notice.slim(settings.routing_tag_key)
+    rows = [fresh if r.decision.finding.conversation == conversation.key else r for r in grouped.rows]
+    updated = grouped.model_copy(update={"rows": rows})
+    owners = {r.decision.resource.key: o for r in rows[:10] if (o := sender.owner(r)) is not None}
+    sender.update(conversation.ts, build_group_message(updated, owners=owners, interactive=True))
+    store.put_group(where, conversation.ts, updated.model_dump_json(), now)
 
 
 def _remember(store: ConversationStore, conversation: Conversation, now: Any) -> None:

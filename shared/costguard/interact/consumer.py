@@ -18,7 +18,6 @@ from costguard.notify.delivery import SECRET_PERMISSIONS, load_routes
 from costguard.notify.queue import PERMISSIONS as QUEUE_PERMISSIONS
 from costguard.notify.queue import SqsNoticeQueue
 from costguard.notify.slack_api import api_for
-from costguard.observability import logger
 from costguard.permissions import needs
 from costguard.policy import Policy
 from costguard.pricing import price_book
@@ -65,12 +64,13 @@ def interactions(settings: Settings, allowed: Allowed) -> Interactions:
 
 
 def handle_record(body: str, deps: Interactions, now: datetime) -> Result:
-    """One queued interaction. An unreadable one is logged and dropped: every delivery would read the same."""
+    """One queued interaction. An unreadable one raises UnreadableClick: the entry point logs it with its
+    message id, counts it, and leaves it to the queue's dead-letter queue, where it is kept."""
     try:
         message: dict[str, Any] = json.loads(body)
         click = click_of(message["payload"])
+    except UnreadableClick:
+        raise
     except (ValueError, KeyError, TypeError) as error:
-        problem = str(error) if isinstance(error, UnreadableClick) else type(error).__name__
-        logger.warning("interaction ignored", extra={"problem": problem[:300]})
-        return Result("ignored", problem[:300])
+        raise UnreadableClick(f"not a queued interaction: {type(error).__name__}") from None
     return carry_out(click, deps, now)

@@ -18,7 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from costguard.aws import clients
 from costguard.permissions import needs
 
-PERMISSIONS = needs("dynamodb:BatchGetItem", "dynamodb:PutItem")
+PERMISSIONS = needs("dynamodb:BatchGetItem", "dynamodb:GetItem", "dynamodb:PutItem")
 LIFETIME = timedelta(days=30)
 _KEPT_IDS = 20  # the notice ids a conversation remembers (the latest)
 _BATCH_GET = 100  # DynamoDB's BatchGetItem limit
@@ -53,6 +53,16 @@ class ConversationStore(Protocol):
     def get_many(self, destination: str, keys: Iterable[str]) -> dict[str, Conversation]: ...
 
     def put(self, conversation: Conversation, now: datetime) -> None: ...
+
+    def put_group(self, where: str, ts: str, body: str, now: datetime) -> None:
+        """A group message's rows (a GroupNotice's JSON), so a reply in its thread can update its row."""
+        ...
+
+    def get_group(self, where: str, ts: str) -> str | None: ...
+
+
+def group_id(where: str, ts: str) -> str:
+    return f"group#{hashlib.sha256(f'{where}|{ts}'.encode()).hexdigest()[:40]}"
 
 
 class DynamoConversationStore:
@@ -94,6 +104,21 @@ class DynamoConversationStore:
             item["told"] = {"L": [{"S": t} for t in conversation.told]}
         clients.client("dynamodb").put_item(TableName=self.table, Item=item)
 
+    def put_group(self, where: str, ts: str, body: str, now: datetime) -> None:
+        item = {
+            "id": {"S": group_id(where, ts)},
+            "body": {"S": body},
+            "expiration": {"N": str(int((now + LIFETIME).timestamp()))},
+        }
+        clients.client("dynamodb").put_item(TableName=self.table, Item=item)
+
+    def get_group(self, where: str, ts: str) -> str | None:
+        found = clients.client("dynamodb").get_item(
+            TableName=self.table, Key={"id": {"S": group_id(where, ts)}}
+        )
+        body = found.get("Item", {}).get("body", {}).get("S")
+        return body if isinstance(body, str) else None
+
 
 def _from_item(item: dict[str, Any]) -> Conversation | None:
     try:
@@ -112,6 +137,7 @@ def _from_item(item: dict[str, Any]) -> Conversation | None:
 class MemoryConversationStore:
     def __init__(self) -> None:
         self.items: dict[tuple[str, str], Conversation] = {}
+        self.groups: dict[tuple[str, str], str] = {}
 
     def get_many(self, destination: str, keys: Iterable[str]) -> dict[str, Conversation]:
         where = destination_id(destination)
@@ -119,3 +145,9 @@ class MemoryConversationStore:
 
     def put(self, conversation: Conversation, now: datetime) -> None:
         self.items[(conversation.destination, conversation.key)] = conversation
+
+    def put_group(self, where: str, ts: str, body: str, now: datetime) -> None:
+        self.groups[(where, ts)] = body
+
+    def get_group(self, where: str, ts: str) -> str | None:
+        return self.groups.get((where, ts))

@@ -555,6 +555,8 @@ def _row_line(notice: Notice, owner: str | None) -> str:
     parts.append(_text(action_line(notice).split(" ", 1)[-1], 300))
     if shown := owner_text(resource, owner):
         parts.append(f"owner {shown}")
+    if notice.actor and _USER_ID.fullmatch(notice.actor):
+        parts.append(f"asked by <@{notice.actor}> at {decision.decided_at:%H:%M UTC}")
     return " · ".join(parts)
 
 
