@@ -75,7 +75,8 @@ def readme_block(r: dict[str, Any]) -> str:
     d = r.get("demo_replay")
     if d:
         lines.append(
-            f"- The demo replay ({d['events']} events, {d['slack_messages']} Slack messages): "
+            f"- The demo replay ({d['events']} events, {d['slack_messages']} Slack messages in the channel, "
+            f"{d.get('thread_replies', 0)} replies in threads): "
             f"{d['wall_seconds']} s on moto."
         )
     a = r.get("audit_evaluation_10k_instances")

@@ -170,9 +170,11 @@ FAILURE_METRICS = ("UnreadableNotices", "DeliveryFailures", "UnreadableInteracti
 @pytest.mark.parametrize("function", QUEUE_DRIVEN)
 def test_queue_consumer_survives_hostile_notices(function: str, stack: LocalStack) -> None:
     """Queued notices, mutated: each record is delivered or reported back to SQS (kept), never lost or fatal."""
-    stack.invoke(
-        "TrainingJobsFunction", json.loads((EVENTS / "sagemaker-training-job-failed.json").read_text())
-    )
+    failed_job = json.loads((EVENTS / "sagemaker-training-job-failed.json").read_text())
+    # A job of its own for each consumer: the module's stack already told the sample's failure (one episode).
+    failed_job["id"] = str(uuid.uuid5(uuid.NAMESPACE_URL, function))
+    failed_job["detail"]["TrainingJobName"] += f"-{function.lower()[:20]}"
+    stack.invoke("TrainingJobsFunction", failed_job)
     originals = [json.loads(body) for body in _take_all(stack, "DecisionsQueue")]
     assert originals, "no notice to start from"
     figures = {"examples": 0, "records": 0, "reported_failed": 0, "delivered": 0}

@@ -176,3 +176,27 @@ def test_readme_configuration_table_names_every_parameter_with_its_default() -> 
         if not _same(value, default, spec):
             problems.append(f"{name}: README says {value!r}, the template's default is {default!r}")
     assert not problems, "\n".join(problems)
+
+
+def test_who_may_click_is_a_parameter_its_pattern_agrees_with_the_worker() -> None:
+    """SlackClickers reaches the interaction worker; CloudFormation refuses what the worker would refuse."""
+    from costguard.interact.authorize import AllowedError, parse_allowed
+
+    body = Template.load(TEMPLATE).body
+    parameter = body["Parameters"]["SlackClickers"]
+    worker = body["Resources"]["InteractionActionsFunction"]["Properties"]["Environment"]["Variables"]
+    assert worker["COSTGUARD_SLACK_ALLOWED"] == {"Ref": "SlackClickers"}
+    pattern = re.compile(parameter["AllowedPattern"])
+    for good in (
+        "channel",
+        "owner",
+        "usergroups:S0123ABCD",
+        "owner+usergroups:S0123,S0456",
+        parameter["Default"],
+    ):
+        assert pattern.fullmatch(good), good
+        parse_allowed(good)
+    for bad in ("everyone", "owner+", "usergroups:", "usergroups:U0123", "channel owner"):
+        assert not pattern.fullmatch(bad), bad
+        with pytest.raises(AllowedError):
+            parse_allowed(bad)
