@@ -208,7 +208,7 @@ def _log_groups(
             logger.info(
                 "grouped notice",
                 extra={
-                    "group": sent.id,
+                    "group": sent.log_id,
                     "digest": sent.digest,
                     "resource": decision.resource.key,
                     "reason": decision.reason.value,

@@ -296,3 +296,27 @@ def test_the_webhook_url_is_never_stored(table: str) -> None:
     assert "SECRETtoken" not in dumped
     assert "hooks.slack.com" not in dumped
     assert items[0]["expiration"]["N"] == str(int(NOW.timestamp()) + 30 * 24 * 3600)
+
+
+def test_a_producers_group_replies_in_open_threads_and_groups_only_the_rest() -> None:
+    """Stops of resources marked in their own threads are told there, not in a new group message."""
+    rows = [_notice(n, hourly=float(n)) for n in range(1, 9)]
+    threaded = {r.decision.finding.conversation: _conversation(r) for r in rows[:3]}
+    told_already = _conversation(rows[3], told=(rows[3].id,))
+    conversations = {**threaded, told_already.key: told_already}
+    posts, told = plan([("m1", group(rows, routing_tag_key="team"))], conversations, threads=True)
+    assert told == []
+    replies = [p for p in posts if p.kind == "reply"]
+    assert sorted(n.id for p in replies for n in p.notices) == sorted(r.id for r in rows[:3])
+    [rest] = [p for p in posts if p.kind == "group"]
+    assert rest.group is not None and rest.group.count == 4  # 8 less 3 replied less 1 told already
+    assert rest.group.hourly_total_usd == 5.0 + 6.0 + 7.0 + 8.0
+    assert {r.id for r in rest.group.rows} == {r.id for r in rows[4:]}
+    assert rest.group.by_reason == {"gpu_idle": 4}
+
+
+def test_what_is_left_of_a_producers_group_is_told_one_by_one_when_few() -> None:
+    rows = [_notice(n) for n in range(1, 6)]
+    threaded = {r.decision.finding.conversation: _conversation(r) for r in rows[:3]}
+    posts, _ = plan([("m1", group(rows, routing_tag_key="team"))], threaded, threads=True)
+    assert sorted(p.kind for p in posts) == ["opener", "opener", "reply", "reply", "reply"]

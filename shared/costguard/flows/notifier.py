@@ -116,13 +116,19 @@ def plan(
             continue
         seen.add(notice.id)
         if isinstance(notice, GroupNotice):
-            known = [conversations.get(r.decision.finding.conversation) for r in notice.rows]
-            if notice.rows and all(
-                c is not None and r.id in c.told for c, r in zip(known, notice.rows, strict=True)
-            ):
-                told.append(mid)
+            if notice.digest:
+                digests.append((mid, notice))
+                continue
+            # A row whose conversation is open is news in that thread; a row told already is not told again.
+            rest, follow = _split(notice, conversations, threads=threads)
+            replies.extend(Post("reply", [mid], [row], conversation=c) for row, c in follow)
+            if rest is None:
+                if not follow:
+                    told.append(mid)
+            elif rest.count == len(rest.rows) and rest.count <= above:
+                openers.extend((mid, row) for row in rest.rows)  # few left: each its own, as a run's few are
             else:
-                (digests if notice.digest else groups).append((mid, notice))
+                groups.append((mid, rest))
             continue
         conversation = conversations.get(notice.decision.finding.conversation)
         if conversation is not None and notice.id in conversation.told:
@@ -141,6 +147,45 @@ def plan(
         merged = _merge([g for _, g in digests], [], digest=True)
         posts.append(Post("digest", [mid for mid, _ in digests], group=merged))
     return posts, told
+
+
+def _split(
+    grouped: GroupNotice, conversations: dict[str, Conversation], *, threads: bool
+) -> tuple[GroupNotice | None, list[tuple[Notice, Conversation]]]:
+    """A producer's group less its rows told already and its rows with an open thread (returned to be replied
+    there); None when nothing is left of it. The totals are those of what is left."""
+    keep: list[Notice] = []
+    follow: list[tuple[Notice, Conversation]] = []
+    removed: list[Notice] = []
+    for row in grouped.rows:
+        conversation = conversations.get(row.decision.finding.conversation)
+        if conversation is not None and row.id in conversation.told:
+            removed.append(row)
+        elif threads and conversation is not None and conversation.ts:
+            follow.append((row, conversation))
+            removed.append(row)
+        else:
+            keep.append(row)
+    if not removed:
+        return grouped, []
+    count = grouped.count - len(removed)
+    if count <= 0:
+        return None, follow
+    by_reason = dict(grouped.by_reason)
+    for row in removed:
+        reason = row.decision.reason.value
+        by_reason[reason] = by_reason.get(reason, 0) - 1
+    priced = [r.decision.hourly_usd for r in removed if r.decision.hourly_usd is not None]
+    rest = grouped.model_copy(
+        update={
+            "rows": keep,
+            "count": count,
+            "hourly_total_usd": round(grouped.hourly_total_usd - sum(priced), 2),
+            "unpriced": grouped.unpriced - (len(removed) - len(priced)),
+            "by_reason": {k: v for k, v in by_reason.items() if v > 0},
+        }
+    )
+    return rest, follow
 
 
 def _merge(groups: Sequence[GroupNotice], notices: Sequence[Notice], *, digest: bool = False) -> GroupNotice:
@@ -168,6 +213,7 @@ def _merge(groups: Sequence[GroupNotice], notices: Sequence[Notice], *, digest: 
         digest=digest,
         route_tags=parts[0].route_tags if parts else {},
         source=next((p.source for p in parts if p.source), None),
+        log_id=next((p.log_id for p in parts if p.log_id), None),
     )
 
 
@@ -300,8 +346,8 @@ def _send(planned: Post, sender: Sender, store: ConversationStore, settings: Set
         if (owner := sender.owner(row)) is not None
     }
     link = None
-    if grouped.source and grouped.rows:
-        link = log_link(grouped.rows[0].decision.resource.region, grouped.source, grouped.id)
+    if grouped.source and grouped.log_id and grouped.rows:
+        link = log_link(grouped.rows[0].decision.resource.region, grouped.source, grouped.log_id)
     ts = sender.send(build_group_message(grouped, owners=owners, interactive=sender.threads, more_link=link))
     if ts is not None and planned.kind == "group":
         try:  # kept so that a reply in its thread can update its row

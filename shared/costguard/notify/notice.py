@@ -71,7 +71,8 @@ class GroupNotice(BaseModel):
     by_reason: dict[str, int]
     digest: bool = False  # the daily digest of findings still open
     route_tags: dict[str, str] = {}  # the routing tag, as the rows carry it: which channel
-    source: str | None = None  # the function that sent it (its log has every row)
+    source: str | None = None  # the log group of the function that sent it (its log has every row)
+    log_id: str | None = None  # what its rows are logged under there (the id it was sent with)
 
     @computed_field  # type: ignore[prop-decorator]
     @property
@@ -104,7 +105,7 @@ def group(
     ranked = sorted(notices, key=lambda n: (-_cost(n), n.decision.resource.key))
     known = [n.decision.hourly_usd for n in ranked if n.decision.hourly_usd is not None]
     route = ranked[0].decision.resource.tags.get(routing_tag_key) if ranked else None
-    return GroupNotice(
+    made = GroupNotice(
         rows=[n.slim(routing_tag_key) for n in ranked[:ROWS_CARRIED]],
         count=len(ranked),
         hourly_total_usd=round(sum(known), 2),
@@ -114,6 +115,7 @@ def group(
         route_tags={routing_tag_key: route} if route else {},
         source=source,
     )
+    return made.model_copy(update={"log_id": made.id})
 
 
 def by_route(
