@@ -75,7 +75,7 @@ def test_the_waiting_queues_have_depth_alarms() -> None:
         for a in _alarms().values()
         if a.get("MetricName") == "ApproximateNumberOfMessagesVisible"
     }
-    assert depth == {"DecisionsDeadLetterQueue", "FailedEventsQueue"}
+    assert depth == {"DecisionsDeadLetterQueue", "FailedEventsQueue", "InteractionsDeadLetterQueue"}
 
 
 def test_ops_alarm_names_share_the_prefix_the_rule_matches() -> None:
