@@ -20,7 +20,7 @@ _VERBS = {
 }
 
 # Refusals AWS gives again on every try until someone changes the resource or costguard's permissions: known
-# blockers, reported once per dedupe window (pipeline.act_on) rather than at every sweep.
+# blockers, reported once per episode (pipeline.act_on) rather than at every sweep.
 REFUSALS = {
     "OperationNotPermitted": "AWS does not allow it (OperationNotPermitted; for an EC2 stop: its stop "
     "protection, DisableApiStop, is on)",

@@ -71,8 +71,8 @@ class Params:
     protect_tag_key: str = "costguard:protect"
     max_stops_per_run: int = 5
     max_stops_per_hour: int = 20
-    # The notifier's repeat window (COSTGUARD_DEDUPE_WINDOW_MINUTES): the same news of the same resource is
-    # posted once per window, as pipeline.act_on does; the notices counted are those that would be posted.
+    # The episode gap (COSTGUARD_DEDUPE_WINDOW_MINUTES): the same news of the same resource is posted once per
+    # episode, as pipeline.act_on does; the notices counted are those that would be posted.
     repeat_window: timedelta = timedelta(minutes=240)
 
     @classmethod
@@ -161,7 +161,7 @@ class Outcome:
     running_hours: float = 0.0
     stopped: list[tuple[datetime, datetime]] = field(default_factory=list)
     # By reason: the findings of every reading, and the notices that would have been posted (after the
-    # notifier's repeat window): a verdict that is noisy shows here.
+    # episode gap): a verdict that is noisy shows here.
     findings: Counter[str] = field(default_factory=Counter)
     notices: Counter[str] = field(default_factory=Counter)
 
