@@ -246,3 +246,24 @@ def test_a_digest_group_round_trips_and_a_notice_stays_a_notice() -> None:
     assert parse_notice(digest.model_dump_json()) == digest
     assert isinstance(first, Notice)
     assert parse_notice(first.model_dump_json()) == first
+
+
+def test_a_group_of_rows_with_huge_names_still_fits_one_sqs_message() -> None:
+    from costguard.notify.notice import MAX_GROUP_BYTES, group
+
+    notices = [_notice_named(n, "x" * 20_000) for n in range(30)]
+    made = group(notices, routing_tag_key="team")
+    assert made.count == 30 and 1 <= len(made.rows) < 30
+    assert len(made.model_dump_json().encode()) <= MAX_GROUP_BYTES
+
+
+def _notice_named(n: int, name: str) -> Notice:
+    from costguard.act.executor import Outcome
+    from costguard.model import Decision
+
+    finding = _finding(n)
+    finding = finding.model_copy(update={"resource": finding.resource.model_copy(update={"name": name})})
+    decision = Decision(
+        action=Action.NOTIFY, reason=finding.reason, finding=finding, dry_run=True, note="n", decided_at=NOW
+    )
+    return Notice(decision=decision, outcome=Outcome(done=False, detail="no change"))

@@ -20,6 +20,7 @@ GROUP_ABOVE = 3
 # count every row, and the rest are in the producing function's log.
 ROWS_CARRIED = 100
 _SUMMARY = 300  # a row's summary, clipped
+MAX_GROUP_BYTES = 200_000  # SQS takes 256 KiB
 # The tags a row keeps: who owns it, where it is routed, what keeps costguard from it.
 _ROW_TAGS = ("owner", "costguard:snooze-until")
 
@@ -115,7 +116,11 @@ def group(
         route_tags={routing_tag_key: route} if route else {},
         source=source,
     )
-    return made.model_copy(update={"log_id": made.id})
+    made = made.model_copy(update={"log_id": made.id})
+    # Hostile ids or names can make rows large: fewer rows, never a message SQS refuses.
+    while len(made.rows) > 1 and len(made.model_dump_json().encode()) > MAX_GROUP_BYTES:
+        made = made.model_copy(update={"rows": made.rows[: len(made.rows) // 2]})
+    return made
 
 
 def by_route(
