@@ -9,7 +9,6 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from costguard.counters import MemoryWindowCounter
 from costguard.detect.batch import (
     detect_batch_retry_loop,
     detect_failing_queue,
@@ -20,6 +19,7 @@ from costguard.detect.batch import (
 from costguard.events.batch import BatchJobStateChange
 from costguard.model import Reason, ResourceKind
 from costguard.pricing import Price, bundled_price, bundled_table
+from costguard.windows import MemoryWindowCounter
 from tests.conftest import load_event
 
 FAILED = "batch-job-failed-attempts.json"

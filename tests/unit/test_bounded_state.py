@@ -15,9 +15,9 @@ import pytest
 from boto3.dynamodb.types import TypeSerializer
 from moto import mock_aws
 
-from costguard import counters
+from costguard import windows as counters
 from costguard.aws.training_state import TrainingState
-from costguard.counters import DynamoWindowCounter, MemoryWindowCounter, WindowCounter
+from costguard.aws.windows import DynamoWindowCounter
 from costguard.detect.batch import detect_failing_queue
 from costguard.detect.job_families import (
     FINGERPRINTS_MAX,
@@ -38,6 +38,7 @@ from costguard.detect.training_guardrails import (
 )
 from costguard.events.batch import BatchJobStateChange
 from costguard.events.sagemaker import TrainingJobStateChange
+from costguard.windows import MemoryWindowCounter, WindowCounter
 from tests.conftest import load_event
 
 NOW = datetime(2026, 11, 20, 12, 0, tzinfo=UTC)

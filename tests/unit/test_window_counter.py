@@ -9,7 +9,8 @@ import boto3
 import pytest
 from moto import mock_aws
 
-from costguard.counters import DynamoWindowCounter, MemoryWindowCounter, WindowCounter
+from costguard.aws.windows import DynamoWindowCounter
+from costguard.windows import MemoryWindowCounter, WindowCounter
 
 NOW = datetime(2026, 11, 20, 12, 0, tzinfo=UTC)
 WINDOW = timedelta(hours=6)

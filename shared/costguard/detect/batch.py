@@ -6,10 +6,10 @@ from collections import Counter
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from costguard.counters import WindowCount
 from costguard.events.batch import Attempt, BatchJobDetail
 from costguard.model import Finding, Reason, Resource, ResourceKind
 from costguard.pricing import Price
+from costguard.windows import WindowCount
 
 _NOT_TAGS = {"resourceArn"}  # Batch puts the job's own ARN among its tags
 

@@ -25,7 +25,7 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
 
-from costguard.counters import FINGERPRINT_CHARS, fingerprint, has_fingerprint
+from costguard.windows import FINGERPRINT_CHARS, fingerprint, has_fingerprint
 
 FAMILY_TAG = "costguard:family"
 PIPELINE_TAG = "sagemaker:pipeline-name"

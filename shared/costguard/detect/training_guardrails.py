@@ -12,7 +12,6 @@ from dataclasses import dataclass, replace
 from datetime import date, datetime, timedelta
 from typing import Any, Literal
 
-from costguard.counters import FINGERPRINT_CHARS, fingerprint, has_fingerprint
 from costguard.detect.job_families import FAMILY_TAG, FailureLoop, Family
 from costguard.detect.training_jobs import (
     billable_seconds,
@@ -23,6 +22,7 @@ from costguard.detect.training_jobs import (
 from costguard.events.sagemaker import TrainingJobDetail
 from costguard.model import Finding, Reason, Resource, ResourceKind
 from costguard.pricing import Price
+from costguard.windows import FINGERPRINT_CHARS, fingerprint, has_fingerprint
 
 MAX_USD_TAG = "costguard:max-usd"
 MAX_HOURS_TAG = "costguard:max-hours"

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
-from costguard import counters
-from costguard.counters import DynamoWindowCounter, WindowCounter
+from costguard.aws import windows
+from costguard.aws.windows import DynamoWindowCounter
 from costguard.detect.batch import (
     detect_batch_retry_loop,
     detect_failing_queue,
@@ -16,9 +16,10 @@ from costguard.detect.batch import (
 from costguard.events.batch import BatchJobStateChange
 from costguard.pipeline import Report
 from costguard.runtime import ACT_PERMISSIONS, PRICES_PERMISSIONS, Runtime
+from costguard.windows import WindowCounter
 
 # handle_batch_job_event: a Batch job is reported, never stopped.
-EVENT_PERMISSIONS = counters.PERMISSIONS | ACT_PERMISSIONS | PRICES_PERMISSIONS
+EVENT_PERMISSIONS = windows.PERMISSIONS | ACT_PERMISSIONS | PRICES_PERMISSIONS
 
 
 def handle_batch_job_event(

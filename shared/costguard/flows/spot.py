@@ -4,17 +4,17 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
-from costguard import counters
-from costguard.aws import inventory
+from costguard.aws import inventory, windows
 from costguard.aws.inventory import describe_instance
-from costguard.counters import DynamoWindowCounter, WindowCounter
+from costguard.aws.windows import DynamoWindowCounter
 from costguard.detect.spot import detect_spot_interruption, is_watched, workload_of
 from costguard.events.ec2 import SpotInterruptionWarning
 from costguard.pipeline import Report
 from costguard.runtime import ACT_PERMISSIONS, PRICES_PERMISSIONS, Runtime
+from costguard.windows import WindowCounter
 
 # handle_spot_interruption: the instance, its workload's count; an interruption is reported, never acted on.
-EVENT_PERMISSIONS = inventory.PERMISSIONS | counters.PERMISSIONS | ACT_PERMISSIONS | PRICES_PERMISSIONS
+EVENT_PERMISSIONS = inventory.PERMISSIONS | windows.PERMISSIONS | ACT_PERMISSIONS | PRICES_PERMISSIONS
 
 
 def handle_spot_interruption(

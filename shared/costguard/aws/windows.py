@@ -1,68 +1,17 @@
-"""Windowed counts of distinct things (failed jobs per Batch queue, interruptions per workload) in the state
-table, so every invocation shares them.
-
-An item never outgrows DynamoDB's 400 KB: it lists at most ``LISTED_MEMBERS`` members by name, remembers up to
-``FINGERPRINTS_MAX`` more by an 8-character fingerprint (so each is still counted once), and past that only
-counts (a member seen again then counts again; the threshold settings stay far below that point).
-"""
+"""The windowed counts (costguard/windows.py) in the state table, shared by every invocation. The caps are read
+from costguard.windows at each call (one place to set them)."""
 
 from __future__ import annotations
 
-import base64
-import hashlib
-from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import Any, Protocol
+from typing import Any
 
+from costguard import windows
 from costguard.aws import clients
 from costguard.permissions import needs
+from costguard.windows import WindowCount, fingerprint
 
 PERMISSIONS = needs("dynamodb:UpdateItem", "dynamodb:PutItem")
-
-LISTED_MEMBERS = 50  # members kept by name (shown in alerts)
-FINGERPRINTS_MAX = 4000  # members beyond those kept by fingerprint: 8 bytes each, 32 KB at most
-MEMBER_CHARS = 300  # a member's name is cut to this length
-FINGERPRINT_CHARS = 8
-
-
-def fingerprint(value: str) -> str:
-    """A short fixed-width stand-in for a name: 48 bits of BLAKE2b, 8 URL-safe characters."""
-    return base64.urlsafe_b64encode(hashlib.blake2b(value.encode(), digest_size=6).digest()).decode()
-
-
-def has_fingerprint(blob: str, value: str) -> bool:
-    """Whether a string of fingerprints end to end holds ``value``'s (found at a fingerprint boundary)."""
-    mark = fingerprint(value)
-    at = blob.find(mark)
-    while at != -1:
-        if at % FINGERPRINT_CHARS == 0:
-            return True
-        at = blob.find(mark, at + 1)
-    return False
-
-
-@dataclass(frozen=True)
-class WindowCount:
-    """The members counted under one key in its current window."""
-
-    key: str
-    members: frozenset[str]  # the members listed by name (at most LISTED_MEMBERS)
-    started_at: datetime
-    expires_at: datetime
-    added: bool  # this call counted a member not seen before in the window
-    unlisted: int = 0  # members counted beyond those listed
-
-    @property
-    def count(self) -> int:
-        return len(self.members) + self.unlisted
-
-    def reached(self, threshold: int) -> bool:
-        """True for exactly one new member per window: the one that brings the count to ``threshold``."""
-        return self.added and self.count == threshold
-
-
-class WindowCounter(Protocol):
-    def add(self, key: str, member: str, now: datetime, window: timedelta) -> WindowCount: ...
 
 
 def _epoch(at: datetime) -> str:
@@ -100,7 +49,7 @@ class DynamoWindowCounter:
         return found
 
     def add(self, key: str, member: str, now: datetime, window: timedelta) -> WindowCount:
-        member = member[:MEMBER_CHARS]
+        member = member[: windows.MEMBER_CHARS]
         mark = fingerprint(member)
         live = {":now": {"N": _epoch(now)}}
         for _ in range(3):
@@ -109,7 +58,11 @@ class DynamoWindowCounter:
                 "ADD members :member",
                 "expiration > :now AND (contains(members, :m) OR size(members) < :listed)",
                 live
-                | {":member": {"SS": [member]}, ":m": {"S": member}, ":listed": {"N": str(LISTED_MEMBERS)}},
+                | {
+                    ":member": {"SS": [member]},
+                    ":m": {"S": member},
+                    ":listed": {"N": str(windows.LISTED_MEMBERS)},
+                },
             )
             if old is not None:
                 before = _strings(old, "members")
@@ -123,8 +76,8 @@ class DynamoWindowCounter:
                 | {
                     ":mark": {"SS": [mark]},
                     ":f": {"S": mark},
-                    ":listed": {"N": str(LISTED_MEMBERS)},
-                    ":cap": {"N": str(FINGERPRINTS_MAX)},
+                    ":listed": {"N": str(windows.LISTED_MEMBERS)},
+                    ":cap": {"N": str(windows.FINGERPRINTS_MAX)},
                 },
             )
             if old is not None:
@@ -140,8 +93,8 @@ class DynamoWindowCounter:
                     ":one": {"N": "1"},
                     ":f": {"S": mark},
                     ":m": {"S": member},
-                    ":listed": {"N": str(LISTED_MEMBERS)},
-                    ":cap": {"N": str(FINGERPRINTS_MAX)},
+                    ":listed": {"N": str(windows.LISTED_MEMBERS)},
+                    ":cap": {"N": str(windows.FINGERPRINTS_MAX)},
                 },
             )
             if old is not None:
@@ -182,45 +135,3 @@ class DynamoWindowCounter:
 
 def _strings(item: dict[str, Any], name: str) -> frozenset[str]:
     return frozenset(item.get(name, {}).get("SS", []))
-
-
-@dataclass
-class _Window:
-    started_at: datetime
-    expires_at: datetime
-    members: set[str] = field(default_factory=set)
-    seen: set[str] = field(default_factory=set)
-    overflow: int = 0
-
-
-class MemoryWindowCounter:
-    """The same rule in memory, for tests."""
-
-    def __init__(self) -> None:
-        self.windows: dict[str, _Window] = {}
-
-    def add(self, key: str, member: str, now: datetime, window: timedelta) -> WindowCount:
-        member = member[:MEMBER_CHARS]
-        current = self.windows.get(key)
-        if current is None or current.expires_at <= now:
-            current = self.windows[key] = _Window(now, now + window)
-        mark = fingerprint(member)
-        if member in current.members or mark in current.seen:
-            added = False
-        elif len(current.members) < LISTED_MEMBERS:
-            current.members.add(member)
-            added = True
-        elif len(current.seen) < FINGERPRINTS_MAX:
-            current.seen.add(mark)
-            added = True
-        else:
-            current.overflow += 1
-            added = True
-        return WindowCount(
-            key,
-            frozenset(current.members),
-            current.started_at,
-            current.expires_at,
-            added,
-            unlisted=len(current.seen) + current.overflow,
-        )

@@ -1,0 +1,172 @@
+"""The layers hold by contract: what a module imports when it loads (module level, outside TYPE_CHECKING), checked
+over the import graph of shared/costguard.
+
+- The domain (model, events, detect, policy, windows, settings, clock, permissions) loads no adapter: no boto3 or
+  botocore, nothing from aws/, act/, notify/, flows/, interact/, runtime.
+- Nothing a Lambda function loads imports local/ or backtest/ (they stay out of the layer's code path).
+
+A lazy import inside a function is the way to reach an adapter from the domain only when a path needs it.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Callable, Iterable
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import ROOT
+
+PACKAGE = ROOT / "shared" / "costguard"
+DOMAIN = ("model", "events", "detect", "policy", "windows", "settings", "clock", "permissions")
+ADAPTERS: tuple[str, ...] = ("costguard.aws", "costguard.act", "costguard.notify", "costguard.flows")
+ADAPTERS += ("costguard.interact", "costguard.runtime", "costguard.local", "costguard.backtest")
+LOCAL_ONLY = ("costguard.local", "costguard.backtest")
+
+
+def modules(package: Path) -> dict[str, Path]:
+    found = {}
+    for path in package.rglob("*.py"):
+        name = ".".join(("costguard", *path.relative_to(package).with_suffix("").parts))
+        found[name.removesuffix(".__init__")] = path
+    return found
+
+
+def _type_checking(test: ast.expr) -> bool:
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+    )
+
+
+def load_time_imports(source: str) -> set[str]:
+    """What a module imports as it loads: its top-level statements (and their if/try blocks)."""
+    found: set[str] = set()
+
+    def visit(body: Iterable[ast.stmt]) -> None:
+        for node in body:
+            if isinstance(node, ast.ImportFrom) and node.module and not node.level:
+                found.add(node.module)
+                found.update(f"{node.module}.{alias.name}" for alias in node.names)
+            elif isinstance(node, ast.Import):
+                found.update(alias.name for alias in node.names)
+            elif isinstance(node, ast.If) and not _type_checking(node.test):
+                visit(node.body)
+                visit(node.orelse)
+            elif isinstance(node, ast.Try):
+                visit(node.body)
+                visit(node.orelse)
+                visit(node.finalbody)
+                for handler in node.handlers:
+                    visit(handler.body)
+
+    visit(ast.parse(source).body)
+    return found
+
+
+def graph(package: Path) -> dict[str, set[str]]:
+    known = modules(package)
+
+    def resolved(name: str) -> str:  # `from costguard.aws import clients` is the module costguard.aws.clients
+        return name if name in known or name.rsplit(".", 1)[0] not in known else name.rsplit(".", 1)[0]
+
+    edges: dict[str, set[str]] = {}
+    for name, path in known.items():
+        imported = {resolved(i) for i in load_time_imports(path.read_text(encoding="utf-8"))}
+        # Loading a module loads its parent packages first.
+        parents = {".".join(name.split(".")[:n]) for n in range(2, name.count(".") + 1)}
+        edges[name] = {i for i in imported | parents if i != name}
+    return edges
+
+
+def chain(edges: dict[str, set[str]], start: str, wrong: Callable[[str], bool]) -> list[str] | None:
+    """The shortest chain of load-time imports from ``start`` to a module ``wrong`` accepts, if any."""
+    before: dict[str, str | None] = {start: None}
+    queue = [start]
+    while queue:
+        current = queue.pop(0)
+        for target in sorted(edges.get(current, ())):
+            if target in before:
+                continue
+            before[target] = current
+            if wrong(target):
+                path = [target]
+                while (previous := before[path[-1]]) is not None:
+                    path.append(previous)
+                return list(reversed(path))
+            queue.append(target)
+    return None
+
+
+def violations(package: Path) -> list[str]:
+    edges = graph(package)
+    found = []
+
+    def adapter(name: str) -> bool:
+        return name.split(".")[0] in ("boto3", "botocore") or name.startswith(ADAPTERS)
+
+    for name in sorted(edges):
+        layer = name.split(".")[1] if "." in name else ""
+        if layer in DOMAIN and (path := chain(edges, name, adapter)):
+            found.append("domain loads an adapter: " + " -> ".join(path))
+        lambda_path = bool(layer) and f"costguard.{layer}" not in LOCAL_ONLY
+        if lambda_path and (path := chain(edges, name, lambda n: n.startswith(LOCAL_ONLY))):
+            found.append("the Lambda path loads local-only code: " + " -> ".join(path))
+    return found
+
+
+def test_the_layers_hold() -> None:
+    assert violations(PACKAGE) == []
+
+
+def test_every_function_loads_no_local_only_code() -> None:
+    edges = graph(PACKAGE)
+    for app in sorted((ROOT / "functions").glob("*/app.py")):
+        imported = {
+            i for i in load_time_imports(app.read_text(encoding="utf-8")) if i.startswith("costguard")
+        }
+        for name in imported:
+            start = name if name in edges else name.rsplit(".", 1)[0]
+            assert not start.startswith(LOCAL_ONLY), app
+            assert chain(edges, start, lambda n: n.startswith(LOCAL_ONLY)) is None, (app, name)
+
+
+@pytest.mark.parametrize(
+    ("module", "source", "expected"),
+    [
+        (
+            "detect/idle.py",
+            "from costguard.aws import clients\n",
+            "costguard.detect.idle -> costguard.aws",
+        ),
+        ("policy.py", "import boto3\n", "costguard.policy -> boto3"),
+        ("flows/gpu.py", "from costguard.local.world import World\n", "local-only code"),
+    ],
+)
+def test_a_wrong_way_import_fails_the_contract(
+    tmp_path: Path, module: str, source: str, expected: str
+) -> None:
+    package = tmp_path / "costguard"
+    for name in (
+        "__init__.py",
+        "aws/__init__.py",
+        "aws/clients.py",
+        "detect/__init__.py",
+        "flows/__init__.py",
+    ):
+        (package / name).parent.mkdir(parents=True, exist_ok=True)
+        (package / name).write_text("")
+    (package / "local").mkdir()
+    (package / "local" / "__init__.py").write_text("")
+    (package / "local" / "world.py").write_text("")
+    assert violations(package) == []
+    (package / module).write_text(source)
+    found = violations(package)
+    assert found and any(expected in line for line in found), found
+
+
+def test_a_lazy_import_inside_a_function_is_allowed() -> None:
+    source = "def price():\n    from costguard.pricing.live import live_price\n    return live_price\n"
+    assert load_time_imports(source) == set()
+    guarded = "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from costguard.aws import clients\n"
+    assert load_time_imports(guarded) == {"typing", "typing.TYPE_CHECKING"}
