@@ -8,9 +8,9 @@ from typing import Any
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from costguard.audit.steps import PlanInput, step_input
+from costguard.entry import REJECT_PERMISSIONS
 from costguard.flows.audit import PLAN_PERMISSIONS, plan
 from costguard.observability import logger, metrics, tracer
-from costguard.runtime import REJECT_PERMISSIONS
 from costguard.settings import get_settings
 
 # The IAM actions this handler's calls need: tests/template/test_iam.py holds the template to them.

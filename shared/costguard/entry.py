@@ -7,6 +7,7 @@ import re
 from collections.abc import Callable
 from typing import Any
 
+from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.idempotency import (
     DynamoDBPersistenceLayer,
     IdempotencyConfig,
@@ -15,16 +16,65 @@ from aws_lambda_powertools.utilities.idempotency import (
 from aws_lambda_powertools.utilities.typing import LambdaContext
 from pydantic import BaseModel, ValidationError
 
+from costguard.aws import clients
 from costguard.events.budgets import sns_message
 from costguard.events.registry import model_for, sns_content_of
+from costguard.observability import logger, metrics
 from costguard.permissions import needs
-from costguard.runtime import REJECT_PERMISSIONS, reject
 from costguard.settings import get_settings
 
 # Every accepted model is an EventBridge envelope whose region and account become endpoints and ARNs:
 # a region botocore cannot resolve must be rejected here, not fail deep inside a flow.
 _REGION = re.compile(r"[a-z]{2}(-[a-z]+)+-[0-9]{1,2}")
 _ACCOUNT = re.compile(r"[0-9]{12}")  # ASCII digits: \d also takes other scripts' digits
+
+REJECT_PERMISSIONS = needs("sqs:SendMessage")  # reject keeps the event in the failed-events queue
+
+# AWS event ids are UUIDs; a longer "id" is hostile input and is cut before it is logged or kept.
+_MAX_ID = 200
+# SQS refuses bodies over 256 KiB; json.dumps escapes to ASCII, so characters are bytes.
+_MAX_KEPT_BODY = 250_000
+
+
+def event_id(event: Any) -> str:
+    """The id to log for any payload shape (EventBridge id, SQS messageId, SNS MessageId)."""
+    if isinstance(event, dict):
+        for key in ("id", "messageId", "MessageId"):
+            if isinstance(event.get(key), str):
+                return _shown(event[key])
+        records = event.get("Records")
+        if isinstance(records, list) and records and isinstance(records[0], dict):
+            sns = records[0].get("Sns")
+            if isinstance(sns, dict) and isinstance(sns.get("MessageId"), str):
+                return _shown(sns["MessageId"])
+    return "unknown"
+
+
+def _shown(value: str) -> str:
+    """An id as logged: cut to a sane length, and an empty or blank one named as such."""
+    return value[:_MAX_ID] if value.strip() else "empty"
+
+
+def reject(event: Any, error: Exception, *, function: str) -> dict[str, Any]:
+    """A malformed event: log it with its id, count it, and keep it in the failed-events queue.
+
+    If it cannot be kept, the exception propagates so Lambda's own failure destination keeps it.
+    """
+    eid = event_id(event)
+    problem = str(error)[:2000]
+    logger.error(
+        "rejected malformed event", extra={"event_id": eid, "function": function, "problem": problem}
+    )
+    metrics.add_metric(name="RejectedEvents", unit=MetricUnit.Count, value=1)
+    kept: dict[str, Any] = {"function": function, "event_id": eid, "problem": problem, "event": event}
+    body = json.dumps(kept, default=str)
+    if len(body) > _MAX_KEPT_BODY:
+        # Too big for SQS: keep the event's own JSON text cut to fit, so the message stays readable JSON.
+        kept["event"] = json.dumps(event, default=str)[: _MAX_KEPT_BODY // 3]
+        kept["event_truncated"] = True
+        body = json.dumps(kept, default=str)
+    clients.sqs().send_message(QueueUrl=get_settings().failed_events_queue_url, MessageBody=body)
+    return {"rejected": True, "event_id": eid, "problem": problem}
 
 
 def _check_envelope(parsed: BaseModel) -> BaseModel:

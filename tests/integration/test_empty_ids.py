@@ -10,9 +10,9 @@ import json
 from typing import Any
 
 from costguard.aws import clients
+from costguard.entry import event_id
 from costguard.local.stack import DEFAULT_TEMPLATE, LocalStack
 from costguard.local.template import Template
-from costguard.runtime import event_id
 from tests.conftest import EVENTS, FIXTURES, json_lines
 
 EVENTBRIDGE_FILES = sorted(p for p in EVENTS.glob("*.json") if "id" in json.loads(p.read_text()))
@@ -41,7 +41,7 @@ def _rejected_as_empty(stack: LocalStack, function: str, event: dict[str, Any]) 
     result = invocation.result
     assert result["rejected"] is True, f"{function} processed an event with an empty id: {result}"
     assert "empty" in result["problem"]
-    # Logged once, with its id (as runtime.event_id reads it) and the problem naming the empty id.
+    # Logged once, with its id (as entry.event_id reads it) and the problem naming the empty id.
     logged = [
         line
         for line in json_lines(logs.getvalue())

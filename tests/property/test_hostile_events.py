@@ -13,9 +13,9 @@ from aws_lambda_powertools.utilities.batch.exceptions import BatchProcessingErro
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from costguard.entry import event_id
 from costguard.local.stack import DEFAULT_TEMPLATE, LambdaContext, LocalStack
 from costguard.local.template import Template
-from costguard.runtime import event_id
 from tests.conftest import EVENTS, ROOT, json_lines
 from tests.property.mutations import hostile_events, json_values
 

@@ -7,7 +7,7 @@ from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from costguard.runtime import reject
+from costguard.entry import reject
 
 
 class _Step(BaseModel):
