@@ -14,6 +14,7 @@ from typing import Any
 from aws_lambda_powertools.metrics import MetricUnit
 
 from costguard.aws import clients
+from costguard.model import Ec2Instance
 from costguard.permissions import needs
 
 # A child of powertools' "costguard" logger (POWERTOOLS_SERVICE_NAME), which formats and ships its records.
@@ -205,3 +206,20 @@ def list_gpu_series(
             if instance in wanted and dims not in found[instance]:
                 found[instance].append(dims)
     return dict(found)
+
+
+def metric_queries(
+    instances: Sequence[Ec2Instance], gpu_series: dict[str, list[tuple[tuple[str, str], ...]]]
+) -> list[Query]:
+    """One query per published GPU series (its per-minute Maximum), plus CPU and network per instance (the
+    starvation evidence). A series whose ``index`` is not a GPU number is logged, counted and skipped."""
+    queries = []
+    for instance in instances:
+        for dims in gpu_series.get(instance.id, []):
+            index = gpu_index(instance.id, dims)
+            if index is not None:
+                queries.append(Query((instance.id, "gpu", index), GPU_NAMESPACE, GPU_METRIC, dims, GPU_STAT))
+        ec2_dims = (("InstanceId", instance.id),)
+        queries.append(Query((instance.id, "cpu", ""), "AWS/EC2", "CPUUtilization", ec2_dims))
+        queries.append(Query((instance.id, "network_in", ""), "AWS/EC2", "NetworkIn", ec2_dims, stat="Sum"))
+    return queries

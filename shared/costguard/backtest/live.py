@@ -118,7 +118,7 @@ def live_history(
     queries: list[Query] = []
     for instance in instances:
         for dims in gpu_dims.get(instance.id, []):
-            # As the deployed sweep reads them (flows/gpu.metric_queries): each period's Maximum, by GPU number.
+            # As the deployed sweep reads them (aws/metrics.metric_queries): each period's Maximum, by GPU number.
             index = gpu_index(instance.id, dims)
             if index is not None:
                 queries.append(Query((instance.id, "gpu", index), GPU_NAMESPACE, GPU_METRIC, dims, GPU_STAT))

@@ -16,6 +16,7 @@ from statistics import fmean
 
 from costguard.model import MARK_TAG_KEY, Ec2Instance, Finding, Reason, Resource, ResourceKind
 from costguard.pricing import Price
+from costguard.settings import Settings
 
 Series = list[tuple[datetime, float]]
 
@@ -38,6 +39,9 @@ class Verdict(StrEnum):
     NO_METRICS = "no_metrics"
     PARTIAL = "partial_metrics"  # some GPUs report in the idle window, others publish nothing: never idle
     TOO_EARLY = "too_early"  # metrics exist but do not yet cover the window
+
+
+PERIOD = timedelta(minutes=1)  # the metrics' period: one datapoint a minute
 
 
 @dataclass(frozen=True)
@@ -63,6 +67,17 @@ class Thresholds:
     def starved_periods(self) -> int:
         """The datapoints a fully covered starved window holds."""
         return max(1, int(self.starved_window / self.period))
+
+
+def thresholds_from(settings: Settings) -> Thresholds:
+    """The verdicts' thresholds as the stack is configured."""
+    return Thresholds(
+        idle_percent=settings.idle_threshold_percent,
+        idle_window=timedelta(minutes=settings.idle_window_minutes),
+        starved_percent=settings.starved_threshold_percent,
+        starved_window=timedelta(minutes=settings.starved_window_minutes),
+        period=PERIOD,
+    )
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,7 @@ from datetime import datetime, timedelta
 
 from costguard.aws import inventory, metrics, sagemaker
 from costguard.aws.inventory import describe_gpu_instances
-from costguard.aws.metrics import MetricSet, get_metric_data, list_gpu_series
+from costguard.aws.metrics import MetricSet, get_metric_data, list_gpu_series, metric_queries
 from costguard.aws.sagemaker import (
     NOTEBOOK_DIMENSION,
     in_progress_training_jobs,
@@ -20,14 +20,13 @@ from costguard.aws.sagemaker import (
     in_service_notebooks,
 )
 from costguard.detect.budgets import Running
-from costguard.detect.gpu import instance_resource, read_gpus
+from costguard.detect.gpu import PERIOD, instance_resource, read_gpus, thresholds_from
 from costguard.detect.sagemaker import (
     endpoint_resource,
     job_resource,
     notebook_resource,
     read_training_job,
 )
-from costguard.flows.gpu import PERIOD, metric_queries, thresholds_of
 from costguard.flows.sagemaker import (
     ENDPOINT_PERIOD,
     gpu_queries,
@@ -65,7 +64,7 @@ def running_in(
     One DescribeInstances walk, the SageMaker list walks, one ListMetrics walk per resource dimension, and
     GetMetricData for every GPU series at once (500 queries a call), plus one for endpoint invocations.
     """
-    thresholds = thresholds_of(runtime)
+    thresholds = thresholds_from(runtime.settings)
     want = set(kinds)
     instances = describe_gpu_instances(region) if ResourceKind.EC2_INSTANCE in want else []
     jobs = in_progress_training_jobs(region) if ResourceKind.TRAINING_JOB in want else []

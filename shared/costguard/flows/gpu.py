@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any
 
 from aws_lambda_powertools.metrics import MetricUnit
@@ -13,20 +13,18 @@ from costguard.aws import alarms, budgets, inventory, metrics
 from costguard.aws.budgets import keep_budget_marks
 from costguard.aws.inventory import describe_gpu_instances, describe_instance
 from costguard.aws.metrics import (
-    GPU_METRIC,
-    GPU_NAMESPACE,
-    GPU_STAT,
     MetricSet,
-    Query,
     get_metric_data,
-    gpu_index,
     list_gpu_series,
+    metric_queries,
 )
 from costguard.detect.gpu import (
+    PERIOD,
     Thresholds,
     gpu_instance_findings,
     mean_of,
     read_gpus,
+    thresholds_from,
     unmatched_alarm_finding,
 )
 from costguard.events.cloudwatch import AlarmStateChange
@@ -50,36 +48,7 @@ VERDICT_PERMISSIONS = (
     | permissions_for(ResourceKind.EC2_INSTANCE)
 )
 
-PERIOD = timedelta(minutes=1)
 _GONE = {"stopping", "stopped", "shutting-down", "terminated"}
-
-
-def thresholds_of(runtime: Runtime) -> Thresholds:
-    s = runtime.settings
-    return Thresholds(
-        idle_percent=s.idle_threshold_percent,
-        idle_window=timedelta(minutes=s.idle_window_minutes),
-        starved_percent=s.starved_threshold_percent,
-        starved_window=timedelta(minutes=s.starved_window_minutes),
-        period=PERIOD,
-    )
-
-
-def metric_queries(
-    instances: Sequence[Ec2Instance], gpu_series: dict[str, list[tuple[tuple[str, str], ...]]]
-) -> list[Query]:
-    """One query per published GPU series (its per-minute Maximum), plus CPU and network per instance (the
-    starvation evidence). A series whose ``index`` is not a GPU number is logged, counted and skipped."""
-    queries = []
-    for instance in instances:
-        for dims in gpu_series.get(instance.id, []):
-            index = gpu_index(instance.id, dims)
-            if index is not None:
-                queries.append(Query((instance.id, "gpu", index), GPU_NAMESPACE, GPU_METRIC, dims, GPU_STAT))
-        ec2_dims = (("InstanceId", instance.id),)
-        queries.append(Query((instance.id, "cpu", ""), "AWS/EC2", "CPUUtilization", ec2_dims))
-        queries.append(Query((instance.id, "network_in", ""), "AWS/EC2", "NetworkIn", ec2_dims, stat="Sum"))
-    return queries
 
 
 def read_fleet(
@@ -139,7 +108,7 @@ def judge(
     region: str, runtime: Runtime, now: datetime, instances: Sequence[Ec2Instance], event_id: str | None
 ) -> Report:
     """Read the metrics of these instances, then decide."""
-    thresholds = thresholds_of(runtime)
+    thresholds = thresholds_from(runtime.settings)
     data = read_fleet(
         region, [i for i in instances if i.accelerators and i.accelerators.is_nvidia], thresholds, now
     )
@@ -201,7 +170,7 @@ def handle_state_change(event: InstanceStateChange, runtime: Runtime) -> dict[st
         for i in describe_gpu_instances(event.region, instance_ids=[instance_id])
         if i.accelerators and i.accelerators.is_nvidia
     ]
-    made = alarms.put_alarms(event.region, [i.id for i in gpu], thresholds_of(runtime))
+    made = alarms.put_alarms(event.region, [i.id for i in gpu], thresholds_from(runtime.settings))
     return {"alarms_created": made}
 
 
@@ -214,7 +183,9 @@ def reconcile(runtime: Runtime, default_region: str) -> dict[str, Any]:
         }
         alarmed = alarms.alarmed_instances(region)
         summary[region] = {
-            "alarms_created": alarms.put_alarms(region, sorted(running - alarmed), thresholds_of(runtime)),
+            "alarms_created": alarms.put_alarms(
+                region, sorted(running - alarmed), thresholds_from(runtime.settings)
+            ),
             "alarms_deleted": alarms.delete_alarms(region, sorted(alarmed - running)),
         }
     return summary

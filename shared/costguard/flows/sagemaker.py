@@ -28,14 +28,13 @@ from costguard.aws.sagemaker import (
     in_service_endpoints,
     in_service_notebooks,
 )
-from costguard.detect.gpu import Thresholds, read_gpus
+from costguard.detect.gpu import PERIOD, Thresholds, read_gpus, thresholds_from
 from costguard.detect.sagemaker import (
     endpoint_findings,
     notebook_findings,
     read_training_job,
     training_job_findings,
 )
-from costguard.flows.gpu import PERIOD, thresholds_of
 from costguard.model import Endpoint, Finding, NotebookInstance, ResourceKind, TrainingJob
 from costguard.pipeline import Report
 from costguard.runtime import ACT_PERMISSIONS, PRICES_PERMISSIONS, Runtime
@@ -181,7 +180,7 @@ def findings_for(
 
 
 def evaluate(region: str, runtime: Runtime, now: datetime, event_id: str | None = None) -> Report:
-    findings = findings_for(region, runtime, thresholds_of(runtime), now, event_id)
+    findings = findings_for(region, runtime, thresholds_from(runtime.settings), now, event_id)
     # A budget breach at stop_all marks busy jobs and notebooks on purpose: their marks are not cancelled here.
     return runtime.act(keep_budget_marks(findings, runtime.settings.state_table, now), now)
 
