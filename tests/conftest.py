@@ -11,6 +11,8 @@ from typing import Any
 
 import pytest
 
+from costguard.local.sink import SlackSink
+
 # Powertools reads these when its objects are created, which can be at collection time.
 os.environ.setdefault("POWERTOOLS_METRICS_NAMESPACE", "CostguardTest")
 os.environ.setdefault("POWERTOOLS_SERVICE_NAME", "costguard")
@@ -58,3 +60,22 @@ def _isolated_environment(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     yield
     clients.reset()
     get_settings.cache_clear()
+
+
+@pytest.fixture
+def sleeps(monkeypatch: pytest.MonkeyPatch) -> list[float]:
+    """slack_sdk's retry back-off, recorded instead of slept."""
+    import slack_sdk.http_retry.builtin_handlers as builtin
+    import slack_sdk.http_retry.handler as handler
+
+    recorded: list[float] = []
+    monkeypatch.setattr(builtin.time, "sleep", recorded.append)
+    monkeypatch.setattr(handler.time, "sleep", recorded.append)
+    return recorded
+
+
+@pytest.fixture
+def sink() -> Iterator[SlackSink]:
+    """The local Slack (webhooks and Web API), running for one test."""
+    with SlackSink() as running:
+        yield running

@@ -16,26 +16,8 @@ from tests.conftest import DEMO_WORLD, ROOT
 
 
 @pytest.fixture
-def sleeps(monkeypatch: pytest.MonkeyPatch) -> list[float]:
-    """slack_sdk's retry back-off, recorded instead of slept."""
-    import slack_sdk.http_retry.builtin_handlers as builtin
-    import slack_sdk.http_retry.handler as handler
-
-    recorded: list[float] = []
-    monkeypatch.setattr(builtin.time, "sleep", recorded.append)
-    monkeypatch.setattr(handler.time, "sleep", recorded.append)
-    return recorded
-
-
-@pytest.fixture
 def world() -> World:
     return load_world(DEMO_WORLD)
-
-
-@pytest.fixture
-def sink() -> Iterator[SlackSink]:
-    with SlackSink() as running:
-        yield running
 
 
 @pytest.fixture

@@ -33,24 +33,6 @@ SECRET_TOKEN = "xoxb-1111-2222-tokenSECRETvalue"
 
 
 @pytest.fixture
-def sleeps(monkeypatch: pytest.MonkeyPatch) -> list[float]:
-    """slack_sdk's retry back-off, recorded instead of slept."""
-    import slack_sdk.http_retry.builtin_handlers as builtin
-    import slack_sdk.http_retry.handler as handler
-
-    recorded: list[float] = []
-    monkeypatch.setattr(builtin.time, "sleep", recorded.append)
-    monkeypatch.setattr(handler.time, "sleep", recorded.append)
-    return recorded
-
-
-@pytest.fixture
-def sink() -> Iterator[SlackSink]:
-    with SlackSink() as running:
-        yield running
-
-
-@pytest.fixture
 def api(sink: SlackSink, sleeps: list[float]) -> SlackApi:
     return SlackApi(LOCAL_BOT_TOKEN, sink.api_url)
 

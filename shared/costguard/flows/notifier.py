@@ -19,7 +19,8 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
 
 from aws_lambda_powertools.metrics import MetricUnit
 
@@ -47,9 +48,13 @@ from costguard.notify.message import (
     log_link,
 )
 from costguard.notify.notice import GROUP_ABOVE, ROWS_CARRIED, AnyNotice, GroupNotice, Notice, group
+from costguard.notify.routing import SlackRoutes
 from costguard.observability import logger, metrics
 from costguard.permissions import needs
 from costguard.settings import Settings
+
+if TYPE_CHECKING:
+    from costguard.notify.slack_api import SlackApi
 
 # The ops topic's ARN (the NotifierFunction's environment only); unset, the notice is logged and counted only.
 OPS_TOPIC_VARIABLE = "COSTGUARD_OPS_TOPIC_ARN"
@@ -66,19 +71,14 @@ OPS_SUBJECT = "costguard: the Slack webhook secret is not filled in"
 _told: set[tuple[str, str]] = set()
 
 
-def deliver(notice: Notice, settings: Settings) -> None:
-    """Post one notice's message on its own (no conversation): ``costguard`` tools and tests.
-
-    Raises PermanentDeliveryError when another try would meet the same answer (Slack refused the message with
-    a 4xx other than 429, or the webhook secret is malformed), DeliveryError when it might not.
-    """
+def routes_for(settings: Settings) -> SlackRoutes:
+    """The Slack secret's routes. A secret nobody filled in is told once on the ops topic, then raised: retried
+    while it has no value (UnsetSecretError), parked when it is blank (EmptySecretError)."""
     try:
-        routes = load_routes(settings.slack_secret_id)
+        return load_routes(settings.slack_secret_id)
     except UNFILLED_SECRET_ERRORS as unfilled:
         tell_ops_once(unfilled, settings)
         raise
-    url = routes.webhook_for(notice.decision.resource.tags, settings.routing_tag_key)
-    post(url, build_message(notice))
 
 
 def _tags(notice: AnyNotice) -> dict[str, str]:
@@ -102,6 +102,7 @@ def plan(
     *,
     threads: bool,
     above: int = GROUP_ABOVE,
+    routing_tag_key: str = "team",
 ) -> tuple[list[Post], list[str]]:
     """What to post for one destination's notices (pure): the posts, and the message ids already told."""
     told: list[str] = []
@@ -140,11 +141,17 @@ def plan(
     posts = list(replies)
     if groups or len(openers) > above:
         members = [mid for mid, _ in groups] + [mid for mid, _ in openers]
-        posts.append(Post("group", members, group=_merge([g for _, g in groups], [n for _, n in openers])))
+        posts.append(
+            Post(
+                "group",
+                members,
+                group=_merge([g for _, g in groups], [n for _, n in openers], routing_tag_key),
+            )
+        )
     else:
         posts.extend(Post("opener", [mid], [notice]) for mid, notice in openers)
     if digests:
-        merged = _merge([g for _, g in digests], [], digest=True)
+        merged = _merge([g for _, g in digests], [], routing_tag_key, digest=True)
         posts.append(Post("digest", [mid for mid, _ in digests], group=merged))
     return posts, told
 
@@ -188,10 +195,11 @@ def _split(
     return rest, follow
 
 
-def _merge(groups: Sequence[GroupNotice], notices: Sequence[Notice], *, digest: bool = False) -> GroupNotice:
+def _merge(
+    groups: Sequence[GroupNotice], notices: Sequence[Notice], routing_tag_key: str, *, digest: bool = False
+) -> GroupNotice:
     """Groups and single notices for one destination, as one group (totals over all of them)."""
-    routing = next(iter(groups[0].route_tags), "team") if groups and groups[0].route_tags else "team"
-    loose = group(notices, routing_tag_key=routing, digest=digest) if notices else None
+    loose = group(notices, routing_tag_key=routing_tag_key, digest=digest) if notices else None
     parts = [*groups, *([loose] if loose else [])]
     rows = sorted(
         (row for part in parts for row in part.rows),
@@ -220,9 +228,9 @@ def _merge(groups: Sequence[GroupNotice], notices: Sequence[Notice], *, digest: 
 class Sender:
     """The final calls: a webhook post, or the Slack app's postMessage and update."""
 
-    def __init__(self, destination: str, api: Any | None) -> None:
+    def __init__(self, destination: str, api: SlackApi | None) -> None:
         self.destination = destination
-        self.api = api  # notify.slack_api.SlackApi when the secret holds the app's token
+        self.api = api  # when the secret holds the app's token
 
     @property
     def threads(self) -> bool:
@@ -233,17 +241,15 @@ class Sender:
         if not tag or self.api is None:
             return None
         try:
-            user: str | None = self.api.user_for(tag)
+            return self.api.user_for(tag)
         except Exception:  # an owner nobody can resolve falls back to the channel
             return None
-        return user
 
     def send(self, message: dict[str, Any], thread_ts: str | None = None) -> str | None:
         if self.api is None:
             post(self.destination, message)
             return None
-        ts: str = self.api.post(self.destination, message, thread_ts=thread_ts)
-        return ts
+        return self.api.post(self.destination, message, thread_ts=thread_ts)
 
     def update(self, ts: str, message: dict[str, Any]) -> None:
         if self.api is not None:
@@ -258,17 +264,14 @@ def deliver_batch(
     """Tell a batch of queued notices; returns the failure of each SQS message id that was not told (a
     PermanentDeliveryError is parked by the caller, anything else retried)."""
     try:
-        routes = load_routes(settings.slack_secret_id)
-    except UNFILLED_SECRET_ERRORS as unfilled:
-        tell_ops_once(unfilled, settings)
-        return {mid: unfilled for mid, _ in items}
-    except Exception as error:
+        routes = routes_for(settings)
+    except Exception as error:  # unfilled, malformed or unreadable: every notice meets the same
         return {mid: error for mid, _ in items}
     store = store or DynamoConversationStore(settings.state_table)
     api = _api_for(routes)
     by_destination: dict[str, list[tuple[str, AnyNotice]]] = {}
     for mid, notice in items:
-        destination = _destination(routes, _tags(notice), settings.routing_tag_key)
+        destination = routes.channel_for(_tags(notice), settings.routing_tag_key)
         by_destination.setdefault(destination, []).append((mid, notice))
     failures: dict[str, Exception] = {}
     for destination, members in by_destination.items():
@@ -283,7 +286,13 @@ def deliver_batch(
         except Exception:  # the state table is unreachable: every notice opens its own message, none is lost
             logger.warning("conversations unavailable: telling without threads")
             conversations = {}
-        posts, _ = plan(members, conversations, threads=sender.threads, above=settings.slack_group_above)
+        posts, _ = plan(
+            members,
+            conversations,
+            threads=sender.threads,
+            above=settings.slack_group_above,
+            routing_tag_key=settings.routing_tag_key,
+        )
         for planned in posts:
             try:
                 _send(planned, sender, store, settings)
@@ -293,21 +302,13 @@ def deliver_batch(
     return failures
 
 
-def _api_for(routes: Any) -> Any | None:
-    if not getattr(routes, "is_app", False):
+def _api_for(routes: SlackRoutes) -> SlackApi | None:
+    """The Web API client when the secret holds a Slack app (imported only then: webhooks need none of it)."""
+    if not routes.is_app:
         return None
     from costguard.notify.slack_api import api_for
 
     return api_for(routes)
-
-
-def _destination(routes: Any, tags: dict[str, str], routing_tag_key: str) -> str:
-    channel_for = getattr(routes, "channel_for", None)
-    if channel_for is not None:
-        destination: str = channel_for(tags, routing_tag_key)
-        return destination
-    url: str = routes.webhook_for(tags, routing_tag_key)
-    return url
 
 
 def _send(planned: Post, sender: Sender, store: ConversationStore, settings: Settings) -> None:
@@ -372,7 +373,7 @@ def _update_row(
     conversation: Conversation,
     notice: Notice,
     settings: Settings,
-    now: Any,
+    now: datetime,
 ) -> None:
     """A group message whose row has news: the row shows the new state (and who asked for it)."""
     assert conversation.ts is not None
@@ -388,7 +389,7 @@ def _update_row(
     store.put_group(where, conversation.ts, updated.model_dump_json(), now)
 
 
-def _remember(store: ConversationStore, conversation: Conversation, now: Any) -> None:
+def _remember(store: ConversationStore, conversation: Conversation, now: datetime) -> None:
     try:
         store.put(conversation, now)
     except Exception as error:  # told already: a lost record costs a new thread next time, not a lost message

@@ -143,32 +143,30 @@ class Template:
         """The routes that deliver this event when the stack runs in ``account`` (default: the local one)."""
         return [r for f in self.functions().values() for r in f.routes if r.matches(event, account)]
 
-    def batch_size(self, function_logical_id: str, queue_logical_id: str) -> int:
-        """The BatchSize of a function's SQS event source on a queue (Lambda's default, 10, when unset)."""
+    def _sqs_source(self, function_logical_id: str, queue_logical_id: str) -> dict[str, Any]:
+        """The Properties of a function's SQS event source on a queue ({} when it has none)."""
         events = self.body["Resources"][function_logical_id].get("Properties", {}).get("Events", {})
         for event in events.values():
-            properties = event.get("Properties", {})
+            properties: dict[str, Any] = event.get("Properties", {})
             queue = properties.get("Queue")
             if event.get("Type") == "SQS" and isinstance(queue, dict):
                 ref = queue.get("Fn::GetAtt", [None])[0] if "Fn::GetAtt" in queue else queue.get("Ref")
                 if ref == queue_logical_id:
-                    return int(properties.get("BatchSize", 10))
-        return 10
+                    return properties
+        return {}
+
+    def batch_size(self, function_logical_id: str, queue_logical_id: str) -> int:
+        """The BatchSize of a function's SQS event source on a queue (Lambda's default, 10, when unset)."""
+        return int(self._sqs_source(function_logical_id, queue_logical_id).get("BatchSize", 10))
 
     def batch_window(self, function_logical_id: str, queue_logical_id: str) -> int:
         """The MaximumBatchingWindowInSeconds of a function's SQS event source (a parameter's default)."""
-        events = self.body["Resources"][function_logical_id].get("Properties", {}).get("Events", {})
-        for event in events.values():
-            properties = event.get("Properties", {})
-            queue = properties.get("Queue")
-            if event.get("Type") == "SQS" and isinstance(queue, dict):
-                ref = queue.get("Fn::GetAtt", [None])[0] if "Fn::GetAtt" in queue else queue.get("Ref")
-                if ref == queue_logical_id:
-                    window = properties.get("MaximumBatchingWindowInSeconds", 0)
-                    if isinstance(window, dict) and "Ref" in window:
-                        window = self.parameter_defaults().get(window["Ref"], 0)
-                    return int(window)
-        return 0
+        window = self._sqs_source(function_logical_id, queue_logical_id).get(
+            "MaximumBatchingWindowInSeconds", 0
+        )
+        if isinstance(window, dict) and "Ref" in window:
+            window = self.parameter_defaults().get(window["Ref"], 0)
+        return int(window)
 
     def queue_consumer(self, queue_logical_id: str) -> Function | None:
         for function in self.functions().values():

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import os
 import re
+from collections.abc import Callable
 from functools import lru_cache
 from typing import Any
 
@@ -32,15 +33,21 @@ def redact(text: str) -> str:
     return _WEBHOOK_PATH.sub(r"\1\2/<redacted>", text)
 
 
-class _RedactWebhooks(logging.Filter):
+class RedactingFilter(logging.Filter):
+    """Every record of a logger, rendered and passed through ``redactor`` (slack_sdk logs URLs and requests)."""
+
+    def __init__(self, redactor: Callable[[str], str]) -> None:
+        super().__init__()
+        self.redactor = redactor
+
     def filter(self, record: logging.LogRecord) -> bool:
-        record.msg = redact(record.getMessage())
+        record.msg = self.redactor(record.getMessage())
         record.args = ()
         return True
 
 
 _slack_logger = logging.getLogger("costguard.slack")
-_slack_logger.addFilter(_RedactWebhooks())
+_slack_logger.addFilter(RedactingFilter(redact))
 
 
 # Extra webhook hosts besides hooks.slack.com (GovSlack's hooks.slack-gov.com, say): comma-separated host names.

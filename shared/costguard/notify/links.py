@@ -11,6 +11,11 @@ from costguard.model import Resource, ResourceKind
 _REGION = re.compile(r"[a-z]{2}(-[a-z]+)+-\d{1,2}")
 
 
+def is_region(region: str) -> bool:
+    """Whether a region has a region's shape (it becomes part of a host name)."""
+    return bool(_REGION.fullmatch(region))
+
+
 def console_url(resource: Resource) -> str:
     # Budgets and Cost Anomaly Detection are global: their consoles take no region.
     if resource.kind is ResourceKind.BUDGET:
@@ -18,7 +23,7 @@ def console_url(resource: Resource) -> str:
     if resource.kind is ResourceKind.COST_ANOMALY:
         return "https://console.aws.amazon.com/cost-management/home#/anomaly-detection/overview"
     region = resource.region
-    if not _REGION.fullmatch(region):
+    if not is_region(region):
         return "https://console.aws.amazon.com/console/home"
     base = f"https://{region}.console.aws.amazon.com"
     rid = quote(resource.id, safe="")

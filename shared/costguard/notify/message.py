@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 import re
 from typing import Any
+from urllib.parse import quote
 
 from slack_sdk.models.blocks import (
     ActionsBlock,
@@ -24,8 +25,9 @@ from slack_sdk.models.blocks import (
     StaticSelectElement,
 )
 
+from costguard.interact.values import action_value
 from costguard.model import Action, Finding, Reason, Resource, ResourceKind
-from costguard.notify.links import console_url
+from costguard.notify.links import console_url, is_region
 from costguard.notify.notice import GroupNotice, Notice
 from costguard.policy import is_protected
 
@@ -54,6 +56,8 @@ TITLES: dict[Reason, str] = {
     Reason.COST_ANOMALY: "Cost anomaly",
     Reason.COSTGUARD_ALARM: "costguard itself needs attention",
 }
+
+_TITLE_OF_CODE = {reason.value: title for reason, title in TITLES.items()}  # a group counts by reason code
 
 # Slack's limits (docs.slack.dev, Block Kit reference): top-level ``text`` 40,000 characters (Slack truncates
 # beyond), a section's text 3,000, a section field 2,000, a header's plain_text 150, any other text object 3,000.
@@ -461,9 +465,7 @@ def owner_text(resource: Resource, mention: str | None) -> str | None:
 
 
 def _value(reason: str, key: str, hours: int | None = None) -> str:
-    from costguard.interact.values import action_value  # the endpoint reads them back with its parser
-
-    return action_value(reason, key, hours)
+    return action_value(reason, key, hours)  # the endpoint reads them back with its parser
 
 
 def actions_for(notice: Notice, *, short: bool = False) -> ActionsBlock | None:
@@ -577,10 +579,7 @@ def build_group_message(
     """Many findings for one channel as one message: totals, the costliest first (type, $/h, verdict, action,
     owner), each row with its own buttons, "and N more"."""
     owners = owners or {}
-    verdicts = ", ".join(
-        f"{_text(TITLES.get(Reason(r), r) if r in Reason.__members__.values() else r, 80)} {n}"
-        for r, n in group.by_reason.items()
-    )
+    verdicts = ", ".join(f"{_text(_TITLE_OF_CODE.get(r, r), 80)} {n}" for r, n in group.by_reason.items())
     unpriced = f" ({group.unpriced} with no known price)" if group.unpriced else ""
     title = "Still open after a day" if group.digest else "Findings"
     summary = (
@@ -627,9 +626,7 @@ _SAFE_LOG_URL = re.compile(
 
 def log_link(region: str, log_group: str, run_id: str) -> str | None:
     """The CloudWatch console's view of a log group filtered on a run's id (where a group's rows are logged)."""
-    from urllib.parse import quote
-
-    if not re.fullmatch(r"[a-z]{2}(-[a-z]+)+-\d{1,2}", region) or not log_group:
+    if not is_region(region) or not log_group:
         return None
 
     def console(text: str) -> str:  # the console's own escaping of a fragment: % written as $25

@@ -22,7 +22,7 @@ from slack_sdk.http_retry.builtin_handlers import (
 from slack_sdk.web import SlackResponse, WebClient
 from slack_sdk.webhook import WebhookClient
 
-from costguard.notify.delivery import DeliveryError, PermanentDeliveryError
+from costguard.notify.delivery import DeliveryError, PermanentDeliveryError, RedactingFilter
 from costguard.notify.routing import LOCAL_HOSTS, SlackRoutes, check_url
 
 # Only for the local sink: the Web API's base URL, accepted when it is plain http on this machine.
@@ -57,15 +57,8 @@ def redact_secrets(text: str) -> str:
     return _URL.sub(_redact_url, _TOKEN.sub("<token>", text))
 
 
-class _RedactSecrets(logging.Filter):
-    def filter(self, record: logging.LogRecord) -> bool:
-        record.msg = redact_secrets(record.getMessage())
-        record.args = ()
-        return True
-
-
 _api_logger = logging.getLogger("costguard.slack_api")
-_api_logger.addFilter(_RedactSecrets())
+_api_logger.addFilter(RedactingFilter(redact_secrets))
 
 
 class ApiDeliveryError(DeliveryError):
