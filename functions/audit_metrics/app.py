@@ -7,13 +7,14 @@ from typing import Any
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from costguard.audit.steps import RegionTask, step_input
+from costguard.aws import clients
 from costguard.entry import REJECT_PERMISSIONS
 from costguard.flows.audit import READ_REGION_METRICS_PERMISSIONS, read_region_metrics
 from costguard.observability import logger, metrics, tracer
 from costguard.settings import get_settings
 
 # The IAM actions this handler's calls need: tests/template/test_iam.py holds the template to them.
-PERMISSIONS = REJECT_PERMISSIONS | READ_REGION_METRICS_PERMISSIONS
+PERMISSIONS = REJECT_PERMISSIONS | READ_REGION_METRICS_PERMISSIONS | clients.ASSUME_PERMISSIONS
 
 settings = get_settings()  # validated at cold start
 

@@ -1,4 +1,5 @@
-"""Entry point: the audit state machine's first task, naming the run, its moment and its regions."""
+"""Entry point: the audit state machine's first task, naming the run, its moment and its items: one per
+(account, region)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from costguard.audit.steps import PlanInput, step_input
 from costguard.entry import REJECT_PERMISSIONS
-from costguard.flows.audit import PLAN_PERMISSIONS, plan
+from costguard.flows.audit import PLAN_PERMISSIONS, account_of_arn, plan
 from costguard.observability import logger, metrics, tracer
 from costguard.settings import get_settings
 
@@ -24,4 +25,6 @@ settings = get_settings()  # validated at cold start
 @metrics.log_metrics
 def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     step = step_input(event, PlanInput, function="audit_plan")
-    return plan(step, settings, os.environ["AWS_REGION"])
+    # The hub's account, should neither the settings nor the state machine's ARN name it: this function's own.
+    hub = account_of_arn(getattr(context, "invoked_function_arn", None))
+    return plan(step, settings, os.environ["AWS_REGION"], hub)

@@ -7,6 +7,7 @@ from typing import Any
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from costguard import clock
+from costguard.aws import clients
 from costguard.entry import ONCE_PERMISSIONS, PARSE_PERMISSIONS, OncePerEvent, Rejected, parse_event
 from costguard.events.budgets import (
     SNS_MESSAGE_ID_PATH,
@@ -22,7 +23,7 @@ from costguard.runtime import runtime
 from costguard.settings import get_settings
 
 # The IAM actions this handler's calls need: tests/template/test_iam.py holds the template to them.
-PERMISSIONS = PARSE_PERMISSIONS | ONCE_PERMISSIONS | BUDGETS_PERMISSIONS
+PERMISSIONS = PARSE_PERMISSIONS | ONCE_PERMISSIONS | BUDGETS_PERMISSIONS | clients.ASSUME_PERMISSIONS
 
 settings = get_settings()  # validated at cold start: a bad escalation level fails here, named
 

@@ -6,6 +6,7 @@ from typing import Any
 
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
+from costguard.aws import clients
 from costguard.entry import PARSE_PERMISSIONS, Rejected, parse_event
 from costguard.events.ec2 import InstanceStateChange
 from costguard.events.scheduled import ScheduledEvent
@@ -15,7 +16,7 @@ from costguard.runtime import runtime
 from costguard.settings import get_settings
 
 # The IAM actions this handler's calls need: tests/template/test_iam.py holds the template to them.
-PERMISSIONS = PARSE_PERMISSIONS | ALARMS_PERMISSIONS
+PERMISSIONS = PARSE_PERMISSIONS | ALARMS_PERMISSIONS | clients.ASSUME_PERMISSIONS
 
 settings = get_settings()  # validated at cold start
 

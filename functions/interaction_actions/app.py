@@ -9,6 +9,7 @@ from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from costguard import clock
+from costguard.aws import clients
 from costguard.interact.actions import Interactions, UnreadableClick
 from costguard.interact.authorize import allowed_from_environment
 from costguard.interact.consumer import PERMISSIONS as ACTIONS_PERMISSIONS
@@ -17,7 +18,7 @@ from costguard.observability import logger, metrics, tracer
 from costguard.settings import get_settings
 
 # The IAM actions this handler's calls need: tests/template/test_iam.py holds the template to them.
-PERMISSIONS = ACTIONS_PERMISSIONS
+PERMISSIONS = ACTIONS_PERMISSIONS | clients.ASSUME_PERMISSIONS
 
 settings = get_settings()  # validated at cold start
 allowed = allowed_from_environment()  # COSTGUARD_SLACK_ALLOWED, likewise

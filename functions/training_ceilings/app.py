@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
 from aws_lambda_powertools.utilities.typing import LambdaContext
@@ -9,26 +10,54 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 from costguard import clock
 from costguard.entry import PARSE_PERMISSIONS, Rejected, parse_event
 from costguard.events.scheduled import ScheduledEvent
-from costguard.flows.training_ceilings import SCHEDULE_PERMISSIONS, handle_schedule
+from costguard.flows.org import (
+    ASSUME_PERMISSIONS,
+    FAN_OUT_PERMISSIONS,
+    SweepItem,
+    check_settings,
+    fan_out,
+    is_work_batch,
+    run_items,
+)
+from costguard.flows.training_ceilings import SCHEDULE_PERMISSIONS, handle_schedule, sweep_region
 from costguard.observability import logger, metrics, tracer
+from costguard.pipeline import Report
 from costguard.runtime import runtime
 from costguard.settings import get_settings
 
 # The IAM actions this handler's calls need: tests/template/test_iam.py holds the template to them.
-PERMISSIONS = PARSE_PERMISSIONS | SCHEDULE_PERMISSIONS
+PERMISSIONS = PARSE_PERMISSIONS | SCHEDULE_PERMISSIONS | FAN_OUT_PERMISSIONS | ASSUME_PERMISSIONS
 
-settings = get_settings()  # validated at cold start
+settings = check_settings(get_settings())  # validated at cold start
+
+
+def sweep_one(item: SweepItem, now: datetime) -> Report:
+    """An organization sweep's work item: one account and region."""
+    return sweep_region(
+        runtime(),
+        now,
+        account=item.account,
+        region=item.region,
+        scheduled_at=item.time,
+        event_id=item.event_id,
+    )
 
 
 @logger.inject_lambda_context(clear_state=True)
 @tracer.capture_lambda_handler
 @metrics.log_metrics
 def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+    if is_work_batch(event):
+        return run_items(
+            event, context, runtime=runtime(), now=clock.now, sweep=sweep_one, function="training_ceilings"
+        )
     try:
         model = parse_event(event, (ScheduledEvent,), function="training_ceilings")
     except Rejected as rejected:
         return rejected.result
     assert isinstance(model, ScheduledEvent)
+    if settings.organization:
+        return fan_out("training_ceilings", model, settings)
     return handle_schedule(
         runtime(),
         clock.now(),

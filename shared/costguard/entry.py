@@ -124,9 +124,14 @@ def parse_event(event: Any, accepted: tuple[type[BaseModel], ...], *, function: 
             reject(event, ValueError(f"{function} does not handle {_shape(event)}"), function=function)
         )
     try:
-        return _check_envelope(model.model_validate(event))
+        parsed = _check_envelope(model.model_validate(event))
     except (ValidationError, ValueError, TypeError) as error:
         raise Rejected(reject(event, error, function=function)) from None
+    # A forwarded event acts in its own account: the watched services' calls of this invocation go through that
+    # account's member role (the hub's own account, or a single-account deployment, assumes nothing).
+    account = getattr(parsed, "account", None)
+    clients.enter_account(account if isinstance(account, str) else None)
+    return parsed
 
 
 # A DynamoDB item stops at 400 KB. A result echoing a huge event field is kept in short form: otherwise the

@@ -26,6 +26,7 @@ class ResourceKind(StrEnum):
     BUDGET = "budget"  # an AWS Budgets budget, at one alert type and threshold
     COST_ANOMALY = "cost_anomaly"  # one Cost Anomaly Detection anomaly
     COSTGUARD_ALARM = "costguard_alarm"  # one of costguard's own CloudWatch alarms (template.yaml, ops)
+    MEMBER_REGION = "member_region"  # one member account and region of an organization deployment
 
 
 class Reason(StrEnum):
@@ -37,6 +38,7 @@ class Reason(StrEnum):
     GPU_METRICS_MISSING = "gpu_metrics_missing"
     GPU_METRICS_PARTIAL = "gpu_metrics_partial"  # some of a resource's GPUs report, others publish nothing
     GPU_ALARM_UNMATCHED = "gpu_alarm_unmatched"  # a GPU-idle alarm fired that names no running GPU instance
+    MEMBER_UNREACHABLE = "member_unreachable"  # a sweep could not reach a member account and region
     JOB_STALLED = "job_stalled"
     GPU_ACTIVE_AGAIN = "gpu_active_again"
     NOTEBOOK_IDLE = "notebook_idle"
@@ -201,6 +203,8 @@ class Resource(BaseModel):
     instance_type: str | None = None
     instance_count: int = 1
     tags: dict[str, str] = Field(default_factory=dict)
+    account_name: str | None = Field(default=None, description="The account's name in the organization")
+    account_ou: str | None = Field(default=None, description="The OU (or root) id the account sits in")
     stop_blocker: str | None = Field(
         default=None,
         description="Why stopping it is not safe or not possible (an Auto Scaling group would replace it, say)",

@@ -11,6 +11,8 @@ from costguard.act.aws import AwsRemediator
 from costguard.act.executor import Remediator, StopLimiter
 from costguard.act.limits import PERMISSIONS as STOP_CAP_PERMISSIONS
 from costguard.act.limits import DynamoStopLimiter
+from costguard.aws.organization import PLACE_PERMISSIONS as ACCOUNT_PLACE_PERMISSIONS
+from costguard.aws.organization import AccountLabels, OrganizationLabels
 from costguard.model import Finding
 from costguard.notify.dedupe import PERMISSIONS as REPEAT_GATE_PERMISSIONS
 from costguard.notify.dedupe import DynamoRepeatGate, RepeatGate
@@ -26,7 +28,13 @@ from costguard.settings import Settings, get_settings
 
 # Runtime.act: notices queued, repeats gated, stops counted against the hourly cap. What the remediator calls
 # depends on the kinds of resource a flow may remediate (act.aws.permissions_for).
-ACT_PERMISSIONS = QUEUE_PERMISSIONS | REPEAT_GATE_PERMISSIONS | STOP_CAP_PERMISSIONS | MUTE_PERMISSIONS
+ACT_PERMISSIONS = (
+    QUEUE_PERMISSIONS
+    | REPEAT_GATE_PERMISSIONS
+    | STOP_CAP_PERMISSIONS
+    | MUTE_PERMISSIONS
+    | ACCOUNT_PLACE_PERMISSIONS
+)
 PRICES_PERMISSIONS = LIVE_PRICE_PERMISSIONS  # Runtime.prices, when the price source is live
 
 
@@ -39,6 +47,7 @@ class Runtime:
     prices: PriceBook
     limiter: StopLimiter | None = None
     mutes: MuteReader | None = None
+    accounts: AccountLabels | None = None  # an organization deployment: accounts named in messages
 
     @property
     def policy(self) -> Policy:
@@ -56,6 +65,8 @@ class Runtime:
 
     def act(self, findings: list[Finding], now: datetime) -> Report:
         """The decide-then-act path with this process's policy, executor and notifier."""
+        if self.accounts is not None:
+            findings = self.accounts.label(findings)
         return act_on(
             findings,
             policy=self.policy,
@@ -83,4 +94,5 @@ def runtime() -> Runtime:
         prices=price_book(live=settings.price_source == "live"),
         limiter=DynamoStopLimiter(settings.state_table, settings.max_stops_per_hour),
         mutes=DynamoMutes(settings.state_table),
+        accounts=OrganizationLabels() if settings.organization else None,
     )

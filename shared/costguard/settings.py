@@ -79,6 +79,23 @@ class Settings(BaseSettings):
         description="What a budget breach allows: comma-separated '<forecast|actual>[>=PERCENT]:<action>'",
     )
     regions: Annotated[tuple[str, ...], NoDecode] = ()
+    home_account: str = Field(
+        default="", pattern=r"^([0-9]{12})?$", description="the account the stack runs in (the hub's)"
+    )
+    member_role_name: str = Field(
+        default="",
+        pattern=r"^([A-Za-z0-9+=,.@_-]{1,40})?$",
+        description="an organization deployment: member.yaml's role name prefix (<name>-<region>); empty: "
+        "this account only",
+    )
+    accounts: Annotated[tuple[str, ...], NoDecode] = Field(
+        default=(),
+        description="an organization deployment's accounts to sweep; empty: every ACTIVE account of the "
+        "organization (organizations:ListAccounts)",
+    )
+    sweep_queue_url: str = Field(
+        default="", description="an organization sweep's work items, one per account and region"
+    )
     audit_bucket: str = Field(default="", description="S3 bucket of the right-sizing audit's reports")
     audit_lookback_days: int = Field(default=14, ge=1, le=63)
     audit_rules_key: str = Field(
@@ -99,6 +116,16 @@ class Settings(BaseSettings):
             return tuple(part.strip() for part in value.split(",") if part.strip())
         return value
 
+    @field_validator("accounts", mode="before")
+    @classmethod
+    def _split_accounts(cls, value: object) -> object:
+        if isinstance(value, str):
+            value = tuple(dict.fromkeys(part.strip() for part in value.split(",") if part.strip()))
+            bad = [a for a in value if not (len(a) == 12 and a.isascii() and a.isdigit())]
+            if bad:
+                raise ValueError(f"not AWS account ids (12 digits): {bad[:5]}")
+        return value
+
     @field_validator("capacity_state_notices", mode="before")
     @classmethod
     def _split_states(cls, value: object) -> object:
@@ -108,6 +135,11 @@ class Settings(BaseSettings):
             if unknown:
                 raise ValueError(f"unknown states {unknown}: choose from {', '.join(CAPACITY_STATES)}")
         return value
+
+    @property
+    def organization(self) -> bool:
+        """A hub deployment: scheduled sweeps fan out one work item per account and region."""
+        return bool(self.member_role_name)
 
     @property
     def dry_run(self) -> bool:

@@ -15,6 +15,7 @@ from costguard.local.template import Template
 from tests.conftest import ROOT
 
 ASL = ROOT / "statemachine" / "audit.asl.json"
+MAP = "AccountRegions"
 CFN_LINT = ROOT / ".venv-sam" / "bin" / "cfn-lint"
 
 
@@ -87,7 +88,7 @@ def test_the_audit_definition_passes_the_validator(tmp_path: Path) -> None:
     ("breakage", "expected"),
     [
         (lambda d: d["States"]["Report"].pop("Resource"), "E3601"),
-        (lambda d: d["States"]["Regions"]["ItemProcessor"]["States"]["Discover"].update(Typo=1), "E3601"),
+        (lambda d: d["States"][MAP]["ItemProcessor"]["States"]["Discover"].update(Typo=1), "E3601"),
     ],
 )
 def test_the_validator_rejects_a_broken_definition(breakage: Any, expected: str, tmp_path: Path) -> None:
@@ -100,15 +101,54 @@ def test_the_validator_rejects_a_broken_definition(breakage: Any, expected: str,
 
 def test_a_transition_to_no_state_is_caught() -> None:
     definition = json.loads(ASL.read_text())
-    definition["States"]["Regions"]["ItemProcessor"]["States"]["Discover"]["Catch"][0]["Next"] = "Nowhere"
+    definition["States"][MAP]["ItemProcessor"]["States"]["Discover"]["Catch"][0]["Next"] = "Nowhere"
     assert dangling(definition) == ["Discover -> Nowhere"]
 
 
-def test_every_task_catches_failures_inside_the_region_map() -> None:
-    # A failed region must reach RegionFailed (and so the report), never fail the whole execution.
+def test_every_task_catches_failures_inside_the_item_map() -> None:
+    # A failed (account, region) must reach RegionFailed (and so the report), never fail the whole execution.
     definition = json.loads(ASL.read_text())
-    inner = definition["States"]["Regions"]["ItemProcessor"]["States"]
+    inner = definition["States"][MAP]["ItemProcessor"]["States"]
     for name, state in inner.items():
         if state["Type"] == "Task":
             assert [c["ErrorEquals"] for c in state["Catch"]] == [["States.ALL"]], name
             assert state["Catch"][0]["Next"] == "RegionFailed"
+
+
+def test_the_map_iterates_plan_items_as_a_distributed_map() -> None:
+    """One item per (account, region), each a child execution: the Map's history and its output stay within
+    one execution's limits however large the organization. A distributed map runs STANDARD children here
+    (moto runs them; a heavy region's metric read may outlast EXPRESS's five minutes)."""
+    definition = json.loads(ASL.read_text())
+    assert definition["States"]["Plan"]["ResultSelector"]["items.$"] == "$.Payload.items"
+    assert definition["States"]["Plan"]["Parameters"]["Payload"]["state_machine.$"] == "$$.StateMachine.Id"
+    items = definition["States"][MAP]
+    assert items["ItemsPath"] == "$.items"
+    assert items["ItemProcessor"]["ProcessorConfig"] == {"Mode": "DISTRIBUTED", "ExecutionType": "STANDARD"}
+    assert "ItemReader" not in items  # the items are Plan's output, inline
+    assert 1 <= items["MaxConcurrency"] <= 100
+    selected = items["ItemSelector"]
+    assert selected["account.$"] == "$$.Map.Item.Value.account"
+    assert selected["region.$"] == "$$.Map.Item.Value.region"
+    assert selected["account_name.$"] == "$$.Map.Item.Value.account_name"
+    # The outcomes replace the items (the state would otherwise carry both lists), and the report takes them.
+    assert items["ResultPath"] == items["ItemsPath"]
+    assert definition["States"]["Report"]["Parameters"]["Payload"]["regions.$"] == items["ResultPath"]
+
+
+def test_each_item_carries_its_account_and_a_failure_names_it() -> None:
+    definition = json.loads(ASL.read_text())
+    inner = definition["States"][MAP]["ItemProcessor"]["States"]
+    for name in ("Discover", "ReadMetrics"):
+        selector = inner[name]["ResultSelector"]
+        for field in ("account", "account_name", "region", "run", "now"):
+            assert selector[f"{field}.$"] == f"$.Payload.{field}", (name, field)
+    assert inner["Evaluate"]["OutputPath"] == "$.Payload"
+    assert inner["RegionFailed"]["Parameters"] == {
+        "account.$": "$.account",
+        "account_name.$": "$.account_name",
+        "region.$": "$.region",
+        "status": "failed",
+        "error.$": "$.failure.Error",
+        "cause.$": "$.failure.Cause",
+    }

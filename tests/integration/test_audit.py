@@ -145,10 +145,28 @@ def test_totals_and_groups_add_up(demo: AuditRun) -> None:
     rule_savings = [r["monthly_saving_usd"] for r in report["by_rule"].values()]
     assert rule_savings == sorted(rule_savings, reverse=True)
     assert report["by_team"]["vision"]["findings"] == 2  # the one-GPU trainer and the spot candidate
-    assert "search" not in report["by_team"]  # the p5 has no finding, the well-sized g6 none either
+    # The p5 has no finding, the well-sized g6 none either: the team is there, with what it runs.
+    assert report["by_team"]["search"]["findings"] == 0 and report["by_team"]["search"]["resources"] >= 1
+    assert sum(t["resources"] for t in report["by_team"].values()) == report["totals"]["resources"]
+    assert sum(t["monthly_cost_usd"] for t in report["by_team"].values()) == pytest.approx(
+        report["totals"]["monthly_cost_usd"], abs=0.05
+    )
     assert report["regions"] == [
-        {"region": "us-east-1", "status": "ok", "resources": report["totals"]["resources"], "findings": 3}
+        {
+            "account": "123456789012",
+            "account_name": None,
+            "region": "us-east-1",
+            "status": "ok",
+            "resources": report["totals"]["resources"],
+            "findings": 3,
+        }
     ]
+    # One account: one row, the totals' own; no failure.
+    [account] = report["accounts"]
+    assert account["account"] == "123456789012" and account["regions"] == ["us-east-1"]
+    assert (account["resources"], account["findings"]) == (report["totals"]["resources"], 3)
+    assert account["monthly_saving_usd"] == report["totals"]["monthly_saving_usd"]
+    assert report["failures"] == [] and report["totals"]["failed_regions"] == []
     assert report["schema"] == "costguard.audit/1"
 
 
@@ -162,7 +180,12 @@ def test_the_local_run_executes_the_asl_file_itself(demo: AuditRun) -> None:
     assert re.sub(r"arn:aws:lambda:[^\"]+", "X", demo.definition) == re.sub(r"\$\{Audit\w+\}", "X", text)
     assert demo.states[0] == "Plan"
     assert demo.states[-1] == "Report"
-    assert {"Regions", "Discover", "ReadMetrics", "Evaluate"} <= set(demo.states)
+    assert "AccountRegions" in demo.states
+    # The item's states ran in a child execution of the Distributed Map: what each wrote, under the account.
+    run = demo.output["run"]
+    assert sorted(demo.keys) == [
+        f"runs/{run}/123456789012/us-east-1/{name}.json" for name in ("result", "subjects", "usage")
+    ]
 
 
 def test_the_slack_summary_gives_the_total_the_top_items_and_the_link(demo: AuditRun) -> None:

@@ -74,3 +74,66 @@ def test_reconcile_lists_alarms_in_pages_and_creates_only_missing_ones(fleet: Lo
     assert second["us-east-1"] == {"alarms_created": [], "alarms_deleted": []}
     assert calls("cloudwatch", "PutMetricAlarm") == 0
     assert calls("cloudwatch", "DescribeAlarms") <= math.ceil(FLEET / 100) + 1
+
+
+MEMBER, MEMBER_REGION = "222222222222", "us-west-2"
+
+
+def member_fleet_world() -> World:
+    """The same fleet in a member account and region of an organization, watched from the hub."""
+    fleet = fleet_world()
+    return World.model_validate(
+        {
+            "account": "111111111111",
+            "now": NOW,
+            "organization": {
+                "accounts": [{"id": "111111111111", "name": "platform"}, {"id": MEMBER, "name": "research"}]
+            },
+            "members": [
+                {
+                    "account": MEMBER,
+                    "region": MEMBER_REGION,
+                    "instances": [i.model_dump(mode="json", exclude_none=True) for i in fleet.instances],
+                }
+            ],
+        }
+    )
+
+
+@pytest.fixture(scope="module")
+def member_fleet() -> Iterator[LocalStack]:
+    with SlackSink() as sink, LocalStack(member_fleet_world(), sink=sink) as stack:
+        yield stack
+
+
+def test_a_member_regions_item_reads_at_the_same_floor_plus_one_assume_role(
+    member_fleet: LocalStack, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from costguard.flows.gpu import evaluate
+    from costguard.flows.org import SweepItem, sweep_item
+    from costguard.runtime import runtime
+
+    # The hub's variables (the module's stack outlives each test's isolated environment).
+    monkeypatch.setenv("COSTGUARD_MEMBER_ROLE_NAME", "costguard-member")
+    monkeypatch.setenv("COSTGUARD_HOME_ACCOUNT", "111111111111")
+    item = SweepItem(sweep="gpu", account=MEMBER, region=MEMBER_REGION, event_id="scale", time=NOW)
+
+    def sweep(it: SweepItem, now: datetime) -> object:
+        return evaluate(it.region, runtime(), now, event_id=it.event_id)
+
+    clients.calls.clear()
+    report = sweep_item(item, runtime(), clock.now(), sweep)  # type: ignore[arg-type]
+    queries = FLEET + 2 * FLEET
+    assert calls("ec2", "DescribeInstances") <= math.ceil(FLEET / 1000) + 1
+    assert calls("cloudwatch", "GetMetricData") <= math.ceil(queries / 500) + 1
+    assert calls("cloudwatch", "ListMetrics") <= math.ceil(FLEET / 500) + 1
+    assert calls("ec2", "DescribeInstanceTypes") <= 1
+    assert calls("sqs", "SendMessageBatch") <= math.ceil(len(report.notices) / 10) + 1
+    # The organization's own: one AssumeRole for the item, the account's name and OU once per process.
+    assert calls("sts", "AssumeRole") == 1
+    assert calls("organizations", "ListAccounts") <= 1 and calls("organizations", "ListParents") <= 1
+    assert sum(clients.calls.values()) < 30 + 3
+    clients.calls.clear()
+    sweep_item(item, runtime(), clock.now(), sweep)  # type: ignore[arg-type]
+    assert calls("sts", "AssumeRole") == 0  # the role session lasts an hour: no second AssumeRole
+    assert calls("organizations", "ListAccounts") == 0 and calls("organizations", "ListParents") == 0

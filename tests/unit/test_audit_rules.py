@@ -310,7 +310,16 @@ def test_report_totals_groups_and_failed_regions() -> None:
     )
     assert report["totals"]["failed_regions"] == ["eu-west-3"]
     assert report["totals"]["monthly_saving_usd"] == round(5.672 * 730, 2)
-    assert report["by_team"] == {"vision": {"findings": 1, "monthly_saving_usd": round(5.672 * 730, 2)}}
+    # No team totals in this region result: the team's findings only.
+    assert report["by_team"] == {
+        "vision": {
+            "resources": 0,
+            "instances": 0,
+            "monthly_cost_usd": 0.0,
+            "findings": 1,
+            "monthly_saving_usd": round(5.672 * 730, 2),
+        }
+    }
     assert report["by_rule"]["rightsize_idle"]["findings"] == 1
     page = render_html(report)
     assert 'id="failed-regions"' in page

@@ -53,15 +53,21 @@ class AwsRemediator:
         can tell; errors propagate (the pipeline then decides without it, and EC2 still enforces it)."""
         if resource.kind is not ResourceKind.EC2_INSTANCE:
             return None
-        return STOP_PROTECTION_BLOCKER if inventory.stop_protected(resource.region, resource.id) else None
+        return (
+            STOP_PROTECTION_BLOCKER
+            if inventory.stop_protected(resource.region, resource.id, resource.account)
+            else None
+        )
 
     def stop(self, resource: Resource) -> None:
         if resource.kind is ResourceKind.EC2_INSTANCE:
-            clients.ec2(resource.region).stop_instances(InstanceIds=[resource.id])
+            clients.ec2(resource.region, resource.account).stop_instances(InstanceIds=[resource.id])
         elif resource.kind is ResourceKind.TRAINING_JOB:
             self.training_jobs.stop(resource.region, resource.id)
         elif resource.kind is ResourceKind.NOTEBOOK:
-            clients.sagemaker(resource.region).stop_notebook_instance(NotebookInstanceName=resource.id)
+            clients.sagemaker(resource.region, resource.account).stop_notebook_instance(
+                NotebookInstanceName=resource.id
+            )
         elif resource.kind is ResourceKind.CAPACITY_RESERVATION:
             # Stopping a reservation is cancelling it; the adapter refuses a Capacity Block.
             self.reservations.cancel(resource.region, resource.id)
@@ -70,9 +76,13 @@ class AwsRemediator:
 
     def unmark(self, resource: Resource) -> None:
         if resource.kind is ResourceKind.EC2_INSTANCE:
-            clients.ec2(resource.region).delete_tags(Resources=[resource.id], Tags=[{"Key": MARK_TAG_KEY}])
+            clients.ec2(resource.region, resource.account).delete_tags(
+                Resources=[resource.id], Tags=[{"Key": MARK_TAG_KEY}]
+            )
         elif resource.arn and resource.kind in (ResourceKind.TRAINING_JOB, ResourceKind.NOTEBOOK):
-            clients.sagemaker(resource.region).delete_tags(ResourceArn=resource.arn, TagKeys=[MARK_TAG_KEY])
+            clients.sagemaker(resource.region, resource.account).delete_tags(
+                ResourceArn=resource.arn, TagKeys=[MARK_TAG_KEY]
+            )
         elif resource.kind is ResourceKind.CAPACITY_RESERVATION:
             self.reservations.untag(resource.region, resource.id, MARK_TAG_KEY)
         else:
@@ -81,11 +91,11 @@ class AwsRemediator:
     def mark(self, resource: Resource, at: datetime) -> None:
         value = at.isoformat()
         if resource.kind is ResourceKind.EC2_INSTANCE:
-            clients.ec2(resource.region).create_tags(
+            clients.ec2(resource.region, resource.account).create_tags(
                 Resources=[resource.id], Tags=[{"Key": MARK_TAG_KEY, "Value": value}]
             )
         elif resource.arn and resource.kind in (ResourceKind.TRAINING_JOB, ResourceKind.NOTEBOOK):
-            clients.sagemaker(resource.region).add_tags(
+            clients.sagemaker(resource.region, resource.account).add_tags(
                 ResourceArn=resource.arn, Tags=[{"Key": MARK_TAG_KEY, "Value": value}]
             )
         elif resource.kind is ResourceKind.CAPACITY_RESERVATION:

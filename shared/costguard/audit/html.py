@@ -6,6 +6,8 @@ from datetime import UTC, datetime, timedelta
 from html import escape
 from typing import Any
 
+from costguard.audit.report import failed_items
+
 _STYLE = """
 body{font:14px/1.4 system-ui,sans-serif;margin:2em;color:#1d1d1f}
 h1{font-size:1.5em;margin-bottom:.2em} h2{font-size:1.15em;margin-top:1.6em}
@@ -117,8 +119,15 @@ def _risk(finding: dict[str, Any]) -> str:
     )
 
 
-def _finding_row(finding: dict[str, Any], window_start: str | None) -> str:
+def _finding_row(
+    finding: dict[str, Any], window_start: str | None, accounts: dict[str, str] | None = None
+) -> str:
+    """One finding; ``accounts`` (id -> label) when the report covers several, to say whose it is."""
     resource = finding["resource"]
+    where = escape(resource["region"])
+    if accounts is not None:
+        account = str(resource.get("account") or "")
+        where = f"{escape(accounts.get(account, account))} · {where}"
     target = finding["recommended_type"] or "stop"
     if finding["recommended_market"] == "spot":
         target += " (spot)"
@@ -133,7 +142,7 @@ def _finding_row(finding: dict[str, Any], window_start: str | None) -> str:
     return (
         f'<tr class="finding" data-reason="{escape(finding["reason"])}" '
         f'data-saving="{finding["monthly_saving_usd"]:.2f}">'
-        f"<td>{escape(name)}<div class='muted'>{escape(resource['id'])} · {escape(resource['region'])} · "
+        f"<td>{escape(name)}<div class='muted'>{escape(resource['id'])} · {where} · "
         f"{escape(resource['team'])}</div></td>"
         f"<td><code>{escape(finding['reason'])}</code><div class='muted'>{escape(finding['confidence'])} "
         f"confidence</div></td>"
@@ -174,11 +183,59 @@ def _group_table(title: str, css: str, groups: dict[str, dict[str, Any]]) -> str
     )
 
 
-def _region_row(region: dict[str, Any]) -> str:
+def _team_table(teams: dict[str, dict[str, Any]]) -> str:
+    """Per team (the routing tag), across accounts and regions: what it runs and what it could save."""
+    rows = "".join(
+        f'<tr class="by-team"><td>{escape(name)}</td><td class="num">{t.get("resources", 0)}</td>'
+        f'<td class="num">{_money(t.get("monthly_cost_usd", 0.0))}</td><td class="num">{t["findings"]}</td>'
+        f'<td class="num">{_money(t["monthly_saving_usd"])}</td></tr>'
+        for name, t in teams.items()
+    )
+    return (
+        '<h2>By team</h2><table id="by-team"><tr><th>Team</th><th class="num">Resources</th>'
+        '<th class="num">Monthly cost</th><th class="num">Findings</th><th class="num">Monthly saving</th></tr>'
+        f"{rows}</table>"
+    )
+
+
+def _account_row(account: dict[str, Any]) -> str:
+    failed = account.get("failed") or []
+    problems = "; ".join(
+        f"{escape(str(f['region']))}: {escape(str(f.get('message') or f.get('error') or 'failed'))[:300]}"
+        for f in failed
+    )
+    return (
+        f'<tr class="account{" failed" if failed else ""}" data-account="{escape(str(account["account"]))}">'
+        f"<td>{escape(str(account['account'] or ''))}</td><td>{escape(str(account.get('name') or ''))}</td>"
+        f"<td>{escape(', '.join(account['regions']))}</td>"
+        f"<td class='num'>{account['resources']}</td><td class='num'>{account['instances']}</td>"
+        f"<td class='num'>{_money(account['monthly_cost_usd'])}</td><td class='num'>{account['findings']}</td>"
+        f"<td class='num'>{_money(account['monthly_saving_usd'])}</td>"
+        f"<td class='num'>{len(failed)}</td><td>{problems}</td></tr>"
+    )
+
+
+def _account_table(accounts: list[dict[str, Any]]) -> str:
+    """Per account: shown when the report covers more than one (for one, it would repeat the totals)."""
+    if len(accounts) < 2:
+        return ""
+    return (
+        '<h2>By account</h2><table id="accounts"><tr><th>Account</th><th>Name</th><th>Regions</th>'
+        '<th class="num">Resources</th><th class="num">Instances</th><th class="num">Monthly cost</th>'
+        '<th class="num">Findings</th><th class="num">Monthly saving</th><th class="num">Failed</th>'
+        f"<th>Errors</th></tr>{''.join(_account_row(a) for a in accounts)}</table>"
+    )
+
+
+def _region_row(region: dict[str, Any], several_accounts: bool) -> str:
     failed = region["status"] != "ok"
     message = region.get("message") or (f"{region.get('error') or ''} {region.get('cause') or ''}".strip())
+    account = ""
+    if several_accounts:
+        name = region.get("account_name")
+        account = f"<td>{escape(str(region.get('account') or ''))}{f' ({escape(name)})' if name else ''}</td>"
     return (
-        f'<tr class="region {"failed" if failed else ""}"><td>{escape(region["region"])}</td>'
+        f'<tr class="region {"failed" if failed else ""}">{account}<td>{escape(region["region"])}</td>'
         f"<td>{escape(region['status'])}</td><td class='num'>{region['resources']}</td>"
         f"<td class='num'>{region['findings']}</td>"
         f"<td>{escape(str(message))[:500] if failed else ''}</td></tr>"
@@ -189,14 +246,16 @@ def render_html(report: dict[str, Any]) -> str:
     totals = report["totals"]
     window = report["window"]
     findings = sorted(report["findings"], key=lambda f: -f["monthly_saving_usd"])
-    rows = "".join(_finding_row(f, window.get("start")) for f in findings)
+    accounts = report.get("accounts") or []
+    several = len(accounts) > 1
+    labels = {str(a["account"]): a.get("name") or str(a["account"]) for a in accounts} if several else None
+    rows = "".join(_finding_row(f, window.get("start"), labels) for f in findings)
     skipped = report.get("skipped", [])
     skipped_rows = "".join(_skipped_row(s) for s in skipped)
-    failed = totals["failed_regions"]
-    messages = {r["region"]: r.get("message") for r in report["regions"] if r["status"] != "ok"}
+    failed = failed_items(report)
     warning = (
         '<p class="failed" id="failed-regions">Not audited (failed): '
-        + "; ".join(f"{escape(r)}: {escape(str(messages.get(r) or 'failed'))}" for r in failed)
+        + "; ".join(f"{escape(where)}: {escape(message)}" for where, message in failed)
         + "</p>"
         if failed
         else ""
@@ -224,13 +283,15 @@ usage from {when(window["start"])} to {when(window["end"])} ({window["days"]:g} 
 <div class="totals">
 <div class="total">Monthly saving<b id="total-saving">{saving}</b></div>
 <div class="total">Findings<b id="total-findings">{totals["findings"]}</b></div>
+{f'<div class="total">Accounts<b id="total-accounts">{len(accounts)}</b></div>' if several else ""}
 <div class="total">Resources audited<b id="total-resources">{totals["resources"]}</b></div>
 <div class="total">Their monthly cost<b id="total-cost">{_money(totals["monthly_cost_usd"])}</b></div>
 <div class="total">Not judged<b id="total-skipped">{skipped_count}</b>
 <span class="muted">costing {skipped_cost}</span></div>
 </div>
+{_account_table(accounts)}
 {_group_table("Savings by rule", "by-rule", report["by_rule"])}
-{_group_table("Savings by team", "by-team", report["by_team"])}
+{_team_table(report["by_team"])}
 <h2>Findings, largest saving first</h2>
 {no_findings}
 <table id="findings"><tr><th>Resource</th><th>Rule</th><th>Now</th><th>Recommended</th>
@@ -239,9 +300,9 @@ usage from {when(window["start"])} to {when(window["end"])} ({window["days"]:g} 
 <h2>Not judged, costliest first</h2>
 <table id="skipped"><tr><th>Resource</th><th>Type</th><th class="num">Hourly cost</th>
 <th class="num">Monthly cost</th><th>Why</th></tr>{skipped_rows}</table>
-<h2>Regions</h2>
-<table id="regions"><tr><th>Region</th><th>Status</th><th class="num">Resources</th><th class="num">Findings</th>
-<th>Error</th></tr>
-{"".join(_region_row(r) for r in report["regions"])}</table>
+<h2>{"Accounts and regions" if several else "Regions"}</h2>
+<table id="regions"><tr>{"<th>Account</th>" if several else ""}<th>Region</th><th>Status</th>
+<th class="num">Resources</th><th class="num">Findings</th><th>Error</th></tr>
+{"".join(_region_row(r, several) for r in report["regions"])}</table>
 </body></html>
 """

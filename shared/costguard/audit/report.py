@@ -1,4 +1,5 @@
-"""The audit report: one JSON document with a stable schema (``costguard.audit/1``), built from region results."""
+"""The audit report: one JSON document with a stable schema (``costguard.audit/1``), built from the results of
+each (account, region) the audit covered: totals, per account, per team, per rule, and every finding."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from datetime import datetime
 from typing import Any
 
 from costguard.audit.evaluate import RULE_ORDER, Skipped
-from costguard.audit.model import AuditFinding
+from costguard.audit.model import AuditFinding, Subject
 from costguard.audit.usage import CHART_HOURS
 
 SCHEMA = "costguard.audit/1"
@@ -55,6 +56,7 @@ def skipped_json(skipped: Skipped, team_tag: str = "team", hours_per_month: floa
         "kind": subject.kind.value,
         "id": subject.id,
         "name": subject.name,
+        "account": subject.account,
         "region": subject.region,
         "team": subject.tags.get(team_tag) or NO_TEAM,
         "instance_type": subject.instance_type,
@@ -81,6 +83,27 @@ def failure_message(error: str | None, cause: str | None) -> str:
     return error or text or "failed"
 
 
+def team_totals(
+    subjects: Sequence[Subject], prices: dict[str, float], team_tag: str, hours_per_month: float = 730
+) -> dict[str, dict[str, Any]]:
+    """What each team (the routing tag) runs in one account and region: resources, instances, monthly cost."""
+    teams: dict[str, dict[str, Any]] = defaultdict(
+        lambda: {"resources": 0, "instances": 0, "monthly_cost_usd": 0.0}
+    )
+    for subject in subjects:
+        team = teams[subject.tags.get(team_tag) or NO_TEAM]
+        team["resources"] += 1
+        team["instances"] += subject.instance_count
+        if subject.instance_type in prices:
+            team["monthly_cost_usd"] += (
+                prices[subject.instance_type] * subject.instance_count * hours_per_month
+            )
+    return {
+        name: team | {"monthly_cost_usd": round(team["monthly_cost_usd"], 2)}
+        for name, team in sorted(teams.items())
+    }
+
+
 def region_result(
     region: str,
     findings: Sequence[AuditFinding],
@@ -91,21 +114,120 @@ def region_result(
     team_tag: str,
     hours_per_month: float = 730,
     window_start: datetime | None = None,
+    account: str | None = None,
+    account_name: str | None = None,
+    instances: int | None = None,
+    teams: dict[str, dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
-    """What one region's evaluation contributes to the report."""
+    """What one account and region's evaluation contributes to the report."""
     rows = [finding_json(f, team_tag) for f in findings]
     if window_start is not None:
         for row in rows:
             row["chart_start"] = window_start.isoformat()
             row["chart_step_hours"] = CHART_HOURS
     return {
+        "account": account,
+        "account_name": account_name,
         "region": region,
         "status": "ok",
         "resources": audited,
+        "instances": audited if instances is None else instances,
         "monthly_cost_usd": round(monthly_cost_usd, 2),
+        "by_team": teams or {},
         "findings": rows,
         "skipped": [skipped_json(s, team_tag, hours_per_month) for s in skipped],
     }
+
+
+def _label(account: str | None, name: str | None) -> str:
+    """An account as people read it: its name and id, or the id alone."""
+    if not account:
+        return name or "this account"
+    return f"{name} ({account})" if name else account
+
+
+def place(row: dict[str, Any], several_accounts: bool) -> str:
+    """Where an item ran: the region alone in a one-account report (as before accounts), else account/region."""
+    if not several_accounts:
+        return str(row["region"])
+    return f"{_label(row.get('account'), row.get('account_name'))}/{row['region']}"
+
+
+def _add(bucket: dict[str, Any], key: str, value: float) -> None:
+    bucket[key] = round(bucket[key] + value, 2)
+
+
+def account_totals(
+    regions: Sequence[dict[str, Any]], region_rows: Sequence[dict[str, Any]]
+) -> list[dict[str, Any]]:
+    """One row per account: its name, regions, what was audited and its cost, what it could save, what failed.
+    Largest saving first, then failures, then by id."""
+    accounts: dict[str, dict[str, Any]] = {}
+    for result, row in zip(regions, region_rows, strict=True):
+        account = result.get("account") or ""
+        entry = accounts.setdefault(
+            account,
+            {
+                "account": result.get("account"),
+                "name": None,
+                "regions": [],
+                "resources": 0,
+                "instances": 0,
+                "monthly_cost_usd": 0.0,
+                "findings": 0,
+                "monthly_saving_usd": 0.0,
+                "failed": [],
+            },
+        )
+        entry["name"] = entry["name"] or result.get("account_name")
+        if result["region"] not in entry["regions"]:
+            entry["regions"].append(result["region"])
+        if row["status"] != "ok":
+            entry["failed"].append(
+                {"region": row["region"], "error": row.get("error"), "message": row.get("message")}
+            )
+            continue
+        entry["resources"] += result.get("resources", 0)
+        entry["instances"] += result.get("instances", result.get("resources", 0))
+        _add(entry, "monthly_cost_usd", result.get("monthly_cost_usd", 0.0))
+        for finding in result.get("findings", []):
+            entry["findings"] += 1
+            _add(entry, "monthly_saving_usd", finding["monthly_saving_usd"])
+    return sorted(
+        accounts.values(),
+        key=lambda a: (-a["monthly_saving_usd"], -len(a["failed"]), a["account"] or ""),
+    )
+
+
+def _team_totals(regions: Sequence[dict[str, Any]], findings: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """Per team, across accounts and regions: what it runs (resources, instances, monthly cost) and what it
+    could save (findings, monthly saving). Largest saving first, then largest cost."""
+    by_team: dict[str, dict[str, Any]] = defaultdict(
+        lambda: {
+            "resources": 0,
+            "instances": 0,
+            "monthly_cost_usd": 0.0,
+            "findings": 0,
+            "monthly_saving_usd": 0.0,
+        }
+    )
+    for result in regions:
+        if result.get("status") != "ok":
+            continue
+        for name, team in (result.get("by_team") or {}).items():
+            bucket = by_team[name]
+            bucket["resources"] += team.get("resources", 0)
+            bucket["instances"] += team.get("instances", 0)
+            _add(bucket, "monthly_cost_usd", team.get("monthly_cost_usd", 0.0))
+    for finding in findings:
+        bucket = by_team[finding["resource"]["team"]]
+        bucket["findings"] += 1
+        _add(bucket, "monthly_saving_usd", finding["monthly_saving_usd"])
+    return dict(
+        sorted(
+            by_team.items(), key=lambda kv: (-kv[1]["monthly_saving_usd"], -kv[1]["monthly_cost_usd"], kv[0])
+        )
+    )
 
 
 def build_report(
@@ -116,23 +238,27 @@ def build_report(
     window_end: datetime,
     regions: Sequence[dict[str, Any]],
 ) -> dict[str, Any]:
-    """Merge region results (ok or failed) into the report, findings sorted by monthly saving."""
+    """Merge the (account, region) results, ok or failed, into the report, findings sorted by monthly saving."""
     findings = sorted(
         (f for r in regions if r.get("status") == "ok" for f in r.get("findings", [])),
-        key=lambda f: (-f["monthly_saving_usd"], f["resource"]["region"], f["resource"]["id"]),
+        key=lambda f: (
+            -f["monthly_saving_usd"],
+            f["resource"].get("account") or "",
+            f["resource"]["region"],
+            f["resource"]["id"],
+        ),
     )
     by_rule: dict[str, dict[str, Any]] = {
         reason.value: {"findings": 0, "monthly_saving_usd": 0.0} for reason in RULE_ORDER
     }
-    by_team: dict[str, dict[str, Any]] = defaultdict(lambda: {"findings": 0, "monthly_saving_usd": 0.0})
     for finding in findings:
-        for bucket in (by_rule[finding["reason"]], by_team[finding["resource"]["team"]]):
-            bucket["findings"] += 1
-            bucket["monthly_saving_usd"] = round(
-                bucket["monthly_saving_usd"] + finding["monthly_saving_usd"], 2
-            )
+        bucket = by_rule[finding["reason"]]
+        bucket["findings"] += 1
+        _add(bucket, "monthly_saving_usd", finding["monthly_saving_usd"])
     region_rows = [
         {
+            "account": r.get("account"),
+            "account_name": r.get("account_name"),
             "region": r["region"],
             "status": r.get("status", "failed"),
             "resources": r.get("resources", 0),
@@ -154,6 +280,20 @@ def build_report(
         key=lambda s: (-(s.get("hourly_usd") or 0.0), s.get("region", ""), s.get("id", "")),
     )
     unpriced = [s for s in skipped if s.get("hourly_usd") is None]
+    accounts = account_totals(regions, region_rows)
+    several = len(accounts) > 1
+    failures = [
+        {
+            "account": r["account"],
+            "account_name": r["account_name"],
+            "region": r["region"],
+            "place": place(r, several),
+            "error": r.get("error"),
+            "message": r.get("message"),
+        }
+        for r in region_rows
+        if r["status"] != "ok"
+    ]
     return {
         "schema": SCHEMA,
         "run": run,
@@ -164,13 +304,19 @@ def build_report(
             "days": round((window_end - window_start).total_seconds() / 86400, 2),
         },
         "totals": {
+            "accounts": len(accounts),
             "resources": sum(r.get("resources", 0) for r in regions if r.get("status") == "ok"),
+            "instances": sum(
+                r.get("instances", r.get("resources", 0)) for r in regions if r.get("status") == "ok"
+            ),
             "findings": len(findings),
             "monthly_cost_usd": round(
                 sum(r.get("monthly_cost_usd", 0.0) for r in regions if r.get("status") == "ok"), 2
             ),
             "monthly_saving_usd": round(sum(f["monthly_saving_usd"] for f in findings), 2),
-            "failed_regions": [r["region"] for r in region_rows if r["status"] != "ok"],
+            # Each failed item where it ran: the region in a one-account report, else "<account>/<region>".
+            "failed_regions": [f["place"] for f in failures],
+            "failed_items": len(failures),
             # Resources the audit could not judge: their cost is outside the saving, not a saving of zero.
             "skipped": len(skipped),
             "skipped_monthly_cost_usd": round(sum(s.get("monthly_cost_usd") or 0.0 for s in skipped), 2),
@@ -178,8 +324,21 @@ def build_report(
             "insufficient_data": not findings and bool(skipped),
         },
         "regions": region_rows,
+        "accounts": accounts,
+        "failures": failures,
         "by_rule": dict(sorted(by_rule.items(), key=lambda kv: -kv[1]["monthly_saving_usd"])),
-        "by_team": dict(sorted(by_team.items(), key=lambda kv: -kv[1]["monthly_saving_usd"])),
+        "by_team": _team_totals(regions, findings),
         "findings": findings,
         "skipped": skipped,
     }
+
+
+def failed_items(report: dict[str, Any]) -> list[tuple[str, str]]:
+    """Each failed item of a report, where it ran and its error as text (a report made before the audit
+    iterated accounts: its failed regions)."""
+    if "failures" in report:
+        return [
+            (str(f["place"]), str(f.get("message") or f.get("error") or "failed")) for f in report["failures"]
+        ]
+    messages = {r["region"]: r.get("message") for r in report["regions"] if r["status"] != "ok"}
+    return [(str(r), str(messages.get(r) or "failed")) for r in report["totals"]["failed_regions"]]

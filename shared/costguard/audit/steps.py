@@ -14,27 +14,45 @@ class _Step(BaseModel):
     model_config = ConfigDict(extra="ignore", frozen=True)
 
 
+ACCOUNT_PATTERN = r"^[0-9]{12}$"
+REGION_PATTERN = r"^[a-z]{2}(-[a-z]+)+-\d+$"
+
+
 class PlanInput(_Step):
     """The execution's input and context: every field may be left out."""
 
     execution: str = Field(min_length=1, max_length=80)
     started: datetime
     input: dict[str, Any] = Field(default_factory=dict)
+    state_machine: str | None = Field(default=None, description="$$.StateMachine.Id: the hub's account")
+
+
+class AuditItem(_Step):
+    """One (account, region) the audit covers: an item of the Map, as Plan lists it."""
+
+    account: str = Field(pattern=ACCOUNT_PATTERN)
+    region: str = Field(pattern=REGION_PATTERN)
+    account_name: str | None = Field(default=None, max_length=200)
 
 
 class RegionTask(_Step):
-    """One region's item of the Map: what Discover, ReadMetrics and Evaluate take and hand on."""
+    """One (account, region) item of the Map: what Discover, ReadMetrics and Evaluate take and hand on.
+    ``account`` None: an item of an execution started before the audit iterated accounts (the hub's own)."""
 
     run: str = Field(min_length=1, max_length=80, pattern=r"^[A-Za-z0-9_.:-]+$")
     now: datetime
-    region: str = Field(pattern=r"^[a-z]{2}(-[a-z]+)+-\d+$")
+    region: str = Field(pattern=REGION_PATTERN)
+    account: str | None = Field(default=None, pattern=ACCOUNT_PATTERN)
+    account_name: str | None = Field(default=None, max_length=200)
     subjects: int = 0
 
 
 class RegionOutcome(_Step):
-    """What a region's branch ends with: its result's key, or the error a Catch recorded."""
+    """What an (account, region) branch ends with: its result's key, or the error a Catch recorded."""
 
     region: str
+    account: str | None = None
+    account_name: str | None = None
     status: Literal["ok", "failed"] = "failed"
     result_key: str | None = None
     error: str | None = None

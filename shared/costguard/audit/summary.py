@@ -1,12 +1,17 @@
-"""The Slack summary of an audit: the total, the top items, failed regions and the report's link."""
+"""The Slack summary of an audit: the total, the top items, the accounts (several) and teams, what failed and
+why, and the report's link."""
 
 from __future__ import annotations
 
 from typing import Any
 
+from costguard.audit.report import failed_items
 from costguard.notify.message import clip, escape
 
 TOP_ITEMS = 5
+TOP_ACCOUNTS = 10
+TOP_TEAMS = 5
+TOP_FAILURES = 10
 
 
 def _projection(finding: dict[str, Any]) -> str:
@@ -23,19 +28,27 @@ def summary_message(report: dict[str, Any], link: str | None) -> dict[str, Any]:
         title = "Right-sizing audit: insufficient data, nothing judged"
     else:
         title = f"Right-sizing audit: ${totals['monthly_saving_usd']:,.2f}/month to save"
+    accounts = report.get("accounts") or []
+    several = len(accounts) > 1
+    names = {str(a["account"]): a.get("name") or str(a["account"]) for a in accounts}
     lines = []
     for finding in report["findings"][:TOP_ITEMS]:
         resource = finding["resource"]
         target = finding["recommended_type"] or "stop"
         if finding["recommended_market"] == "spot":
             target += " on spot"
+        where = resource["region"]
+        if several:
+            account = str(resource.get("account") or "")
+            where = f"{names.get(account, account)}/{where}"
         lines.append(
             f"• *${finding['monthly_saving_usd']:,.2f}/mo* `{escape(finding['reason'])}` "
-            f"{escape(resource['name'] or resource['id'])} ({escape(resource['region'])}): "
+            f"{escape(resource['name'] or resource['id'])} ({escape(where)}): "
             f"{escape(finding['current_type'])} → {escape(target)}{_projection(finding)}"
         )
     body = (
-        f"{totals['findings']} findings over {totals['resources']} resources costing "
+        (f"{len(accounts)} accounts: " if several else "")
+        + f"{totals['findings']} findings over {totals['resources']} resources costing "
         f"${totals['monthly_cost_usd']:,.2f}/month ({report['window']['days']:g}-day window)."
     )
     if totals.get("skipped"):
@@ -52,11 +65,20 @@ def summary_message(report: dict[str, Any], link: str | None) -> dict[str, Any]:
     ]
     if lines:
         blocks.append({"type": "section", "text": {"type": "mrkdwn", "text": clip("\n".join(lines), 3000)}})
-    if totals["failed_regions"]:
-        failed = ", ".join(escape(r) for r in totals["failed_regions"])
-        blocks.append(
-            {"type": "section", "text": {"type": "mrkdwn", "text": f":warning: Not audited: {failed}"}}
-        )
+    if several:  # one account: the totals above are its row
+        rows = [_account_line(a) for a in accounts[:TOP_ACCOUNTS]]
+        if len(accounts) > TOP_ACCOUNTS:
+            rows.append(f"… and {len(accounts) - TOP_ACCOUNTS} more accounts in the report")
+        blocks.append(_section("*By account*\n" + "\n".join(rows)))
+    teams = [(name, t) for name, t in (report.get("by_team") or {}).items()][:TOP_TEAMS]
+    if teams:
+        blocks.append(_section("*By team*\n" + "\n".join(_team_line(name, t) for name, t in teams)))
+    failures = failed_items(report)
+    if failures:
+        lines = [f"• {escape(where)}: {escape(message)[:300]}" for where, message in failures[:TOP_FAILURES]]
+        if len(failures) > TOP_FAILURES:
+            lines.append(f"… and {len(failures) - TOP_FAILURES} more in the report")
+        blocks.append(_section(":warning: *Not audited:*\n" + "\n".join(lines)))
     if link:
         blocks.append(
             {
@@ -67,3 +89,25 @@ def summary_message(report: dict[str, Any], link: str | None) -> dict[str, Any]:
             }
         )
     return {"text": title, "blocks": blocks}
+
+
+def _section(text: str) -> dict[str, Any]:
+    return {"type": "section", "text": {"type": "mrkdwn", "text": clip(text, 3000)}}
+
+
+def _account_line(account: dict[str, Any]) -> str:
+    name = account.get("name")
+    label = f"{escape(name)} ({escape(str(account['account']))})" if name else escape(str(account["account"]))
+    failed = len(account.get("failed") or [])
+    return (
+        f"• {label}: *${account['monthly_saving_usd']:,.2f}/mo* to save, {account['findings']} findings over "
+        f"{account['resources']} resources (${account['monthly_cost_usd']:,.2f}/mo)"
+        + (f", :warning: {failed} failed" if failed else "")
+    )
+
+
+def _team_line(name: str, team: dict[str, Any]) -> str:
+    return (
+        f"• {escape(name)}: *${team['monthly_saving_usd']:,.2f}/mo* to save, {team['findings']} findings over "
+        f"{team.get('resources', 0)} resources (${team.get('monthly_cost_usd', 0.0):,.2f}/mo)"
+    )

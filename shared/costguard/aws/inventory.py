@@ -138,11 +138,11 @@ def instance_from_api(
     )
 
 
-def stop_protected(region: str, instance_id: str) -> bool:
+def stop_protected(region: str, instance_id: str, account: str | None = None) -> bool:
     """Whether the instance's stop protection (``DisableApiStop``) is on: EC2 then refuses every StopInstances
     (OperationNotPermitted) until its owner turns it off. DescribeInstances does not carry the attribute, so
     this is one DescribeInstanceAttribute call per instance: made for stop candidates only, never the fleet."""
-    answer = clients.ec2(region).describe_instance_attribute(
+    answer = clients.ec2(region, account).describe_instance_attribute(
         InstanceId=instance_id, Attribute="disableApiStop"
     )
     return bool((answer.get("DisableApiStop") or {}).get("Value", False))

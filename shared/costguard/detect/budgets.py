@@ -143,17 +143,22 @@ class Scope:
 
     tags: tuple[tuple[str, str], ...] = ()
     known: bool = True  # False: the budget could not be read, so which resources it covers is not known
+    # An organization's budget filtered on linked accounts: only theirs (empty: every account it is asked about)
+    accounts: tuple[str, ...] = ()
 
     def covers(self, resource: Resource) -> bool:
+        if self.accounts and resource.account not in self.accounts:
+            return False
         return not self.tags or any(resource.tags.get(key) == value for key, value in self.tags)
 
     def describe(self) -> str:
         if not self.known:
             return "unknown (the budget could not be read), so every GPU resource of the account is listed"
+        where = f" in linked accounts {', '.join(self.accounts)}" if self.accounts else ""
         return (
-            " or ".join(f"{k}={v}" for k, v in self.tags)
+            " or ".join(f"{k}={v}" for k, v in self.tags) + where
             if self.tags
-            else "every GPU resource of the account"
+            else ("every GPU resource" + where if where else "every GPU resource of the account")
         )
 
 
@@ -167,12 +172,20 @@ def scope_from_budget(budget: dict[str, object]) -> Scope:
             key, sep, value = str(entry).partition("$")
             if sep and value:
                 pairs.append((key.removeprefix("user:"), value))
+    accounts: list[str] = []
+    if isinstance(filters, dict):
+        accounts += [str(a) for a in filters.get("LinkedAccount") or []]
     expression = budget.get("FilterExpression")
     if isinstance(expression, dict) and isinstance(expression.get("Tags"), dict):
         tags = expression["Tags"]
         key = str(tags.get("Key", "")).removeprefix("user:")
         pairs += [(key, str(v)) for v in tags.get("Values") or [] if key and v]
-    return Scope(tuple(dict.fromkeys(pairs)))
+    if isinstance(expression, dict) and isinstance(expression.get("Dimensions"), dict):
+        dimension = expression["Dimensions"]
+        if dimension.get("Key") == "LINKED_ACCOUNT":
+            accounts += [str(v) for v in dimension.get("Values") or []]
+    linked = tuple(dict.fromkeys(a for a in accounts if len(a) == 12 and a.isascii() and a.isdigit()))
+    return Scope(tuple(dict.fromkeys(pairs)), accounts=linked)
 
 
 def _money(value: float | None, suffix: str = "") -> str:
@@ -183,6 +196,13 @@ def total_hourly(resources: Sequence[Running]) -> float | None:
     """The sum of known prices; None when nothing is priced."""
     known = [r.hourly_usd for r in resources if r.hourly_usd is not None]
     return round(sum(known), 4) if known else None
+
+
+def _where(resource: Resource) -> str:
+    """An organization's resource says whose account and which region it runs in."""
+    if resource.account_name is None:
+        return ""
+    return f" ({resource.account_name} {resource.account}, {resource.region})"
 
 
 def listing(resources: Sequence[Running], protect_tag_key: str, limit: int = 15) -> str:
@@ -198,7 +218,7 @@ def listing(resources: Sequence[Running], protect_tag_key: str, limit: int = 15)
             notes.append("never stopped by costguard")
         extra = f" ({'; '.join(notes)})" if notes else ""
         lines.append(
-            f"{n}. {_money(r.hourly_usd, '/h')} {res.kind.value} {res.display_name} "
+            f"{n}. {_money(r.hourly_usd, '/h')} {res.kind.value} {res.display_name}{_where(res)} "
             f"[{res.instance_type or '?'} x {res.instance_count}{', ' + r.detail if r.detail else ''}] "
             f"{r.verdict}{extra}"
         )
@@ -224,6 +244,7 @@ class Breach:
     running: tuple[Running, ...] = field(default_factory=tuple)
     check: str = ""  # what AWS Budgets itself reports, or why the alert is reported only
     confirmed: bool = True  # False: the budget does not bear the message out, so nothing may be stopped
+    unreachable: tuple[str, ...] = ()  # an organization's accounts and regions that could not be read
 
     @property
     def escalation(self) -> Escalation:
@@ -273,6 +294,8 @@ def breach_summary(breach: Breach, protect_tag_key: str, acted: Sequence[str] = 
         f"({len(in_scope)}, {_money(total_hourly(in_scope), '/h')} together):\n"
         + listing(in_scope, protect_tag_key)
     )
+    if breach.unreachable:
+        body += "\nNot read (member role missing or refused): " + "; ".join(breach.unreachable)
     if acted:
         body += "\nWhat this level did:\n" + "\n".join(f"- {line}" for line in acted)
     return Finding(

@@ -1,11 +1,14 @@
 """The right-sizing audit's steps, one per Lambda task of statemachine/audit.asl.json.
 
-Each region's step reads its predecessor's output from S3 and writes its own there, so the state machine
-passes only keys and counts (Step Functions caps a state's payload at 256 KB).
+Plan lists the items, one per (account, region); each item's steps read their predecessor's output from S3
+(``runs/<run>/<account>/<region>/``) and write their own there, so the state machine passes only keys and
+counts (Step Functions caps a state's payload at 256 KB). Discover and ReadMetrics act in the item's account
+(through its member role in an organization deployment); Evaluate reads prices and offerings in the hub.
 """
 
 from __future__ import annotations
 
+import re
 from datetime import timedelta
 from typing import Any
 
@@ -22,25 +25,28 @@ from costguard.audit.evaluate import Catalog, evaluate
 from costguard.audit.html import render_html
 from costguard.audit.model import Subject, Usage
 from costguard.audit.reading import read_usage
-from costguard.audit.report import build_report, region_result
+from costguard.audit.report import build_report, region_result, team_totals
 from costguard.audit.rules import Rules, parse_rules, read_override
-from costguard.audit.steps import PlanInput, RegionTask, ReportInput
+from costguard.audit.steps import AuditItem, PlanInput, RegionTask, ReportInput
 from costguard.audit.summary import summary_message
+from costguard.aws import clients, organization
 from costguard.aws import metrics as cloudwatch_metrics
 from costguard.events.common import to_datetime
 from costguard.notify.delivery import SECRET_PERMISSIONS, DeliveryError, load_routes, post
 from costguard.observability import logger, metrics
-from costguard.permissions import NONE
 from costguard.pricing import price_book
 from costguard.settings import Settings
 
-PLAN_PERMISSIONS = NONE  # plan reads nothing
-DISCOVER_REGION_PERMISSIONS = DISCOVER_PERMISSIONS | store.WRITE_PERMISSIONS
+# plan: an organization deployment with no accounts named lists the organization's accounts; else nothing.
+PLAN_PERMISSIONS = organization.LIST_PERMISSIONS
+# discover_region and read_region_metrics: the watched services' reads, in a member account through its role.
+DISCOVER_REGION_PERMISSIONS = DISCOVER_PERMISSIONS | store.WRITE_PERMISSIONS | clients.ASSUME_PERMISSIONS
 READ_REGION_METRICS_PERMISSIONS = (
     cloudwatch_metrics.READ_PERMISSIONS
     | cloudwatch_metrics.LIST_PERMISSIONS
     | store.READ_PERMISSIONS
     | store.WRITE_PERMISSIONS
+    | clients.ASSUME_PERMISSIONS
 )
 # evaluate_region, with audit_rules reading an override that may be missing.
 EVALUATE_REGION_PERMISSIONS = (
@@ -54,37 +60,112 @@ REPORT_PERMISSIONS = (
 )
 
 
-def _prefix(run: str, region: str) -> str:
-    return f"runs/{run}/{region}"
+_ACCOUNT = re.compile(r"^[0-9]{12}$")
 
 
-def plan(step: PlanInput, settings: Settings, home_region: str) -> dict[str, Any]:
-    """The run's name, its moment and its regions: the execution input's, else the settings', else home."""
+def _prefix(run: str, region: str, account: str | None = None) -> str:
+    return f"runs/{run}/{account}/{region}" if account else f"runs/{run}/{region}"
+
+
+def _task_prefix(step: RegionTask) -> str:
+    return _prefix(step.run, step.region, step.account)
+
+
+def account_of_arn(arn: str | None) -> str | None:
+    """The account field of an ARN (a state machine's, a function's), or None."""
+    parts = (arn or "").split(":")
+    return parts[4] if len(parts) > 5 and _ACCOUNT.match(parts[4]) else None
+
+
+def _named_accounts(value: Any) -> list[str]:
+    """The execution input's ``accounts``: a list of ids, or one comma-separated string."""
+    if value is None or value == [] or value == "":
+        return []
+    names = value.split(",") if isinstance(value, str) else value
+    if not isinstance(names, list):
+        raise ValueError(f"input accounts: a list of 12-digit account ids, not {type(value).__name__}")
+    accounts = [str(a).strip() for a in names if str(a).strip()]
+    bad = [a for a in accounts if not _ACCOUNT.match(a)]
+    if bad:
+        raise ValueError(f"input accounts: not AWS account ids (12 digits): {bad[:5]}")
+    return list(dict.fromkeys(accounts))
+
+
+def plan_accounts(
+    step: PlanInput, settings: Settings, hub: str | None = None
+) -> list[tuple[str, str | None]]:
+    """The accounts to audit, with their names where known: the execution input's, else the settings', else
+    (an organization deployment) every ACTIVE account of the organization, else the hub's own.
+
+    Only the organization case calls Organizations: named accounts need no management or delegated-admin hub,
+    and a single-account deployment never asks. The hub is ``settings.home_account``, else the account of the
+    state machine's ARN (in the execution's context), else ``hub`` (the function's own ARN's)."""
+    home = settings.home_account or account_of_arn(step.state_machine) or hub
+    named = _named_accounts(step.input.get("accounts")) or list(settings.accounts)
+    if not settings.organization:
+        others = [a for a in named if a != home]
+        if others:
+            raise ValueError(
+                f"accounts {others[:5]} asked for, but this is a single-account deployment "
+                "(COSTGUARD_MEMBER_ROLE_NAME is empty): only the hub's own account can be audited"
+            )
+        if not home:
+            raise ValueError("the hub's account is unknown: set COSTGUARD_HOME_ACCOUNT")
+        return [(home, None)]
+    if named:
+        return [(a, None) for a in named]
+    return [(a.id, a.name) for a in organization.directory().active()]
+
+
+def plan(
+    step: PlanInput, settings: Settings, home_region: str, home_account: str | None = None
+) -> dict[str, Any]:
+    """The run's name, its moment and its items: every (account, region) to audit. Regions: the execution
+    input's, else the settings', else the home region."""
     wanted = step.input.get("regions") or list(settings.regions) or [home_region]
+    regions = list(dict.fromkeys(wanted))
     now = to_datetime(step.input["now"]) if step.input.get("now") else step.started
-    return {"run": step.execution, "now": now.isoformat(), "regions": list(dict.fromkeys(wanted))}
+    accounts = plan_accounts(step, settings, home_account)
+    items = [
+        AuditItem(account=account, region=region, account_name=name).model_dump(mode="json")
+        for account, name in accounts
+        for region in regions
+    ]
+    logger.info("audit planned", extra={"accounts": len(accounts), "regions": regions, "items": len(items)})
+    return {
+        "run": step.execution,
+        "now": now.isoformat(),
+        "regions": regions,
+        "accounts": len(accounts),
+        "items": items,
+    }
 
 
 def discover_region(step: RegionTask, settings: Settings) -> dict[str, Any]:
-    subjects = discover(step.region, step.now)
+    """The item's resources, found in its account (through the member role in an organization deployment)."""
+    with clients.acting_in(step.account):
+        subjects = discover(step.region, step.now)
     store.put_json(
         settings.audit_bucket,
-        f"{_prefix(step.run, step.region)}/subjects.json",
+        f"{_task_prefix(step)}/subjects.json",
         [s.model_dump(mode="json") for s in subjects],
     )
     return step.model_copy(update={"subjects": len(subjects)}).model_dump(mode="json")
 
 
 def _subjects(settings: Settings, step: RegionTask) -> list[Subject]:
-    raw = store.get_json(settings.audit_bucket, f"{_prefix(step.run, step.region)}/subjects.json")
+    raw = store.get_json(settings.audit_bucket, f"{_task_prefix(step)}/subjects.json")
     return [Subject.model_validate(s) for s in raw]
 
 
 def read_region_metrics(step: RegionTask, settings: Settings) -> dict[str, Any]:
-    usage = read_usage(step.region, _subjects(settings, step), step.now, settings.audit_lookback_days)
+    """The item's usage over the window, read from CloudWatch in its account."""
+    subjects = _subjects(settings, step)
+    with clients.acting_in(step.account):
+        usage = read_usage(step.region, subjects, step.now, settings.audit_lookback_days)
     store.put_json(
         settings.audit_bucket,
-        f"{_prefix(step.run, step.region)}/usage.json",
+        f"{_task_prefix(step)}/usage.json",
         {key: u.model_dump(mode="json") for key, u in usage.items()},
     )
     return step.model_dump(mode="json")
@@ -102,8 +183,9 @@ def audit_rules(settings: Settings) -> Rules:
 
 
 def evaluate_region(step: RegionTask, settings: Settings) -> dict[str, Any]:
+    """The item's findings: its subjects and usage judged by the rules, with the hub's prices and offerings."""
     subjects = _subjects(settings, step)
-    raw = store.get_json(settings.audit_bucket, f"{_prefix(step.run, step.region)}/usage.json")
+    raw = store.get_json(settings.audit_bucket, f"{_task_prefix(step)}/usage.json")
     usage = {key: Usage.model_validate(u) for key, u in raw.items()}
     rules = audit_rules(settings)
     options, prices = priced_options(
@@ -124,22 +206,40 @@ def evaluate_region(step: RegionTask, settings: Settings) -> dict[str, Any]:
         team_tag=settings.routing_tag_key,
         hours_per_month=rules.hours_per_month,
         window_start=step.now - timedelta(days=settings.audit_lookback_days),
+        account=step.account,
+        account_name=step.account_name,
+        instances=sum(s.instance_count for s in subjects),
+        teams=team_totals(subjects, prices, settings.routing_tag_key, rules.hours_per_month),
     )
-    key = store.put_json(settings.audit_bucket, f"{_prefix(step.run, step.region)}/result.json", result)
+    key = store.put_json(settings.audit_bucket, f"{_task_prefix(step)}/result.json", result)
     metrics.add_metric(name="AuditFindings", unit=MetricUnit.Count, value=len(findings))
-    return {"region": step.region, "status": "ok", "result_key": key, "findings": len(findings)}
+    # Small: a large organization's outcomes all come back in the Map's output, under 256 KB.
+    return {
+        "account": step.account,
+        "account_name": step.account_name,
+        "region": step.region,
+        "status": "ok",
+        "result_key": key,
+        "findings": len(findings),
+    }
 
 
 def report(step: ReportInput, settings: Settings) -> dict[str, Any]:
-    """Merge the regions, write report.json and report.html, link the page and post the Slack summary."""
+    """Merge the (account, region) results, write report.json and report.html, link the page and post the
+    Slack summary."""
     regions: list[dict[str, Any]] = []
     for outcome in step.regions:
         if outcome.status == "ok" and outcome.result_key:
-            regions.append(store.get_json(settings.audit_bucket, outcome.result_key))
+            result = store.get_json(settings.audit_bucket, outcome.result_key)
+            # The outcome names the item (a result written before accounts were iterated does not).
+            result.setdefault("account", outcome.account)
+            result["account_name"] = result.get("account_name") or outcome.account_name
+            regions.append(result)
         else:
             logger.error(
-                "audit region failed",
+                "audit item failed",
                 extra={
+                    "account": outcome.account,
                     "region": outcome.region,
                     "error": outcome.error,
                     "cause": (outcome.cause or "")[:500],
@@ -147,7 +247,14 @@ def report(step: ReportInput, settings: Settings) -> dict[str, Any]:
             )
             metrics.add_metric(name="AuditRegionFailures", unit=MetricUnit.Count, value=1)
             regions.append(
-                {"region": outcome.region, "status": "failed", "error": outcome.error, "cause": outcome.cause}
+                {
+                    "account": outcome.account,
+                    "account_name": outcome.account_name,
+                    "region": outcome.region,
+                    "status": "failed",
+                    "error": outcome.error,
+                    "cause": outcome.cause,
+                }
             )
     document = build_report(
         run=step.run,

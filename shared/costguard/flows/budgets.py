@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
 from aws_lambda_powertools.metrics import MetricUnit
+from botocore.exceptions import ClientError
 
 from costguard.act.aws import permissions_for
 from costguard.act.executor import Outcome
-from costguard.aws import budgets
+from costguard.aws import budgets, clients, organization
 from costguard.aws.budgets import BreachLog, describe_budget
 from costguard.detect.budget_check import Confirmation, confirm, spend_from_budget
 from costguard.detect.budgets import (
@@ -27,6 +29,7 @@ from costguard.detect.budgets import (
     unreadable_budget_finding,
 )
 from costguard.detect.escalation import Escalation, level_for, parse_levels
+from costguard.detect.members import PERMANENT_CODES
 from costguard.events.budgets import Anomaly, AnomalyDetected, BudgetNotification, CostAnomalyNotification
 from costguard.flows.fleet import RUNNING_PERMISSIONS, running_in
 from costguard.model import Action, Decision, Finding, ResourceKind
@@ -39,6 +42,7 @@ PERMISSIONS = (
     budgets.DESCRIBE_PERMISSIONS
     | budgets.BREACH_LOG_PERMISSIONS
     | RUNNING_PERMISSIONS
+    | organization.PLACE_PERMISSIONS
     | ACT_PERMISSIONS
     | permissions_for(ResourceKind.EC2_INSTANCE, ResourceKind.TRAINING_JOB, ResourceKind.NOTEBOOK)
 )
@@ -46,6 +50,41 @@ PERMISSIONS = (
 
 def regions_of(runtime: Runtime, default_region: str) -> tuple[str, ...]:
     return runtime.settings.regions or (default_region,)
+
+
+def running_everywhere(
+    account: str, scope: Scope, regions: tuple[str, ...], runtime: Runtime, now: datetime
+) -> tuple[list[Running], list[str]]:
+    """What runs in every configured region: of the budget's own account, or (an organization deployment) of
+    every linked account the budget covers (its LinkedAccount filter, else every ACTIVE account), each in its
+    own account through the member role. An account and region that cannot be reached is logged and named
+    (the second list), not fatal: the breach is still told with what could be read."""
+    if not runtime.settings.organization:
+        return [r for region in regions for r in running_in(region, runtime, now)], []
+    accounts = scope.accounts or tuple(a.id for a in organization.directory().active()) or (account,)
+    running: list[Running] = []
+    unreachable: list[str] = []
+    for linked in accounts:
+        name = organization.directory().describe(linked).name
+        for region in regions:
+            try:
+                with clients.acting_in(linked):
+                    found = running_in(region, runtime, now)
+            except ClientError as error:
+                code = error.response.get("Error", {}).get("Code", "")
+                if code not in PERMANENT_CODES:
+                    raise
+                logger.warning(
+                    "budget breach: account not reachable",
+                    extra={"account": linked, "region": region, "error": code},
+                )
+                metrics.add_metric(name="UnreachableMembers", unit=MetricUnit.Count, value=1)
+                unreachable.append(f"{name + ' ' if name else ''}{linked} {region} ({code})")
+                continue
+            running += [
+                replace(r, resource=r.resource.model_copy(update={"account_name": name})) for r in found
+            ]
+    return running, unreachable
 
 
 def read_budget(account: str, name: str) -> tuple[dict[str, Any] | None, str | None]:
@@ -92,9 +131,7 @@ def breach_of(
             extra={"event_id": event_id, "budget": alert.name, "problem": confirmation.problem},
         )
         metrics.add_metric(name="UnconfirmedBudgetAlerts", unit=MetricUnit.Count, value=1)
-    running: list[Running] = []
-    for region in regions:
-        running += running_in(region, runtime, now)
+    running, unreachable = running_everywhere(account, scope, regions, runtime, now)
     in_scope = tuple(r for r in running if scope.covers(r.resource))
     breach = Breach(
         alert,
@@ -107,6 +144,7 @@ def breach_of(
         in_scope,
         check=confirmation.describe(alert.alert_type),
         confirmed=confirmation.confirmed,
+        unreachable=tuple(unreachable),
     )
     return breach, scope
 

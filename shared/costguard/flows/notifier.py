@@ -85,6 +85,15 @@ def _tags(notice: AnyNotice) -> dict[str, str]:
     return notice.route_tags if isinstance(notice, GroupNotice) else notice.decision.resource.tags
 
 
+def _place(notice: AnyNotice) -> tuple[str | None, str | None]:
+    """The account and OU a notice (a group's first row) is about: routes may follow them."""
+    first = notice.rows[0] if isinstance(notice, GroupNotice) and notice.rows else notice
+    if isinstance(first, GroupNotice):
+        return None, None
+    resource = first.decision.resource
+    return resource.account, resource.account_ou
+
+
 @dataclass
 class Post:
     """One message to send: an opener, a group, or a reply in a conversation's thread."""
@@ -271,7 +280,7 @@ def deliver_batch(
     api = _api_for(routes)
     by_destination: dict[str, list[tuple[str, AnyNotice]]] = {}
     for mid, notice in items:
-        destination = routes.channel_for(_tags(notice), settings.routing_tag_key)
+        destination = routes.channel_for(_tags(notice), settings.routing_tag_key, *_place(notice))
         by_destination.setdefault(destination, []).append((mid, notice))
     failures: dict[str, Exception] = {}
     for destination, members in by_destination.items():

@@ -94,10 +94,34 @@ def handle_schedule(
     event_id: str | None,
     state: TrainingState | None = None,
 ) -> Report:
-    state = state or TrainingState(runtime.settings.state_table)
     combined = Report()
     for region in runtime.settings.regions or (default_region,):
-        findings = ceiling_findings(region, runtime, now, event_id)
-        findings += digest_findings(account, region, scheduled_at, state, event_id)
-        combined.extend(runtime.act(findings, now))
+        combined.extend(
+            sweep_region(
+                runtime,
+                now,
+                account=account,
+                region=region,
+                scheduled_at=scheduled_at,
+                event_id=event_id,
+                state=state,
+            )
+        )
     return combined
+
+
+def sweep_region(
+    runtime: Runtime,
+    now: datetime,
+    *,
+    account: str,
+    region: str,
+    scheduled_at: datetime,
+    event_id: str | None,
+    state: TrainingState | None = None,
+) -> Report:
+    """One account and region: its ceilings, and yesterday's digest at the day's first run."""
+    state = state or TrainingState(runtime.settings.state_table)
+    findings = ceiling_findings(region, runtime, now, event_id)
+    findings += digest_findings(account, region, scheduled_at, state, event_id)
+    return runtime.act(findings, now)

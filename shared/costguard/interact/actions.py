@@ -21,6 +21,7 @@ from typing import Any, Protocol
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from costguard.act.executor import Outcome, Remediator, StopBlockerReader, StopLimiter, execute
+from costguard.aws import clients
 from costguard.interact import resources, state
 from costguard.interact.authorize import Allowed, SlackDirectory, refusal
 from costguard.interact.values import WITH_HOURS, ActionId, ActionValue, parse_action_value
@@ -148,7 +149,8 @@ def carry_out(click: Click, deps: Interactions, now: datetime) -> Result:
         logger.info("click already handled", extra={"click": click.id, "action": click.action})
         return Result("duplicate", "this click was already handled")
     try:
-        result = _act(click, deps, now)
+        with clients.acting_in(click.value.resource.account):  # the resource's own account (member role)
+            result = _act(click, deps, now)
     except Exception:
         record.forget()  # nothing was recorded as done: the redelivery tries again
         raise

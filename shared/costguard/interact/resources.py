@@ -69,9 +69,11 @@ def read(key: ResourceKey) -> Resource:
 def set_tag(resource: Resource, key: str, value: str) -> None:
     """One tag on the resource (EC2 CreateTags, SageMaker AddTags)."""
     if resource.kind is ResourceKind.EC2_INSTANCE:
-        clients.ec2(resource.region).create_tags(Resources=[resource.id], Tags=[{"Key": key, "Value": value}])
+        clients.ec2(resource.region, resource.account).create_tags(
+            Resources=[resource.id], Tags=[{"Key": key, "Value": value}]
+        )
     elif resource.arn and resource.kind in (ResourceKind.NOTEBOOK, ResourceKind.TRAINING_JOB):
-        clients.sagemaker(resource.region).add_tags(
+        clients.sagemaker(resource.region, resource.account).add_tags(
             ResourceArn=resource.arn, Tags=[{"Key": key, "Value": value}]
         )
     else:

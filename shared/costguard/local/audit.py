@@ -41,7 +41,10 @@ class AuditRun:
     slack: list[dict[str, Any]] = field(default_factory=list)
     error: str | None = None
     definition: str = ""  # the definition moto executed
-    states: list[str] = field(default_factory=list)  # the states it entered, in order
+    # The states it entered, in order: the execution's own (a Distributed Map's item states run in child
+    # executions, whose histories are their own).
+    states: list[str] = field(default_factory=list)
+    keys: list[str] = field(default_factory=list)  # what its items wrote, under runs/<run>/
 
 
 def state_machine(template: Template) -> dict[str, Any]:
@@ -140,7 +143,11 @@ def run_audit(
     """Seed the world, start the state machine and wait for it; the report comes back from S3."""
     template = Template.load(template_path or PROJECT_ROOT / "template.yaml")
     rules_key = RULES_KEY if rules_file else ""
-    env = audit_environment(template, BUCKET, rules_key) | (overrides or {})
+    env = audit_environment(template, BUCKET, rules_key)
+    if not env.get("COSTGUARD_REGIONS") and world.organization is not None:
+        # The template's default (no regions: the home region's) would hide an organization world's other regions.
+        env["COSTGUARD_REGIONS"] = ",".join(world.regions)
+    env |= overrides or {}
     with LocalStack(world, template=template, overrides=env) as stack:
         s3: Any = clients.client("s3", world.region)
         create = (
@@ -173,6 +180,11 @@ def run_audit(
                 for event in sfn.get_execution_history(executionArn=execution, maxResults=1000)["events"]
                 if "stateEnteredEventDetails" in event
             ]
+        keys = [
+            item["Key"]
+            for page in s3.get_paginator("list_objects_v2").paginate(Bucket=BUCKET, Prefix=f"runs/{name}/")
+            for item in page.get("Contents", [])
+        ]
         status = described["status"]
         output = json.loads(described.get("output") or "{}")
         report = html = None
@@ -180,7 +192,7 @@ def run_audit(
             report = json.loads(s3.get_object(Bucket=BUCKET, Key=output["report_key"])["Body"].read())
             html = s3.get_object(Bucket=BUCKET, Key=output["html_key"])["Body"].read().decode()
         error = None if status == "SUCCEEDED" else f"{described.get('error')}: {described.get('cause')}"
-        return AuditRun(status, output, report, html, list(stack.sink.messages), error, asl, states)
+        return AuditRun(status, output, report, html, list(stack.sink.messages), error, asl, states, keys)
 
 
 def _wait(sfn: Any, execution: str) -> dict[str, Any]:
@@ -242,7 +254,21 @@ def print_summary(run: AuditRun, written: list[Path]) -> None:
             + (f" (${cost:,.2f}/month)" if cost is not None else "")
             + ", listed in the report with why"
         )
-    for region in totals["failed_regions"]:
-        print(f"  region {region} FAILED: not audited")
+    accounts = run.report.get("accounts") or []
+    if len(accounts) > 1:
+        for account in accounts:
+            label = f"{account['name']} ({account['account']})" if account.get("name") else account["account"]
+            failed = f", {len(account['failed'])} FAILED" if account.get("failed") else ""
+            print(
+                f"  account {label}: ${account['monthly_saving_usd']:,.2f}/month to save, {account['findings']} "
+                f"findings over {account['resources']} resources in {', '.join(account['regions'])}{failed}"
+            )
+    failures = run.report.get("failures")
+    if failures is None:  # a report made before the audit iterated accounts
+        failures = [{"place": r, "message": "not audited"} for r in totals["failed_regions"]]
+    for failure in failures:
+        print(
+            f"  {failure['place']} FAILED: {failure.get('message') or failure.get('error') or 'not audited'}"
+        )
     for path in written:
         print(f"  wrote {path}")

@@ -25,6 +25,11 @@ def seed_budgets(world: World) -> None:
                 "ForecastedSpend": {"Amount": f"{spec.forecast_usd:.2f}", "Unit": "USD"},
             },
         }
+        filters: dict[str, list[str]] = {}
         if spec.scope_tags:
-            budget["CostFilters"] = {"TagKeyValue": [f"user:{k}${v}" for k, v in spec.scope_tags.items()]}
+            filters["TagKeyValue"] = [f"user:{k}${v}" for k, v in spec.scope_tags.items()]
+        if spec.linked_accounts:
+            filters["LinkedAccount"] = list(spec.linked_accounts)
+        if filters:
+            budget["CostFilters"] = filters
         budgets.create_budget(AccountId=world.account, Budget=budget)

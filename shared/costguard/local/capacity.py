@@ -36,19 +36,28 @@ class WorldCapacity:
     states: dict[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        for spec in self.world.capacity_reservations:
-            self.tags[spec.id] = dict(spec.tags)
-            self.states[spec.id] = spec.state
+        self.places = {(place.account, place.region): place for place in self.world.places()}
+        for place in self.places.values():
+            for spec in place.capacity_reservations:
+                self.tags[spec.id] = dict(spec.tags)
+                self.states[spec.id] = spec.state
 
     def spec(self, reservation_id: str) -> CapacityReservation:
-        for spec in self.world.capacity_reservations:
-            if spec.id == reservation_id:
-                return spec
+        for place in self.places.values():
+            for spec in place.capacity_reservations:
+                if spec.id == reservation_id:
+                    return spec
+        raise LocalCapacityError(f"InvalidCapacityReservationId.NotFound: {reservation_id}")
+
+    def place_of(self, reservation_id: str) -> World:
+        for place in self.places.values():
+            if any(spec.id == reservation_id for spec in place.capacity_reservations):
+                return place
         raise LocalCapacityError(f"InvalidCapacityReservationId.NotFound: {reservation_id}")
 
     def item(self, spec: CapacityReservation) -> dict[str, Any]:
         """The reservation as DescribeCapacityReservations returns it."""
-        world = self.world
+        world = self.place_of(spec.id)
         item: dict[str, Any] = {
             "CapacityReservationId": spec.id,
             "OwnerId": world.account,
@@ -70,11 +79,14 @@ class WorldCapacity:
     def reservations(
         self, region: str, account: str, wanted: Sequence[str] | None = None
     ) -> list[Reservation]:
-        if region != self.world.region:
+        if clients.is_member(account):
+            clients.reach(account, region)  # the member role's credentials, as the real call would need them
+        place = self.places.get((account, region))
+        if place is None:
             return []
         return [
             from_api(self.item(spec), account, region)
-            for spec in self.world.capacity_reservations
+            for spec in place.capacity_reservations
             if wanted is None or spec.id in wanted
         ]
 
@@ -83,17 +95,19 @@ class WorldCapacity:
             raise LocalCapacityError(f"IncorrectState: {reservation_id} is {self.states[reservation_id]}")
         self.states[reservation_id] = "cancelled"
 
-    def instances_in(self, region: str, ids: Sequence[str]) -> dict[str, list[Ec2Instance]]:
+    def instances_in(self, region: str, account: str, ids: Sequence[str]) -> dict[str, list[Ec2Instance]]:
         """Instances the world places in the reservations, as moto's DescribeInstances describes them."""
         found: dict[str, list[Ec2Instance]] = {cr: [] for cr in ids}
         placed = {
             i.id: i.capacity_reservation_id
-            for i in self.world.instances
-            if i.capacity_reservation_id in found and region == self.world.region
+            for place in self.places.values()
+            if place.region == region and (place.account == account or not account)
+            for i in place.instances
+            if i.capacity_reservation_id in found
         }
         if not placed:
             return found
-        ec2: Any = clients.ec2(region)
+        ec2: Any = clients.ec2(region, account or None)
         pages = ec2.get_paginator("describe_instances").paginate(
             InstanceIds=sorted(placed),
             Filters=[{"Name": "instance-state-name", "Values": list(LIVE_INSTANCE_STATES)}],
@@ -130,7 +144,7 @@ def world_capacity_reservations(world: World) -> Iterator[WorldCapacity]:
     def instances_in(
         self: Any, region: str, account: str, ids: Sequence[str]
     ) -> dict[str, list[Ec2Instance]]:
-        return served.instances_in(region, ids)
+        return served.instances_in(region, account, ids)
 
     with (
         mock.patch.object(CapacityReservations, "describe", describe),
@@ -157,7 +171,7 @@ def capacity_series(spec: CapacityReservation, now: datetime, until: datetime) -
     return times
 
 
-def publish_capacity_metrics(world: World, until: datetime | None = None) -> None:
+def publish_capacity_metrics(world: World, until: datetime | None = None) -> None:  # one place of the world
     """InstanceUtilization and UsedInstanceCount of every active reservation, every five minutes."""
     data: list[dict[str, Any]] = []
     for spec in world.capacity_reservations:

@@ -27,6 +27,7 @@ from costguard.local.budgets import seed_budgets
 from costguard.local.capacity import publish_capacity_metrics, world_capacity_reservations
 from costguard.local.fast_metrics import indexed_metrics
 from costguard.local.history import publish_usage_history
+from costguard.local.org import place_client, play_organization, seed_organization
 from costguard.local.seed_metrics import datum, publish
 from costguard.local.sink import SlackSink
 from costguard.local.template import Function, Template, resolve
@@ -129,6 +130,8 @@ class LocalStack:
         self._exit.enter_context(mock_aws())
         self._exit.enter_context(indexed_metrics())
         self._exit.enter_context(moto_stop_training_job())
+        if self.world.organization is not None:
+            self._exit.enter_context(play_organization())
         self.capacity = self._exit.enter_context(world_capacity_reservations(self.world))
         self._exit.callback(clock.freeze, None)
         _reset_process_caches()
@@ -143,7 +146,9 @@ class LocalStack:
             if name.startswith("costguard."):  # powertools child loggers took their level at import
                 logging.getLogger(name).setLevel(level)
         route_logs_to_stderr()
-        seed_world(self.world, self.until)
+        seed_organization(self.world)
+        for place in self.world.places():  # the hub's account and region, then each member's
+            seed_world(place, self.until)
         clock.freeze(self.world.now)
         clients.calls.clear()
         return self
@@ -186,6 +191,7 @@ class LocalStack:
                     {"deadLetterTargetArn": dlq_arn, "maxReceiveCount": MAX_RECEIVE_COUNT}
                 )
             self.urls[logical] = sqs.create_queue(QueueName=name, Attributes=attributes)["QueueUrl"]
+        self._create_work_queues(sqs)
         secret = json.dumps({"default": self.sink.url, "routes": self.routes})
         if self.slack_app:
             from costguard.local.interactions import app_secret, create_interaction_queues
@@ -195,6 +201,69 @@ class LocalStack:
         self.urls["SlackWebhookSecret"] = clients.client("secretsmanager").create_secret(
             Name=SECRET, SecretString=secret
         )["ARN"]
+
+    def _create_work_queues(self, sqs: Any) -> None:
+        """The sweeps' work queues and their dead-letter queue, as the template names them."""
+        queues = {
+            logical: resource.get("Properties", {})
+            for logical, resource in self.template.resources.items()
+            if resource.get("Type") == "AWS::SQS::Queue" and logical not in self.urls and "Sweep" in logical
+        }
+        for logical in sorted(queues, key=lambda name: "DeadLetter" not in name):  # dead-letter queues first
+            attributes = {"VisibilityTimeout": "0"}
+            redrive = queues[logical].get("RedrivePolicy")
+            if isinstance(redrive, dict):
+                target = redrive.get("deadLetterTargetArn", {})
+                dlq = target.get("Fn::GetAtt", [None])[0] if isinstance(target, dict) else None
+                if dlq in self.urls:
+                    arn = sqs.get_queue_attributes(QueueUrl=self.urls[dlq], AttributeNames=["QueueArn"])
+                    attributes["RedrivePolicy"] = json.dumps(
+                        {
+                            "deadLetterTargetArn": arn["Attributes"]["QueueArn"],
+                            "maxReceiveCount": int(redrive.get("maxReceiveCount", MAX_RECEIVE_COUNT)),
+                        }
+                    )
+            name = f"costguard-{logical}"
+            self.urls[logical] = sqs.create_queue(QueueName=name, Attributes=attributes)["QueueUrl"]
+
+    def _pseudo_parameters(self) -> dict[str, str]:
+        org = self.world.organization
+        return {
+            "AWS::AccountId": self.world.account,
+            "AWS::Region": self.world.region,
+            "AWS::Partition": "aws",
+            "AWS::StackName": "costguard",
+            **({"OrganizationId": org.id, "MemberRoleName": org.role} if org else {}),
+        }
+
+    def _conditions(self) -> dict[str, bool]:
+        return {"CreateSlackSecret": True, "IsOrganization": self.world.organization is not None}
+
+    def _organization_environment(self) -> dict[str, str]:
+        """An organization world runs the stack as its hub: the member role name, the hub's account, every
+        region the world names."""
+        org = self.world.organization
+        if org is None:
+            return {}
+        return {
+            "COSTGUARD_MEMBER_ROLE_NAME": org.role,
+            "COSTGUARD_HOME_ACCOUNT": self.world.account,
+            "COSTGUARD_REGIONS": ",".join(self.world.regions),
+        }
+
+    def _own_environment(self, function: Function) -> dict[str, str]:
+        """A function's own variables (its sweep queue's URL, say), resolved as the stack would."""
+        props = self.template.resources[function.logical_id].get("Properties", {})
+        variables = (props.get("Environment") or {}).get("Variables") or {}
+        refs = self.template.parameter_defaults() | dict(self.urls) | self._pseudo_parameters()
+        conditions = self._conditions()
+        own = {}
+        for name, value in variables.items():
+            try:
+                own[name] = str(resolve(value, refs, conditions))
+            except (KeyError, ValueError):
+                continue  # a resource the local stack does not create (the ops topic): the global value stays
+        return own
 
     def _function_environment(self) -> dict[str, str]:
         refs = self.template.parameter_defaults()
@@ -207,14 +276,16 @@ class LocalStack:
                 "FailedEventsQueue": self.urls["FailedEventsQueue"],
                 "SlackWebhookSecret": self.urls["SlackWebhookSecret"],
                 "SlackWebhookSecretArn": "",
+                **self._pseudo_parameters(),
             }
         )
-        conditions = {"CreateSlackSecret": True}
+        conditions = self._conditions()
         env = {k: resolve(v, refs, conditions) for k, v in self.template.global_environment().items()}
         if self.slack_app:
             from costguard.local.interactions import interaction_environment
 
             env.update(interaction_environment(self.urls, self.sink))
+        env.update(self._organization_environment())
         env.update(self.overrides)
         return env
 
@@ -225,8 +296,13 @@ class LocalStack:
             spec = importlib.util.spec_from_file_location(name, function.module_path)
             assert spec and spec.loader, f"cannot load {function.module_path}"
             module = importlib.util.module_from_spec(spec)
-            with _quiet():
+            from costguard.settings import get_settings
+
+            own = {k: v for k, v in self._own_environment(function).items() if k not in self.overrides}
+            get_settings.cache_clear()  # its module-level settings are read at import, with its own variables
+            with _quiet(), patched_environ(own):
                 spec.loader.exec_module(module)
+            get_settings.cache_clear()
             self._modules[function.logical_id] = module
         return self._modules[function.logical_id]
 
@@ -286,6 +362,23 @@ class LocalStack:
                 )
         return invocations
 
+    def work_queue_of(self, logical_id: str) -> str | None:
+        """The sweep work queue a function consumes (an organization's sweep fans out onto it), if any."""
+        for queue in self.urls:
+            consumer = self.template.queue_consumer(queue) if "Sweep" in queue else None
+            if consumer is not None and consumer.logical_id == logical_id:
+                return queue
+        return None
+
+    def sweep(self, logical_id: str, event: Any) -> list[Invocation]:
+        """A scheduled sweep: the function's run, then (an organization fans out) each work item its queue
+        holds, as Lambda's event source mapping would deliver them."""
+        runs = [self.invoke(logical_id, event)]
+        queue = self.work_queue_of(logical_id)
+        if queue is not None and self.world.organization is not None:
+            runs += self.drain(queue)
+        return runs
+
     def window_passes(self, at: datetime | None = None) -> None:
         """Before an event arriving ``at`` (default the clock's now): tell what the notifier held if its
         batching window closed by then."""
@@ -340,7 +433,7 @@ def seed_world(world: World, until: datetime | None = None) -> None:
         return
     from moto.ec2.models import ec2_backends  # the embedded AWS only
 
-    ec2: Any = clients.client("ec2", world.region)
+    ec2: Any = place_client("ec2", world.account, world.region)
     backend = ec2_backends[world.account][world.region]
     # Any of moto's stock AMIs will do; listing all 1,300 of them took a second of every start-up.
     amazon_linux = [{"Name": "name", "Values": ["amzn2-ami-hvm-*"]}]
@@ -430,7 +523,7 @@ def seed_sagemaker(world: World, until: datetime) -> None:
         return
     from moto.sagemaker.models import sagemaker_backends  # the embedded AWS only
 
-    sagemaker: Any = clients.client("sagemaker", world.region)
+    sagemaker: Any = place_client("sagemaker", world.account, world.region)
     backend = sagemaker_backends[world.account][world.region]
     role = f"arn:aws:iam::{world.account}:role/costguard-demo-sagemaker"
     for job in world.training_jobs:

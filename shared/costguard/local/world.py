@@ -1,4 +1,5 @@
-"""The world file: a YAML description of one account that seeds the embedded AWS."""
+"""The world file: a YAML description of one account (or an organization's accounts and regions) that seeds the
+embedded AWS."""
 
 from __future__ import annotations
 
@@ -256,20 +257,110 @@ class Budget(_Strict):
         default_factory=dict,
         description="the budget's cost filter on tags (TagKeyValue user:<key>$<value>): its resources",
     )
+    linked_accounts: list[Annotated[str, Field(pattern=r"^[0-9]{12}$")]] = Field(
+        default_factory=list,
+        description="an organization's budget: its LinkedAccount cost filter (empty: every account)",
+    )
 
 
-class World(_Strict):
-    """One account in one region, at one moment."""
+AccountId = Annotated[str, Field(pattern=r"^[0-9]{12}$")]
+RegionName = Annotated[str, Field(pattern=r"^[a-z]{2}(-[a-z]+)+-[0-9]{1,2}$")]
 
-    account: Annotated[str, Field(pattern=r"^\d{12}$")] = "123456789012"
-    region: str = "us-east-1"
-    now: AwsTime
+
+class OrgAccount(_Strict):
+    """An account of the organization: its id, name and the OU it sits in (an OU id, ``ou-<root>-<suffix>``)."""
+
+    id: AccountId
+    name: str | None = None
+    ou: Annotated[str, Field(pattern=r"^ou-[a-z0-9]{4,32}-[a-z0-9]{8,32}$")] | None = None
+
+
+class Organization(_Strict):
+    """An organization deployment: the world's ``account`` is the hub (and the management account)."""
+
+    id: Annotated[str, Field(pattern=r"^o-[a-z0-9]{10,32}$")] = "o-exampleorg01"
+    role: Annotated[str, Field(pattern=r"^[A-Za-z0-9+=,.@_-]{1,40}$")] = "costguard-member"
+    accounts: list[OrgAccount] = Field(min_length=1)
+
+
+class Resources(_Strict):
+    """What runs in one account and region."""
+
     instances: list[Instance] = Field(default_factory=list)
     training_jobs: list[TrainingJob] = Field(default_factory=list)
     notebooks: list[Notebook] = Field(default_factory=list)
     endpoints: list[Endpoint] = Field(default_factory=list)
     capacity_reservations: list[CapacityReservation] = Field(default_factory=list)
+
+
+class Member(Resources):
+    """Another account and region of the organization, with member.yaml deployed there (``role: present``) or
+    not (``missing``: the hub's AssumeRole is refused)."""
+
+    account: AccountId
+    region: RegionName
+    role: Literal["present", "missing"] = "present"
+
+
+class World(Resources):
+    """One account in one region at one moment; with ``organization`` and ``members``, an organization's
+    accounts and regions, the top level being the hub's own account and region."""
+
+    account: AccountId = "123456789012"
+    region: str = "us-east-1"
+    now: AwsTime
     budgets: list[Budget] = Field(default_factory=list)
+    organization: Organization | None = None
+    members: list[Member] = Field(default_factory=list)
+
+    def places(self) -> list[World]:
+        """Each account and region as a world of its own (the hub's first), for seeding."""
+        out = [self.model_copy(update={"members": []})]
+        for m in self.members:
+            out.append(
+                World(
+                    account=m.account,
+                    region=m.region,
+                    now=self.now,
+                    instances=m.instances,
+                    training_jobs=m.training_jobs,
+                    notebooks=m.notebooks,
+                    endpoints=m.endpoints,
+                    capacity_reservations=m.capacity_reservations,
+                )
+            )
+        return out
+
+    @property
+    def regions(self) -> list[str]:
+        """Every region the world names, the hub's first."""
+        return list(dict.fromkeys([self.region, *(m.region for m in self.members)]))
+
+    @property
+    def account_ids(self) -> list[str]:
+        if self.organization is None:
+            return [self.account]
+        return [a.id for a in self.organization.accounts]
+
+    @model_validator(mode="after")
+    def _members_in_the_organization(self) -> World:
+        if self.members and self.organization is None:
+            raise ValueError("members need an organization (its accounts, names and OUs)")
+        if self.organization is not None:
+            known = {a.id for a in self.organization.accounts}
+            if self.account not in known:
+                raise ValueError(f"the hub account {self.account} is not among the organization's accounts")
+            places = [(self.account, self.region)]
+            for m in self.members:
+                if m.account not in known:
+                    raise ValueError(f"member account {m.account} is not among the organization's accounts")
+                places.append((m.account, m.region))
+            if len(places) != len(set(places)):
+                raise ValueError("each (account, region) may appear once (the top level is the hub's)")
+            ids = [i.id for place in [self, *self.members] for i in place.instances]
+            if len(ids) != len(set(ids)):
+                raise ValueError("instance ids must be unique across the organization")
+        return self
 
     @property
     def series_start(self) -> datetime:

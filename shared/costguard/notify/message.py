@@ -36,6 +36,7 @@ TITLES: dict[Reason, str] = {
     Reason.GPU_IDLE: "Idle GPU instance",
     Reason.GPU_STARVED: "Data-starved GPUs",
     Reason.GPU_METRICS_MISSING: "No GPU metrics",
+    Reason.MEMBER_UNREACHABLE: "Member account not reachable",
     Reason.JOB_STALLED: "Training job stalled",
     Reason.NOTEBOOK_IDLE: "Idle GPU notebook",
     Reason.ENDPOINT_IDLE: "GPU endpoint with no traffic",
@@ -128,11 +129,17 @@ def _code(value: object, limit: int) -> str:
     return _text(str(value).replace("`", "'"), limit)
 
 
-def account_text(account: str) -> str:
-    """An AWS account id is 12 digits; anything else is shown as what it is, escaped."""
-    if _ACCOUNT.fullmatch(account):
-        return account
-    return f"invalid account id `{_code(account, 40)}`"
+def account_text(account: str, name: str | None = None) -> str:
+    """An AWS account id is 12 digits; anything else is shown as what it is, escaped. With the organization's
+    name for it: ``research (222222222222)``."""
+    if not _ACCOUNT.fullmatch(account):
+        return f"invalid account id `{_code(account, 40)}`"
+    return f"{_text(name, _SHORT)} ({account})" if name and name.strip() else account
+
+
+def resource_account(resource: Resource) -> str:
+    """The resource's account as a message names it: its name in the organization where known."""
+    return account_text(resource.account, resource.account_name)
 
 
 def _resource_link(url: str, name: str) -> str:
@@ -388,7 +395,7 @@ def build_message(notice: Notice, *, owner: str | None = None, interactive: bool
     finding = decision.finding
     resource = finding.resource
     title = TITLES.get(decision.reason, decision.reason.value)
-    account, region = account_text(resource.account), _text(resource.region, _SHORT)
+    account, region = resource_account(resource), _text(resource.region, _SHORT)
     on_instances = resource.kind in _INSTANCE_KINDS
     fields = [f"*Resource*\n{_resource_link(console_url(resource), _text(resource.display_name, _NAME))}"]
     if on_instances:
@@ -552,6 +559,8 @@ def _row_line(notice: Notice, owner: str | None) -> str:
     if resource.kind in _INSTANCE_KINDS and resource.instance_type:
         count = "" if resource.instance_count == 1 else f" x {resource.instance_count}"
         parts.append(f"{_text(resource.instance_type, 40)}{count}")
+    if resource.account_name:  # an organization: whose account and where
+        parts.append(f"{resource_account(resource)} {_text(resource.region, _SHORT)}")
     parts.append(_money(decision.hourly_usd, "/h"))
     parts.append(_text(TITLES.get(decision.reason, decision.reason.value), 80))
     parts.append(_text(action_line(notice).split(" ", 1)[-1], 300))
@@ -614,7 +623,8 @@ def build_group_message(
             note = f"… and {rest} more, cheaper ones."
         blocks.append(ContextBlock(elements=[MarkdownTextObject(text=clip(note, MAX_CONTEXT))]))
     first = shown[0].decision.resource if shown else None
-    where_text = f" ({account_text(first.account)}/{_text(first.region, _SHORT)})" if first else ""
+    one_place = len({(n.decision.resource.account, n.decision.resource.region) for n in group.rows}) == 1
+    where_text = f" ({resource_account(first)}/{_text(first.region, _SHORT)})" if first and one_place else ""
     text = f"costguard: {group.count} findings{where_text}: ${group.hourly_total_usd:,.2f}/h"
     return {"text": clip(text, MAX_TEXT), "blocks": [block.to_dict() for block in blocks]}
 

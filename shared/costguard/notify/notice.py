@@ -135,7 +135,10 @@ def by_route(
     more than ``above`` of them. A digest is always one group per channel."""
     routes: dict[str, list[Notice]] = {}
     for notice in notices:
-        routes.setdefault(notice.decision.resource.tags.get(routing_tag_key, ""), []).append(notice)
+        resource = notice.decision.resource
+        # Untagged: by account, since a route may follow the account (an organization's notices).
+        route = resource.tags.get(routing_tag_key) or f"account:{resource.account}"
+        routes.setdefault(route, []).append(notice)
     out: list[AnyNotice] = []
     for members in routes.values():
         if digest or len(members) > above:

@@ -150,10 +150,17 @@ class SlackRoutes(BaseModel):
 
     __str__ = __repr__
 
-    def channel_for(self, tags: dict[str, str], routing_tag_key: str) -> str:
-        """The destination for a resource's tags: a channel id (app form) or a webhook URL (webhook form)."""
+    def channel_for(
+        self, tags: dict[str, str], routing_tag_key: str, account: str | None = None, ou: str | None = None
+    ) -> str:
+        """The destination for a resource: a channel id (app form) or a webhook URL (webhook form). The route
+        of its routing tag's value, else of its account (``account:<id>``), else of its account's OU
+        (``ou:<id>``), else the default."""
         value = tags.get(routing_tag_key)
-        return self.routes.get(value, self.default) if value else self.default
+        for key in (value, f"account:{account}" if account else None, f"ou:{ou}" if ou else None):
+            if key and key in self.routes:
+                return self.routes[key]
+        return self.default
 
     def webhook_for(self, tags: dict[str, str], routing_tag_key: str) -> str:
         """The webhook URL for a resource's tags (webhook form only: an app's channel id is not a URL)."""
