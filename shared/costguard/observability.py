@@ -1,9 +1,69 @@
-"""Logger, tracer and metrics: created once, imported everywhere."""
+"""Logger, tracer and metrics: created once, imported everywhere.
+
+The tracer is powertools' Tracer built at its first use, and only when tracing is on: the X-Ray SDK it loads costs
+about 150 ms of import, which a cold start with tracing off (or a handler that rejects its event) never pays.
+"""
 
 from __future__ import annotations
 
-from aws_lambda_powertools import Logger, Metrics, Tracer
+import functools
+import os
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from aws_lambda_powertools import Logger, Metrics
 
 logger = Logger()
-tracer = Tracer()
 metrics = Metrics()
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def tracing_on() -> bool:
+    """As powertools decides it: in Lambda, unless POWERTOOLS_TRACE_DISABLED says otherwise."""
+    disabled = os.environ.get("POWERTOOLS_TRACE_DISABLED", "").strip().lower() in ("1", "true", "yes", "on")
+    return not disabled and bool(os.environ.get("AWS_LAMBDA_FUNCTION_NAME"))
+
+
+class LazyTracer:
+    """The decorators of powertools' Tracer, building the Tracer (and loading the X-Ray SDK) on the first call
+    that traces."""
+
+    def __init__(self) -> None:
+        self._tracer: Any = None
+
+    def _real(self) -> Any:
+        if self._tracer is None:
+            from aws_lambda_powertools import Tracer
+
+            self._tracer = Tracer()
+        return self._tracer
+
+    def capture_lambda_handler(self, handler: F) -> F:
+        traced: list[Callable[..., Any]] = []
+
+        @functools.wraps(handler)
+        def run(event: Any, context: Any, *args: Any, **kwargs: Any) -> Any:
+            if not tracing_on():
+                return handler(event, context, *args, **kwargs)
+            if not traced:
+                traced.append(self._real().capture_lambda_handler(handler))
+            return traced[0](event, context, *args, **kwargs)
+
+        return run  # type: ignore[return-value]
+
+    def capture_method(self, method: F) -> F:
+        traced: list[Callable[..., Any]] = []
+
+        @functools.wraps(method)
+        def run(*args: Any, **kwargs: Any) -> Any:
+            if not tracing_on():
+                return method(*args, **kwargs)
+            if not traced:
+                traced.append(self._real().capture_method(method))
+            return traced[0](*args, **kwargs)
+
+        return run  # type: ignore[return-value]
+
+
+tracer = LazyTracer()
