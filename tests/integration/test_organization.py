@@ -158,8 +158,8 @@ def test_one_assume_role_per_item_and_session_lifetime(hub: LocalStack) -> None:
     hub.invoke("GpuIdleFunction", gpu_sweep("2026-11-20T12:00:00Z"))
     clients.calls.clear()
     hub.drain("GpuIdleSweepQueue")
-    # Five member items (the hub's own two assume nothing): four roles exist, one is refused.
-    assert clients.calls[("sts", "AssumeRole")] == 4
+    # Five items assume a role (the hub's own region alone needs none): four roles exist, one is refused.
+    assert clients.calls[("sts", "AssumeRole")] == 5
     clients.calls.clear()
     hub.sweep("GpuIdleFunction", gpu_sweep("2026-11-20T12:05:00Z"))
     # The sessions are still valid: only the refused role is tried again.
@@ -206,7 +206,7 @@ def test_an_organization_budget_lists_the_linked_accounts_resources_in_every_reg
     [summary] = [f["summary"] for f in result["findings"] if f["resource_id"].startswith("org-gpu/")]
     listed = summary.split("costliest first", 1)[1]
     # research's two regions and vision's reachable one; not the hub's own account (not a linked account).
-    for name in ("research-p4d-forgotten", "research-p4d-training", "research-g5-starved", "vision-g5-idle"):
+    for name in ("research-p4d-forgotten", "research-p4d-7b-finetune", "research-g5-starved", "vision-g5-idle"):
         assert name in listed
     assert "platform-g5" not in listed and "vision-g5-unseen" not in listed
     assert "(research 222222222222, us-west-2)" in listed and "(vision 333333333333, us-east-1)" in listed

@@ -4,9 +4,10 @@
 Organizations, Pricing) are always the hub's, in the account the functions run in. The watched resources'
 services (``MEMBER_SERVICES``: EC2, CloudWatch, SageMaker) are called in the account being looked at: the
 ``account`` argument, else the account of the work in hand (``acting_in``: a forwarded event's account, a sweep
-item's account), else the hub's own. A member account is reached through its ``<MemberRoleName>-<region>`` role
-(member.yaml), assumed once per account, region and role-session lifetime (botocore refreshes the credentials
-before they expire); a single-account deployment (no member role name) never assumes anything.
+item's account), else the hub's own. A member account, and the hub's own account outside the hub's region, is
+reached through its ``<MemberRoleName>-<region>`` role (member.yaml), assumed once per account, region and
+role-session lifetime (botocore refreshes the credentials before they expire); a single-account deployment (no
+member role name) never assumes anything.
 """
 
 from __future__ import annotations
@@ -84,9 +85,13 @@ def home_account() -> str:
     return os.environ.get(HOME_ACCOUNT_ENV, "").strip()
 
 
-def is_member(account: str | None) -> bool:
-    """True when calls for ``account`` go through its member role: an organization deployment, another account."""
-    return bool(account) and bool(member_role_name()) and account != home_account()
+def is_member(account: str | None, region: str | None = None) -> bool:
+    """True when calls for ``account`` in ``region`` go through a member role: an organization deployment, and
+    another account, or the hub's own account in another region (the hub's own role acts in its own region
+    only; member.yaml is deployed to the hub's other regions too)."""
+    if not account or not member_role_name():
+        return False
+    return account != home_account() or (region or _default_region()) != _default_region()
 
 
 def member_role_arn(account: str, region: str) -> str:
@@ -96,7 +101,7 @@ def member_role_arn(account: str, region: str) -> str:
 def client(service: str, region: str | None = None, account: str | None = None) -> Any:
     """One client per service, region and (for the watched services) account, for the life of the process."""
     target = account or _acting.get()
-    if service in MEMBER_SERVICES and is_member(target):
+    if service in MEMBER_SERVICES and is_member(target, region):
         assert target is not None
         return _member_client(service, region or _default_region(), target)
     return _home_client(service, region)
@@ -144,7 +149,7 @@ def _member_session(account: str, region: str) -> boto3.session.Session:
 def reach(account: str, region: str) -> None:
     """The member role's credentials for ``account`` and ``region``, fetched now if they are not held: raises the
     AssumeRole refusal (AccessDenied) where member.yaml is missing."""
-    credentials = _member_session(account, region).get_credentials() if is_member(account) else None
+    credentials = _member_session(account, region).get_credentials() if is_member(account, region) else None
     if credentials is not None:
         credentials.get_frozen_credentials()
 

@@ -100,6 +100,10 @@ def fan_out(sweep: str, event: ScheduledEvent, settings: Settings) -> dict[str, 
 
 Sweep = Callable[[SweepItem, datetime], Report]
 
+# Called with each item's report once it is swept: the local stack's replay shows the findings this way (a
+# work item's invocation returns only its batch response). Empty in a deployed function.
+item_observers: list[Callable[[SweepItem, Report], None]] = []
+
 
 def sweep_item(item: SweepItem, runtime: Runtime, now: datetime, sweep: Sweep) -> Report:
     """One account and region, in that account. A refusal retrying cannot cure is reported by name."""
@@ -150,7 +154,20 @@ def run_items(
             # Kept in the failed-events queue and counted; not retried (it would fail the same way).
             reject(record.raw_event, error, function=function)
             return {"rejected": record.message_id}
-        return sweep_item(item, runtime, now(), sweep).summary()
+        report = sweep_item(item, runtime, now(), sweep)
+        logger.info(
+            "sweep item done",
+            extra={
+                "sweep": item.sweep,
+                "account": item.account,
+                "region": item.region,
+                "findings": len(report.findings),
+                "notices": len(report.notices),
+            },
+        )
+        for observe in item_observers:
+            observe(item, report)
+        return {"findings": len(report.findings)}
 
     return dict(
         process_partial_response(event=event, record_handler=one, processor=processor, context=context)

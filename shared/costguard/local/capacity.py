@@ -79,7 +79,7 @@ class WorldCapacity:
     def reservations(
         self, region: str, account: str, wanted: Sequence[str] | None = None
     ) -> list[Reservation]:
-        if clients.is_member(account):
+        if clients.is_member(account, region):
             clients.reach(account, region)  # the member role's credentials, as the real call would need them
         place = self.places.get((account, region))
         if place is None:

@@ -271,6 +271,8 @@ def replay_event(stack: LocalStack, path: str | Path, function: str | None = Non
             outcome = stack.invoke(name, event).result or {}
             if not isinstance(outcome, dict):
                 outcome = {"returned": outcome}
+            if "items" in outcome and "sweep" in outcome:  # an organization's sweep fanned out: run its items
+                outcome |= stack.run_work_items(name)
             if outcome.get("rejected"):
                 result.error = f"{path}: rejected by {name}: {outcome.get('problem')}"
             result.findings.extend(outcome.get("findings", []))

@@ -379,6 +379,29 @@ class LocalStack:
             runs += self.drain(queue)
         return runs
 
+    def run_work_items(self, logical_id: str) -> dict[str, Any]:
+        """Deliver the work items a fanned-out sweep queued, and gather what each found (its invocation returns
+        only the batch response): the findings and decisions as one run's summary would list them."""
+        from costguard.flows import org
+
+        queue = self.work_queue_of(logical_id)
+        if queue is None:
+            return {}
+        reports: list[Any] = []
+        org.item_observers.append(lambda item, report: reports.append(report))
+        try:
+            runs = self.drain(queue)
+        finally:
+            org.item_observers.clear()
+        summary: dict[str, Any] = {"findings": [], "decisions": []}
+        for report in reports:
+            done = report.summary()
+            summary["findings"] += done.get("findings", [])
+            summary["decisions"] += done.get("decisions", [])
+        failed = [f for run in runs for f in (run.result or {}).get("batchItemFailures", [])]
+        summary["item_failures"] = len(failed)
+        return summary
+
     def window_passes(self, at: datetime | None = None) -> None:
         """Before an event arriving ``at`` (default the clock's now): tell what the notifier held if its
         batching window closed by then."""
