@@ -9,7 +9,7 @@ blocks the others. A refusal that retrying cannot cure (the member role is missi
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from datetime import datetime
 from typing import Annotated, Any
 
@@ -182,7 +182,3 @@ def is_work_batch(event: Any) -> bool:
         and bool(records)
         and all(isinstance(r, dict) and r.get("eventSource") == "aws:sqs" for r in records)
     )
-
-
-def accounts_of(items: Iterable[SweepItem]) -> list[str]:
-    return sorted({i.account for i in items})
