@@ -37,17 +37,38 @@ print((time.perf_counter() - start) * 1000)
 """
 
 
+class _StandIns(dict[str, str]):
+    """Any other resource the stack would create: a stand-in name (the handlers only read it at import)."""
+
+    def __missing__(self, name: str) -> str:
+        return f"costguard-{name}"
+
+
 def handler_environment(template: Template, logical_id: str) -> dict[str, str]:
     """The environment a deployed function starts with: the template's globals and its own variables with
     the parameter defaults, and stand-ins for the resources the stack would create."""
-    refs = template.parameter_defaults() | {
-        "StateTable": "costguard-state",
-        "DecisionsQueue": "https://sqs.us-east-1.amazonaws.com/123456789012/costguard-decisions",
-        "FailedEventsQueue": "https://sqs.us-east-1.amazonaws.com/123456789012/costguard-failed-events",
-        "SlackWebhookSecret": "arn:aws:secretsmanager:us-east-1:123456789012:secret:costguard-slack",
-        "SlackWebhookSecretArn": "",
-        "AuditReportsBucket": "costguard-audit-reports",
-    }
+    refs = (
+        template.parameter_defaults()
+        | {
+            "StateTable": "costguard-state",
+            "DecisionsQueue": "https://sqs.us-east-1.amazonaws.com/123456789012/costguard-decisions",
+            "FailedEventsQueue": "https://sqs.us-east-1.amazonaws.com/123456789012/costguard-failed-events",
+            "SlackWebhookSecret": "arn:aws:secretsmanager:us-east-1:123456789012:secret:costguard-slack",
+            "SlackWebhookSecretArn": "",
+            "AuditReportsBucket": "costguard-audit-reports",
+            "OpsNotificationsTopic": "arn:aws:sns:us-east-1:123456789012:costguard-ops",
+        }
+        | {
+            queue: f"https://sqs.us-east-1.amazonaws.com/123456789012/costguard-{queue}"
+            for queue in (
+                "GpuIdleSweepQueue",
+                "SageMakerIdleSweepQueue",
+                "CapacitySweepQueue",
+                "TrainingCeilingsSweepQueue",
+            )
+        }
+    )
+    refs = _StandIns(refs)
     props = template.resources.get(logical_id, {}).get("Properties", {})
     own = (props.get("Environment") or {}).get("Variables") or {}
     env = {

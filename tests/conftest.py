@@ -56,9 +56,11 @@ def _isolated_environment(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     from costguard.settings import get_settings
 
     clients.reset()
+    clients.enter_account(None)  # an earlier test's handler parsed an event of some account
     get_settings.cache_clear()
     yield
     clients.reset()
+    clients.enter_account(None)
     get_settings.cache_clear()
 
 

@@ -6,8 +6,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
-from aws_lambda_powertools import Logger
-
 from costguard.act.executor import Outcome, Remediator, StopBlockerReader, StopLimiter, execute
 from costguard.model import Action, Decision, Finding, Reason
 from costguard.notify.dedupe import RepeatGate, Sighting
@@ -15,9 +13,8 @@ from costguard.notify.message import ROWS_SHOWN
 from costguard.notify.mutes import MuteReader
 from costguard.notify.notice import GROUP_ABOVE, AnyNotice, GroupNotice, Notice, by_route
 from costguard.notify.queue import NoticeQueue
+from costguard.observability import logger
 from costguard.policy import SNOOZE_TAG_KEY, Policy, decide_all, snoozed_until, stop_candidates
-
-logger = Logger(child=True)
 
 # Findings that say the same thing for as long as nothing changes: alerted once (per 30 days).
 ALERT_ONCE = {Reason.GPU_METRICS_MISSING}

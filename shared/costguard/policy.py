@@ -7,12 +7,9 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from functools import lru_cache
 
-from aws_lambda_powertools import Logger
-
 from costguard.events.common import to_datetime
 from costguard.model import MARK_TAG_KEY, Action, Decision, Finding
-
-logger = Logger(child=True)
+from costguard.observability import logger
 
 # A protect tag counts unless its value clearly says no.
 _FALSE_VALUES = {"false", "no", "0", "off"}

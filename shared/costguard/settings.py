@@ -52,6 +52,16 @@ class Settings(BaseSettings):
     idle_threshold_percent: float = Field(default=5.0, ge=0, le=100)
     idle_window_minutes: int = Field(default=30, ge=5, le=24 * 60)
     starved_threshold_percent: float = Field(default=70.0, ge=0, le=100)
+    idle_policy: str = Field(
+        default="fixed",
+        pattern="^(fixed|adaptive)$",
+        description="fixed: the idle window and grace; adaptive: learned per instance (detect/adaptive.py)",
+    )
+    interruption_cost_usd: float = Field(
+        default=25.0, ge=0, le=100000, description="adaptive: what interrupting work (a near-miss) costs"
+    )
+    adaptive_floor_minutes: int = Field(default=30, ge=5, le=24 * 60)
+    adaptive_horizon_minutes: int = Field(default=60, ge=5, le=24 * 60)
     starved_window_minutes: int = Field(default=120, ge=5, le=7 * 24 * 60)
     endpoint_idle_hours: int = Field(default=24, ge=1, le=30 * 24)
     price_source: str = Field(default="bundled", pattern="^(bundled|live)$")

@@ -75,7 +75,12 @@ def test_the_waiting_queues_have_depth_alarms() -> None:
         for a in _alarms().values()
         if a.get("MetricName") == "ApproximateNumberOfMessagesVisible"
     }
-    assert depth == {"DecisionsDeadLetterQueue", "FailedEventsQueue", "InteractionsDeadLetterQueue"}
+    assert depth == {
+        "DecisionsDeadLetterQueue",
+        "FailedEventsQueue",
+        "InteractionsDeadLetterQueue",
+        "SweepDeadLetterQueue",
+    }
 
 
 def test_ops_alarm_names_share_the_prefix_the_rule_matches() -> None:

@@ -206,7 +206,12 @@ def test_an_organization_budget_lists_the_linked_accounts_resources_in_every_reg
     [summary] = [f["summary"] for f in result["findings"] if f["resource_id"].startswith("org-gpu/")]
     listed = summary.split("costliest first", 1)[1]
     # research's two regions and vision's reachable one; not the hub's own account (not a linked account).
-    for name in ("research-p4d-forgotten", "research-p4d-7b-finetune", "research-g5-starved", "vision-g5-idle"):
+    for name in (
+        "research-p4d-forgotten",
+        "research-p4d-7b-finetune",
+        "research-g5-starved",
+        "vision-g5-idle",
+    ):
         assert name in listed
     assert "platform-g5" not in listed and "vision-g5-unseen" not in listed
     assert "(research 222222222222, us-west-2)" in listed and "(vision 333333333333, us-east-1)" in listed
@@ -216,3 +221,12 @@ def test_an_organization_budget_lists_the_linked_accounts_resources_in_every_reg
     assert (
         "Not read (member role missing or refused): vision 333333333333 us-west-2 (AccessDenied)" in summary
     )
+
+
+def test_an_unreadable_work_item_is_kept_in_the_sweeps_dead_letter_queue(hub: LocalStack) -> None:
+    clients.sqs().send_message(
+        QueueUrl=hub.urls["GpuIdleSweepQueue"], MessageBody='{"sweep": "gpu", "account": "x"}'
+    )
+    runs = hub.drain("GpuIdleSweepQueue")
+    assert runs and all(r.result and r.result["batchItemFailures"] for r in runs)
+    assert hub.queue_depth("GpuIdleSweepQueue") == 0 and hub.queue_depth("SweepDeadLetterQueue") == 1

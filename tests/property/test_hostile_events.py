@@ -163,8 +163,20 @@ def test_handler_survives_hostile_events(function: str, stack: LocalStack) -> No
 
 
 # What a queue consumer logs (with the message id) and counts for a record it returns to the queue.
-FAILURE_LOGS = ("unreadable notice", "Slack delivery failed", "unreadable interaction", "interaction failed")
-FAILURE_METRICS = ("UnreadableNotices", "DeliveryFailures", "UnreadableInteractions", "InteractionFailures")
+FAILURE_LOGS = (
+    "unreadable notice",
+    "Slack delivery failed",
+    "unreadable interaction",
+    "interaction failed",
+    "unreadable work item",
+)
+FAILURE_METRICS = (
+    "UnreadableNotices",
+    "DeliveryFailures",
+    "UnreadableInteractions",
+    "InteractionFailures",
+    "UnreadableWorkItems",
+)
 
 
 @pytest.mark.parametrize("function", QUEUE_DRIVEN)

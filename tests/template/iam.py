@@ -131,6 +131,13 @@ def _load_app(logical_id: str, code_uri: str, handler: str) -> Any:
     return module
 
 
+# A Distributed Map runs its items as child executions of the same state machine (AWS: "IAM policies for using
+# Distributed Map states").
+DISTRIBUTED_MAP_ACTIONS = frozenset(
+    {"states:StartExecution", "states:DescribeExecution", "states:StopExecution"}
+)
+
+
 def _state_machine_actions(resource: dict[str, Any]) -> set[str]:
     asl = json.loads((ROOT / resource["Properties"]["DefinitionUri"]).read_text(encoding="utf-8"))
     found: set[str] = set()
@@ -140,6 +147,9 @@ def _state_machine_actions(resource: dict[str, Any]) -> set[str]:
             if node.get("Type") == "Task":
                 resource_arn = str(node.get("Resource"))
                 found.add(TASK_ACTIONS.get(resource_arn, f"<unknown task resource {resource_arn}>"))
+            processor = node.get("ItemProcessor", {}).get("ProcessorConfig", {})
+            if node.get("Type") == "Map" and processor.get("Mode") == "DISTRIBUTED":
+                found.update(DISTRIBUTED_MAP_ACTIONS)  # its child executions, started and followed
             for child in node.values():
                 walk(child)
         elif isinstance(node, list):

@@ -1,4 +1,4 @@
-"""checkov on template.yaml: no failed check. A check costguard does not meet is skipped in the resource's
+"""checkov on template.yaml and member.yaml: no failed check. A check costguard does not meet is skipped in the resource's
 Metadata (``checkov: skip:``) with the reason next to it, so every exception is read where it applies.
 
 checkov lives in its own virtual environment (`make setup` creates .venv-checkov); like the SAM CLI tests,
@@ -21,6 +21,7 @@ pytestmark = pytest.mark.template
 
 ROOT = Path(__file__).resolve().parents[2]
 TEMPLATE = ROOT / "template.yaml"
+MEMBER_TEMPLATE = ROOT / "member.yaml"
 # Read at import: the autouse fixture in tests/conftest.py removes COSTGUARD_* variables before a test runs.
 CHECKOV_FROM_ENV = os.environ.get("COSTGUARD_CHECKOV")
 TIMEOUT_SECONDS = 600
@@ -35,11 +36,11 @@ def _checkov() -> Path:
     return binary
 
 
-def _scan(tmp_path: Path) -> dict[str, Any]:
+def _scan(tmp_path: Path, template: Path = TEMPLATE) -> dict[str, Any]:
     command = [
         str(_checkov()),
         "--file",
-        str(TEMPLATE),
+        str(template),
         "--framework",
         "cloudformation",
         "--output",
@@ -62,10 +63,10 @@ def _scan(tmp_path: Path) -> dict[str, Any]:
     return report
 
 
-def _skip_reasons() -> dict[str, list[tuple[str, str]]]:
+def _skip_reasons(template: Path = TEMPLATE) -> dict[str, list[tuple[str, str]]]:
     """Resource -> (check id, comment) of every checkov skip in the template's Metadata."""
     found: dict[str, list[tuple[str, str]]] = {}
-    for name, resource in Template.load(TEMPLATE).resources.items():
+    for name, resource in Template.load(template).resources.items():
         skips = (resource.get("Metadata") or {}).get("checkov", {}).get("skip", [])
         found[name] = [(str(s.get("id")), str(s.get("comment") or "")) for s in skips]
     return found
@@ -96,3 +97,16 @@ def test_every_checkov_skip_says_why() -> None:
     iam_checks = {"CKV_AWS_107", "CKV_AWS_108", "CKV_AWS_109", "CKV_AWS_110", "CKV_AWS_111", "CKV_AWS_63"}
     skipped_iam = [f"{r}: {c}" for r, items in skips.items() for c, _ in items if c in iam_checks]
     assert not skipped_iam, skipped_iam
+
+
+def test_checkov_finds_no_failed_check_in_member_yaml(tmp_path: Path) -> None:
+    """The member stack every account of the organization runs: nothing skipped at all."""
+    report = _scan(tmp_path, MEMBER_TEMPLATE)
+    summary = report["summary"]
+    assert summary["parsing_errors"] == 0, summary
+    failed = [
+        f"{c['check_id']} {c['resource']}: {c['check_name']}" for c in report["results"]["failed_checks"]
+    ]
+    assert not failed, "checkov failed checks in member.yaml:\n" + "\n".join(failed)
+    assert summary["passed"] > 0 and summary["skipped"] == 0, summary
+    assert not any(_skip_reasons(MEMBER_TEMPLATE).values())

@@ -150,9 +150,9 @@ def test_budgets_function_is_subscribed_to_the_topic_and_the_anomaly_rule() -> N
         "Fn::GetAtt": ["FailedEventsQueue", "Arn"]
     }
     patterns = [e["Properties"]["Pattern"] for e in events.values() if e["Type"] == "EventBridgeRule"]
-    assert patterns == [
-        {"source": ["aws.ce"], "account": [{"Ref": "AWS::AccountId"}], "detail-type": ["Anomaly Detected"]}
-    ]
+    # The stack's own account, or (an organization's hub) any account forwarding to it.
+    pin = {"Fn::If": ["IsOrganization", {"Ref": "AWS::NoValue"}, [{"Ref": "AWS::AccountId"}]]}
+    assert patterns == [{"source": ["aws.ce"], "account": pin, "detail-type": ["Anomaly Detected"]}]
 
 
 def test_gpu_budget_is_optional_and_alerts_only_the_topic() -> None:

@@ -1,6 +1,9 @@
-"""Every EventBridge rule on the default bus takes the stack's own account's events only: other accounts'
-events may reach costguard only through an organization-scoped bus its owner sets up. The local routing
-(`costguard replay`, the local stack) resolves the pin to the local stack's account."""
+"""Every EventBridge rule on the default bus takes the stack's own account's events only, except in an
+organization deployment (IsOrganization), where the detectors' rules take any account's events: those reach the
+default bus only from principals of the organization (OrganizationEventsPolicy, member.yaml's forwarding rules).
+costguard's own alarms stay pinned to the hub's account. The local routing (`costguard replay`, the local stack)
+resolves the pin to the local stack's account, and the condition from what the caller passes (single-account
+by default)."""
 
 from __future__ import annotations
 
@@ -19,6 +22,12 @@ pytestmark = pytest.mark.template
 
 TEMPLATE = ROOT / "template.yaml"
 PIN = [{"Ref": "AWS::AccountId"}]
+# A hub takes every account's events (the bus policy admits the organization's only); else the pin.
+ORGANIZATION_PIN = {"Fn::If": ["IsOrganization", {"Ref": "AWS::NoValue"}, PIN]}
+# Rules that stay pinned in a hub too: costguard's own alarms are the hub's alone.
+HUB_ONLY = {"OpsAlarmRule"}
+ORGANIZATION = {"IsOrganization": True}
+OTHER = "210987654321"
 EVENT_RULE_SOURCES = ("EventBridgeRule", "CloudWatchEvent")
 
 
@@ -45,16 +54,45 @@ def test_there_are_rules_and_samples_to_check() -> None:
     assert any(where == "OpsAlarmRule" for where, _, _ in found)
 
 
-def test_every_rule_on_the_default_bus_pins_the_stacks_account() -> None:
+def _unpinned(body: dict[str, Any]) -> list[str]:
+    """Rules on the default bus that take other accounts' events beyond what an organization allows."""
     problems = []
-    for where, pattern, bus in _rules(Template.load(TEMPLATE).body):
+    for where, pattern, bus in _rules(body):
         if bus not in (None, "default"):
             continue  # an organization-scoped bus names its own accounts
-        if not isinstance(pattern, dict) or pattern.get("account") != PIN:
-            problems.append(
-                f"{where}: account is {None if not isinstance(pattern, dict) else pattern.get('account')!r}"
-            )
+        account = pattern.get("account") if isinstance(pattern, dict) else None
+        allowed = [PIN] if where in HUB_ONLY else [PIN, ORGANIZATION_PIN]
+        if account not in allowed:
+            problems.append(f"{where}: account is {account!r}")
+    return problems
+
+
+def test_every_rule_on_the_default_bus_pins_the_stacks_account_unless_a_hub() -> None:
+    problems = _unpinned(Template.load(TEMPLATE).body)
     assert not problems, "rules taking events of any account:\n" + "\n".join(problems)
+
+
+def test_costguards_own_alarms_stay_the_hubs_and_the_detectors_open_only_in_a_hub() -> None:
+    body = Template.load(TEMPLATE).body
+    found = {where: pattern.get("account") for where, pattern, _ in _rules(body)}
+    assert found["OpsAlarmRule"] == PIN
+    detectors = [where for where in found if where not in HUB_ONLY]
+    assert detectors and all(found[where] == ORGANIZATION_PIN for where in detectors), found
+    assert body["Conditions"]["IsOrganization"] == {
+        "Fn::Not": [{"Fn::Equals": [{"Ref": "OrganizationId"}, ""]}]
+    }
+
+
+def test_only_the_organization_may_put_events_on_a_hubs_bus() -> None:
+    body = Template.load(TEMPLATE).body
+    [(name, policy)] = [
+        (n, r) for n, r in body["Resources"].items() if r.get("Type") == "AWS::Events::EventBusPolicy"
+    ]
+    assert policy.get("Condition") == "IsOrganization", f"{name} must exist in a hub only"
+    statement = policy["Properties"]["Statement"]
+    assert policy["Properties"]["EventBusName"] == "default"
+    assert statement["Action"] == "events:PutEvents"
+    assert statement["Condition"] == {"StringEquals": {"aws:PrincipalOrgID": {"Ref": "OrganizationId"}}}
 
 
 def test_schedules_have_no_pattern_and_are_exempt() -> None:
@@ -74,8 +112,10 @@ def test_the_check_finds_a_rule_without_the_pin() -> None:
     del body["Resources"]["SpotInterruptionsFunction"]["Properties"]["Events"]["SpotInterruptionWarning"][
         "Properties"
     ]["Pattern"]["account"]
-    unpinned = [where for where, pattern, _ in _rules(body) if pattern.get("account") != PIN]
-    assert unpinned == ["SpotInterruptionsFunction.Events.SpotInterruptionWarning"]
+    assert _unpinned(body) == ["SpotInterruptionsFunction.Events.SpotInterruptionWarning: account is None"]
+    body = copy.deepcopy(Template.load(TEMPLATE).body)
+    body["Resources"]["OpsAlarmRule"]["Properties"]["EventPattern"]["account"] = ORGANIZATION_PIN
+    assert [p.split(":")[0] for p in _unpinned(body)] == ["OpsAlarmRule"]
 
 
 # --- the local routing -----------------------------------------------------------------------------
@@ -113,7 +153,33 @@ def test_an_event_of_another_account_reaches_no_rule(path: Path) -> None:
     event = json.loads(path.read_text())
     template = Template.load(TEMPLATE)
     assert template.route(event, account=event["account"]), f"{path.name} reaches no rule in its own account"
-    assert template.route(event, account="210987654321") == []
+    assert template.route(event, account=OTHER) == []
+
+
+@pytest.mark.parametrize("path", SAMPLES, ids=lambda p: p.name)
+def test_a_hub_routes_a_member_accounts_event_as_its_own(path: Path) -> None:
+    """In an organization deployment the detectors take a forwarded event of another account."""
+    event = json.loads(path.read_text())
+    template = Template.load(TEMPLATE)
+    own = [(r.function, r.name) for r in template.route(event, account=event["account"])]
+    forwarded = [(r.function, r.name) for r in template.route(event, account=OTHER, conditions=ORGANIZATION)]
+    assert forwarded == own
+    hub = template.conditions({"OrganizationId": "o-a1b2c3d4e5"})
+    assert hub["IsOrganization"] is True
+    assert [(r.function, r.name) for r in template.route(event, account=OTHER, conditions=hub)] == own
+
+
+def test_a_hub_still_takes_only_its_own_ops_alarms() -> None:
+    template = Template.load(TEMPLATE)
+    pattern = template.resources["OpsAlarmRule"]["Properties"]["EventPattern"]
+    assert local_pattern(pattern, OTHER, ORGANIZATION)["account"] == [OTHER]
+
+
+def test_conditions_default_to_a_single_account_deployment() -> None:
+    template = Template.load(TEMPLATE)
+    assert template.conditions()["IsOrganization"] is False
+    assert template.conditions({"OrganizationId": "o-a1b2c3d4e5"})["IsOrganization"] is True
+    assert template.conditions()["CreateSlackSecret"] is True
 
 
 def test_local_pattern_refuses_what_it_cannot_resolve() -> None:
@@ -128,3 +194,16 @@ def test_local_pattern_refuses_what_it_cannot_resolve() -> None:
         local_pattern({"source": [{"Ref": "SomeParameter"}]}, "111122223333")
     with pytest.raises(ValueError, match="cannot resolve"):
         local_pattern({"source": [{"Fn::GetAtt": ["X", "Arn"]}]}, "111122223333")
+    with pytest.raises(ValueError, match="condition"):
+        local_pattern({"account": {"Fn::If": ["NoSuchCondition", [], PIN]}}, "111122223333")
+
+
+def test_local_pattern_takes_the_branch_of_its_condition() -> None:
+    pattern = {"source": ["aws.ec2"], "account": ORGANIZATION_PIN}
+    assert local_pattern(pattern, "111122223333") == {"source": ["aws.ec2"], "account": ["111122223333"]}
+    assert local_pattern(pattern, "111122223333", {"IsOrganization": False}) == {
+        "source": ["aws.ec2"],
+        "account": ["111122223333"],
+    }
+    # AWS::NoValue leaves the key out: any account
+    assert local_pattern(pattern, "111122223333", ORGANIZATION) == {"source": ["aws.ec2"]}

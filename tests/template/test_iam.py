@@ -58,6 +58,8 @@ EVERY_RESOURCE_ALLOWED = {
     "sagemaker:DescribeEndpoint",
     "sagemaker:DescribeEndpointConfig",
     "sagemaker:ListTags",
+    # An organization deployment's account list: Organizations authorizes it on no narrower resource.
+    "organizations:ListAccounts",
 }
 
 # Stops and cancels: only what costguard marked, and never what carries the protect tag.
@@ -159,7 +161,7 @@ def test_sam_policy_templates_are_expanded_before_comparing() -> None:
     # invokes from LambdaInvokePolicy: both count as granted.
     allowed = granted(body())
     assert "secretsmanager:GetSecretValue" in allowed["NotifierFunction"]
-    assert allowed["AuditStateMachine"] == {"lambda:InvokeFunction"}
+    assert "lambda:InvokeFunction" in allowed["AuditStateMachine"]
 
 
 # --- no wildcard, and narrowed where IAM allows -----------------------------------------------------
@@ -350,7 +352,7 @@ def test_stop_protection_is_read_by_every_role_that_stops_instances_and_of_marke
 # --- the stack's own region ---------------------------------------------------------------------------
 
 # Services whose ARNs carry no region.
-GLOBAL_ARNS = {"iam", "s3", "budgets", "cloudfront", "route53"}
+GLOBAL_ARNS = {"iam", "s3", "budgets", "cloudfront", "route53", "organizations"}
 
 
 def test_resource_arns_name_the_stacks_region_only() -> None:
@@ -378,13 +380,32 @@ def test_functions_that_act_see_only_the_stacks_region() -> None:
     acting = {g.role for g in grants(template) if g.actions & (set(STOPS) | TAGGING | ALARMS)}
     assert acting
     assert "COSTGUARD_REGIONS" not in template["Globals"]["Function"]["Environment"]["Variables"]
+    # An organization deployment's sweeps cover MemberRegions, and only then: every region but the stack's own
+    # (in the hub's account too) is reached through member.yaml's role of that region, never the function's own.
+    organization_only = {"Fn::If": ["IsOrganization", {"Ref": "MemberRegions"}, ""]}
     widened = [
         role
         for role in sorted(acting)
-        if "COSTGUARD_REGIONS"
-        in (template["Resources"][role]["Properties"].get("Environment") or {}).get("Variables", {})
+        if (template["Resources"][role]["Properties"].get("Environment") or {})
+        .get("Variables", {})
+        .get("COSTGUARD_REGIONS", organization_only)
+        != organization_only
     ]
     assert not widened, f"{widened} act in COSTGUARD_REGIONS, beyond their ARNs' ${{AWS::Region}}"
+
+
+def test_in_another_region_even_the_hubs_own_account_is_reached_through_the_member_role(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """What makes MemberRegions safe for the acting functions: their own role is never used outside the stack's
+    region in an organization deployment."""
+    from costguard.aws import clients
+
+    monkeypatch.setenv("AWS_REGION", "us-east-1")
+    monkeypatch.setenv("COSTGUARD_HOME_ACCOUNT", "111111111111")
+    monkeypatch.setenv("COSTGUARD_MEMBER_ROLE_NAME", "costguard-member")
+    assert clients.is_member("111111111111", "us-west-2")
+    assert not clients.is_member("111111111111", "us-east-1")
 
 
 @pytest.mark.parametrize("action", sorted(ALARMS))

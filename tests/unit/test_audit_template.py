@@ -29,8 +29,18 @@ def test_audit_settings_defaults_are_the_template_defaults() -> None:
 
 def test_the_state_machine_may_invoke_exactly_the_audit_functions() -> None:
     props = TEMPLATE.resources["AuditStateMachine"]["Properties"]
-    invoked = [p["LambdaInvokePolicy"]["FunctionName"]["Ref"] for p in props["Policies"]]
+    invoked = [
+        p["LambdaInvokePolicy"]["FunctionName"]["Ref"] for p in props["Policies"] if "LambdaInvokePolicy" in p
+    ]
     assert sorted(invoked) == sorted(AUDIT_FUNCTIONS)
+    # Besides: its own child executions (the Distributed Map), on its own name only.
+    own = [s for p in props["Policies"] if "Statement" in p for s in p["Statement"]]
+    assert {a for s in own for a in ([s["Action"]] if isinstance(s["Action"], str) else s["Action"])} == {
+        "states:StartExecution",
+        "states:DescribeExecution",
+        "states:StopExecution",
+    }
+    assert all("${AWS::StackName}-audit" in s["Resource"]["Fn::Sub"] for s in own)
     substituted = {v["Fn::GetAtt"][0] for v in props["DefinitionSubstitutions"].values()}
     assert substituted == set(AUDIT_FUNCTIONS)
     assert props["Events"]["Weekly"]["Properties"]["Schedule"] == {"Ref": "AuditSchedule"}

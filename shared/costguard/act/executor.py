@@ -5,13 +5,11 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Protocol, runtime_checkable
 
-from aws_lambda_powertools import Logger
 from botocore.exceptions import ClientError
 from pydantic import BaseModel, ConfigDict, Field
 
 from costguard.model import Action, Decision, Resource
-
-logger = Logger(child=True)
+from costguard.observability import logger
 
 _VERBS = {
     Action.STOP: ("stop", "stopped"),

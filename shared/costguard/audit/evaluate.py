@@ -226,105 +226,134 @@ def _lower(a: str, b: str) -> str:
 
 
 def _usage_hits(subject: Subject, used: Usage, price: float, catalog: Catalog, rules: Rules) -> list[_Hit]:
+    """The rules that read measured usage: idle (stop it), else fewer GPUs of the same model, or another family
+    whose GPUs hold the measured memory. ``used`` has GPU data (``gpu_max`` is known)."""
     assert used.gpu_max is not None
-    idle = rules.idle
-    if used.gpu_max <= idle.gpu_max_percent and (used.cpu_p95 or 0.0) <= idle.cpu_p95_percent:
-        full = _full_window(used, rules)
-        return [
-            _Hit(
-                Reason.RIGHTSIZE_IDLE,
-                None,
-                "stop",
-                0.0,
-                "high" if full else "medium",
-                f"No GPU above {used.gpu_max:g}% in {used.hours_observed:g} h: stop it.",
-                {"projection_basis": "stopped: nothing runs"},
-                risk="low",
-            )
-        ]
+    idle = _idle_hit(used, rules)
+    if idle is not None:
+        return [idle]
     facts = subject.facts
     if facts is None or facts.accelerator_kind not in ("nvidia_gpu", "gpu") or not facts.accelerator_count:
         return []
-    hits = []
     load = load_percent(used, facts) or 0.0
+    vcpus_needed = (used.cpu_p95 or 0.0) / 100 * facts.vcpus * rules.downsize.cpu_headroom
+    hits = [
+        _downsize_hit(subject, used, catalog, rules, load=load, vcpus_needed=vcpus_needed),
+        _family_hit(subject, used, catalog, rules, load=load, vcpus_needed=vcpus_needed),
+    ]
+    return [hit for hit in hits if hit is not None]
+
+
+def _idle_hit(used: Usage, rules: Rules) -> _Hit | None:
+    """Stop it: no GPU and hardly any CPU busy over the whole window."""
+    assert used.gpu_max is not None
+    idle = rules.idle
+    if not (used.gpu_max <= idle.gpu_max_percent and (used.cpu_p95 or 0.0) <= idle.cpu_p95_percent):
+        return None
+    full = _full_window(used, rules)
+    return _Hit(
+        Reason.RIGHTSIZE_IDLE,
+        None,
+        "stop",
+        0.0,
+        "high" if full else "medium",
+        f"No GPU above {used.gpu_max:g}% in {used.hours_observed:g} h: stop it.",
+        {"projection_basis": "stopped: nothing runs"},
+        risk="low",
+    )
+
+
+def _downsize_hit(
+    subject: Subject, used: Usage, catalog: Catalog, rules: Rules, *, load: float, vcpus_needed: float
+) -> _Hit | None:
+    """The cheapest type of the same family and GPU model with fewer GPUs that still fit the load and the
+    measured memory (with headroom)."""
+    facts = subject.facts
+    assert facts is not None
     compute_gpus = math.ceil(load / rules.downsize.gpu_target_percent - 1e-9)
     memory_gpus = 0
     memory_total = (used.memory_total_peak_mib or 0.0) * rules.downsize.memory_headroom
     if used.memory_total_peak_mib and facts.accelerator_memory_mib:
         memory_gpus = math.ceil(memory_total / facts.accelerator_memory_mib - 1e-9)
     needed = max(1, compute_gpus, memory_gpus)
-    vcpus_needed = (used.cpu_p95 or 0.0) / 100 * facts.vcpus * rules.downsize.cpu_headroom
+    if not needed < facts.accelerator_count:
+        return None
     sagemaker = subject.instance_type.startswith("ml.")
     memory_measured = used.memory_total_peak_mib is not None
-    if needed < facts.accelerator_count:
-        for option in catalog.in_families([facts.family], sagemaker=sagemaker):
-            o = option.facts
-            if (
-                o.accelerator_model != facts.accelerator_model
-                or not needed <= o.accelerator_count < facts.accelerator_count
-                or o.vcpus < vcpus_needed
-                or memory_total > o.total_accelerator_memory_mib
-            ):
-                continue
-            assessed = _assess(subject, used, option, rules, memory_measured=memory_measured)
-            if assessed is None:
-                continue
-            projection, risk, confidence = assessed
-            hits.append(
-                _Hit(
-                    Reason.RIGHTSIZE_DOWNSIZE,
-                    option.instance_type,
-                    "on-demand",
-                    option.hourly_usd,
-                    confidence,
-                    f"GPU load {_pct(load)}% over {facts.accelerator_count} {facts.accelerator_model} (busiest "
-                    f"p95 {_pct(used.gpu_p95)}%) and memory fit {o.accelerator_count}: {option.instance_type}, "
-                    f"{_projected_text(projection)}.",
-                    {"needed_gpus": needed, "vcpus_needed": round(vcpus_needed, 1)},
-                    risk=risk,
-                    projection=projection,
-                )
-            )
-            break
+    for option in catalog.in_families([facts.family], sagemaker=sagemaker):
+        o = option.facts
+        if (
+            o.accelerator_model != facts.accelerator_model
+            or not needed <= o.accelerator_count < facts.accelerator_count
+            or o.vcpus < vcpus_needed
+            or memory_total > o.total_accelerator_memory_mib
+        ):
+            continue
+        assessed = _assess(subject, used, option, rules, memory_measured=memory_measured)
+        if assessed is None:
+            continue
+        projection, risk, confidence = assessed
+        return _Hit(
+            Reason.RIGHTSIZE_DOWNSIZE,
+            option.instance_type,
+            "on-demand",
+            option.hourly_usd,
+            confidence,
+            f"GPU load {_pct(load)}% over {facts.accelerator_count} {facts.accelerator_model} (busiest "
+            f"p95 {_pct(used.gpu_p95)}%) and memory fit {o.accelerator_count}: {option.instance_type}, "
+            f"{_projected_text(projection)}.",
+            {"needed_gpus": needed, "vcpus_needed": round(vcpus_needed, 1)},
+            risk=risk,
+            projection=projection,
+        )
+    return None
+
+
+def _family_hit(
+    subject: Subject, used: Usage, catalog: Catalog, rules: Rules, *, load: float, vcpus_needed: float
+) -> _Hit | None:
+    """The cheapest type of another family (another GPU model) whose GPU memory holds the measured peak, when
+    the GPUs are not busy enough to need this one."""
+    facts = subject.facts
+    assert facts is not None
     family = rules.family
-    if used.memory_peak_mib is not None and (used.gpu_p95 or 0.0) <= family.gpu_p95_max_percent:
-        wanted_mib = used.memory_peak_mib * family.memory_headroom
-        wanted_total = (used.memory_total_peak_mib or used.memory_peak_mib) * family.memory_headroom
-        for option in catalog.in_families(family.families, sagemaker=sagemaker):
-            o = option.facts
-            if (
-                o.family == facts.family
-                or o.accelerator_model == facts.accelerator_model
-                or o.accelerator_memory_mib < wanted_mib
-                or o.total_accelerator_memory_mib < wanted_total
-                or o.vcpus < vcpus_needed
-            ):
-                continue
-            assessed = _assess(subject, used, option, rules, memory_measured=True)
-            if assessed is None:
-                continue
-            projection, risk, confidence = assessed
-            hits.append(
-                _Hit(
-                    Reason.RIGHTSIZE_FAMILY,
-                    option.instance_type,
-                    "on-demand",
-                    option.hourly_usd,
-                    confidence,
-                    f"Peak GPU memory {_gib(used.memory_peak_mib)} GiB of "
-                    f"{_gib(facts.accelerator_memory_mib)} GiB on a {facts.accelerator_model}, GPU load "
-                    f"{_pct(load)}%: fits {o.accelerator_count}x {o.accelerator_model} ({option.instance_type}), "
-                    f"{_projected_text(projection)}.",
-                    {
-                        "needed_gpus": o.accelerator_count,
-                        "target_gpu_memory_gib": _gib(o.accelerator_memory_mib),
-                    },
-                    risk=risk,
-                    projection=projection,
-                )
-            )
-            break
-    return hits
+    if used.memory_peak_mib is None or not (used.gpu_p95 or 0.0) <= family.gpu_p95_max_percent:
+        return None
+    wanted_mib = used.memory_peak_mib * family.memory_headroom
+    wanted_total = (used.memory_total_peak_mib or used.memory_peak_mib) * family.memory_headroom
+    sagemaker = subject.instance_type.startswith("ml.")
+    for option in catalog.in_families(family.families, sagemaker=sagemaker):
+        o = option.facts
+        if (
+            o.family == facts.family
+            or o.accelerator_model == facts.accelerator_model
+            or o.accelerator_memory_mib < wanted_mib
+            or o.total_accelerator_memory_mib < wanted_total
+            or o.vcpus < vcpus_needed
+        ):
+            continue
+        assessed = _assess(subject, used, option, rules, memory_measured=True)
+        if assessed is None:
+            continue
+        projection, risk, confidence = assessed
+        return _Hit(
+            Reason.RIGHTSIZE_FAMILY,
+            option.instance_type,
+            "on-demand",
+            option.hourly_usd,
+            confidence,
+            f"Peak GPU memory {_gib(used.memory_peak_mib)} GiB of "
+            f"{_gib(facts.accelerator_memory_mib)} GiB on a {facts.accelerator_model}, GPU load "
+            f"{_pct(load)}%: fits {o.accelerator_count}x {o.accelerator_model} ({option.instance_type}), "
+            f"{_projected_text(projection)}.",
+            {
+                "needed_gpus": o.accelerator_count,
+                "target_gpu_memory_gib": _gib(o.accelerator_memory_mib),
+            },
+            risk=risk,
+            projection=projection,
+        )
+    return None
 
 
 def parse_params(text: str) -> float | None:
@@ -360,155 +389,207 @@ def model_memory_gib(billions: float, workload: str, rules: Rules) -> tuple[floa
 def _tag_hits(
     subject: Subject, used: Usage | None, price: float, catalog: Catalog, rules: Rules
 ) -> list[_Hit]:
-    """The rules that read tags; ``used`` is the measured usage when the window has enough data, else None."""
-    hits = []
-    tags = rules.tags
-    workload = subject.tags.get(tags.workload, "").strip().lower()
-    sagemaker = subject.instance_type.startswith("ml.")
-    size = rules.model_size
-    declared = subject.tags.get(tags.model_params)
+    """The rules that read tags; ``used`` is the measured usage when the window has enough data, else None.
+
+    A declared experiment, else a declared model size; then spot for checkpointed work, and Trainium for long
+    transformer training. Each rule proposes at most one target."""
+    workload = subject.tags.get(rules.tags.workload, "").strip().lower()
     measured_total = (
-        used.memory_total_peak_mib * size.memory_headroom
+        used.memory_total_peak_mib * rules.model_size.memory_headroom
         if used is not None and used.memory_total_peak_mib is not None
         else None
     )
-    if workload in size.experiment_workloads:
-        for option in catalog.in_families(size.experiment_families, sagemaker=sagemaker):
-            if option.facts.accelerator_count != 1:
-                continue
-            if measured_total is not None and measured_total > option.facts.total_accelerator_memory_mib:
-                continue
-            assessed = _assess(subject, used, option, rules, memory_measured=measured_total is not None)
-            if assessed is None:
-                continue
-            projection, risk, confidence = assessed
-            after = round(option.hourly_usd * (1 - size.experiment_spot_discount), 4)
-            hits.append(
-                _Hit(
-                    Reason.RIGHTSIZE_MODEL_SIZE,
-                    option.instance_type,
-                    "spot",
-                    after,
-                    _lower(confidence, "medium"),  # the spot discount is assumed
-                    f"Declared {workload} work: a small instance on spot ({option.instance_type}), "
-                    f"{_projected_text(projection)}.",
-                    {"workload": workload, "assumed_spot_discount": size.experiment_spot_discount},
-                    risk=_worse(risk, "medium"),  # spot capacity can be reclaimed
-                    projection=projection,
-                )
-            )
-            break
-    elif declared and (billions := parse_params(declared)) is not None:
-        band = next(b for b in size.bands if b.up_to_billion is None or billions <= b.up_to_billion)
-        family = family_of(subject.instance_type)
-        if family not in band.families:
-            wanted_gib, sized_as, per_param = model_memory_gib(billions, workload, rules)
-            wanted_mib = wanted_gib * MIB_PER_GIB
-            if sized_as == workload:
-                said = f"declared workload {workload}"
-            elif workload:
-                said = f"workload {workload!r} has no memory rule, sized as {sized_as}"
-            else:
-                said = f"no workload declared ({tags.workload}), sized as {sized_as}"
-            assumption = (
-                f"{said}: {per_param:g} bytes per parameter x {size.memory_headroom:g} headroom "
-                f"= {wanted_gib:.1f} GiB"
-            )
-            for option in catalog.in_families(band.families, sagemaker=sagemaker):
-                o = option.facts
-                if o.total_accelerator_memory_mib < wanted_mib:
-                    continue
-                if measured_total is not None and measured_total > o.total_accelerator_memory_mib:
-                    continue
-                # Memory is sized from a declared size and a per-workload rule of thumb, not measured: at most
-                # medium confidence.
-                assessed = _assess(subject, used, option, rules, memory_measured=False)
-                if assessed is None:
-                    continue
-                projection, risk, confidence = assessed
-                hits.append(
-                    _Hit(
-                        Reason.RIGHTSIZE_MODEL_SIZE,
-                        option.instance_type,
-                        "on-demand",
-                        option.hourly_usd,
-                        confidence,
-                        f"A {billions:g}B-parameter model ({assumption}) belongs on "
-                        f"{'/'.join(band.families)} class instances: {option.instance_type} "
-                        f"({o.accelerator_count}x {o.accelerator_model}), {_projected_text(projection)}.",
-                        {
-                            "model_params_billion": billions,
-                            "band_families": list(band.families),
-                            "model_memory_gib": round(wanted_gib, 1),
-                            "workload": workload or None,
-                            "sized_as_workload": sized_as,
-                            "bytes_per_param": per_param,
-                            "assumption": assumption,
-                        },
-                        risk=risk,
-                        projection=projection,
-                    )
-                )
-                break
+    if workload in rules.model_size.experiment_workloads:
+        sized = _experiment_hit(subject, used, catalog, rules, workload, measured_total)
+    else:
+        sized = _model_size_hit(subject, used, catalog, rules, workload, measured_total)
+    hits = [
+        sized,
+        _spot_hit(subject, used, price, catalog, rules, workload),
+        _trainium_hit(subject, used, catalog, rules, workload),
+    ]
+    return [hit for hit in hits if hit is not None]
+
+
+def _experiment_hit(
+    subject: Subject,
+    used: Usage | None,
+    catalog: Catalog,
+    rules: Rules,
+    workload: str,
+    measured_total: float | None,
+) -> _Hit | None:
+    """Declared experiment work: the cheapest single-accelerator type of the experiment families, on spot."""
+    size = rules.model_size
+    sagemaker = subject.instance_type.startswith("ml.")
+    for option in catalog.in_families(size.experiment_families, sagemaker=sagemaker):
+        if option.facts.accelerator_count != 1:
+            continue
+        if measured_total is not None and measured_total > option.facts.total_accelerator_memory_mib:
+            continue
+        assessed = _assess(subject, used, option, rules, memory_measured=measured_total is not None)
+        if assessed is None:
+            continue
+        projection, risk, confidence = assessed
+        after = round(option.hourly_usd * (1 - size.experiment_spot_discount), 4)
+        return _Hit(
+            Reason.RIGHTSIZE_MODEL_SIZE,
+            option.instance_type,
+            "spot",
+            after,
+            _lower(confidence, "medium"),  # the spot discount is assumed
+            f"Declared {workload} work: a small instance on spot ({option.instance_type}), "
+            f"{_projected_text(projection)}.",
+            {"workload": workload, "assumed_spot_discount": size.experiment_spot_discount},
+            risk=_worse(risk, "medium"),  # spot capacity can be reclaimed
+            projection=projection,
+        )
+    return None
+
+
+def _model_size_hit(
+    subject: Subject,
+    used: Usage | None,
+    catalog: Catalog,
+    rules: Rules,
+    workload: str,
+    measured_total: float | None,
+) -> _Hit | None:
+    """A declared model size whose band of families does not hold this type: the cheapest type of the band with
+    the accelerator memory the model wants (and the measured peak, when there is one)."""
+    size = rules.model_size
+    declared = subject.tags.get(rules.tags.model_params)
+    if not declared or (billions := parse_params(declared)) is None:
+        return None
+    band = next(b for b in size.bands if b.up_to_billion is None or billions <= b.up_to_billion)
+    if family_of(subject.instance_type) in band.families:
+        return None
+    wanted_gib, sized_as, per_param = model_memory_gib(billions, workload, rules)
+    wanted_mib = wanted_gib * MIB_PER_GIB
+    assumption = _sizing_assumption(workload, sized_as, per_param, wanted_gib, rules)
+    sagemaker = subject.instance_type.startswith("ml.")
+    for option in catalog.in_families(band.families, sagemaker=sagemaker):
+        o = option.facts
+        if o.total_accelerator_memory_mib < wanted_mib:
+            continue
+        if measured_total is not None and measured_total > o.total_accelerator_memory_mib:
+            continue
+        # Memory is sized from a declared size and a per-workload rule of thumb, not measured: at most
+        # medium confidence.
+        assessed = _assess(subject, used, option, rules, memory_measured=False)
+        if assessed is None:
+            continue
+        projection, risk, confidence = assessed
+        return _Hit(
+            Reason.RIGHTSIZE_MODEL_SIZE,
+            option.instance_type,
+            "on-demand",
+            option.hourly_usd,
+            confidence,
+            f"A {billions:g}B-parameter model ({assumption}) belongs on "
+            f"{'/'.join(band.families)} class instances: {option.instance_type} "
+            f"({o.accelerator_count}x {o.accelerator_model}), {_projected_text(projection)}.",
+            {
+                "model_params_billion": billions,
+                "band_families": list(band.families),
+                "model_memory_gib": round(wanted_gib, 1),
+                "workload": workload or None,
+                "sized_as_workload": sized_as,
+                "bytes_per_param": per_param,
+                "assumption": assumption,
+            },
+            risk=risk,
+            projection=projection,
+        )
+    return None
+
+
+def _sizing_assumption(
+    workload: str, sized_as: str, per_param: float, wanted_gib: float, rules: Rules
+) -> str:
+    """How a declared model's memory was sized, as the finding says it."""
+    if sized_as == workload:
+        said = f"declared workload {workload}"
+    elif workload:
+        said = f"workload {workload!r} has no memory rule, sized as {sized_as}"
+    else:
+        said = f"no workload declared ({rules.tags.workload}), sized as {sized_as}"
+    return (
+        f"{said}: {per_param:g} bytes per parameter x {rules.model_size.memory_headroom:g} headroom "
+        f"= {wanted_gib:.1f} GiB"
+    )
+
+
+def _spot_hit(
+    subject: Subject, used: Usage | None, price: float, catalog: Catalog, rules: Rules, workload: str
+) -> _Hit | None:
+    """Checkpointed work of a spot-friendly kind, long on on-demand: the same type on spot."""
     spot = rules.spot
-    checkpointed = subject.checkpointed or tags.checkpoint in subject.tags
+    checkpointed = subject.checkpointed or rules.tags.checkpoint in subject.tags
     current = catalog.by_type.get(subject.instance_type)
-    if (
+    if not (
         not subject.spot
         and workload in spot.workloads
         and checkpointed
         and subject.running_hours >= spot.min_running_hours
     ):
-        same = current or (
-            TypeOption(facts=subject.facts, instance_type=subject.instance_type, hourly_usd=price)
-            if subject.facts
-            else None
-        )
-        assessed = _assess(subject, used, same, rules, memory_measured=True)
-        if assessed is not None:
-            projection, risk, confidence = assessed
-            hits.append(
-                _Hit(
-                    Reason.RIGHTSIZE_SPOT,
-                    subject.instance_type,
-                    "spot",
-                    round(price * (1 - spot.discount), 4),
-                    _lower(confidence, "medium"),  # the discount is assumed
-                    f"Checkpointed {workload} running {subject.running_hours:g} h on on-demand: "
-                    f"{'managed spot training' if sagemaker else 'spot'} at an assumed "
-                    f"{spot.discount:.0%} discount, {_projected_text(projection)}.",
-                    {"running_hours": subject.running_hours, "assumed_spot_discount": spot.discount},
-                    risk=_worse(risk, "medium"),  # interruptions cost the work since the last checkpoint
-                    projection=projection,
-                )
-            )
+        return None
+    same = current or (
+        TypeOption(facts=subject.facts, instance_type=subject.instance_type, hourly_usd=price)
+        if subject.facts
+        else None
+    )
+    assessed = _assess(subject, used, same, rules, memory_measured=True)
+    if assessed is None:
+        return None
+    projection, risk, confidence = assessed
+    sagemaker = subject.instance_type.startswith("ml.")
+    return _Hit(
+        Reason.RIGHTSIZE_SPOT,
+        subject.instance_type,
+        "spot",
+        round(price * (1 - spot.discount), 4),
+        _lower(confidence, "medium"),  # the discount is assumed
+        f"Checkpointed {workload} running {subject.running_hours:g} h on on-demand: "
+        f"{'managed spot training' if sagemaker else 'spot'} at an assumed "
+        f"{spot.discount:.0%} discount, {_projected_text(projection)}.",
+        {"running_hours": subject.running_hours, "assumed_spot_discount": spot.discount},
+        risk=_worse(risk, "medium"),  # interruptions cost the work since the last checkpoint
+        projection=projection,
+    )
+
+
+def _trainium_hit(
+    subject: Subject, used: Usage | None, catalog: Catalog, rules: Rules, workload: str
+) -> _Hit | None:
+    """Long transformer training on GPUs: the Trainium type of its size (the code must be ported first)."""
     trainium = rules.trainium
     cumulative = subject.running_hours * subject.instance_count
     facts = subject.facts
-    if (
+    if not (
         workload in trainium.workloads
         and cumulative >= trainium.min_cumulative_hours
         and facts is not None
         and facts.accelerator_kind != "neuron"
     ):
-        wanted = trainium.single_device_type if facts.accelerator_count <= 1 else trainium.multi_device_type
-        trn = catalog.by_type.get(("ml." if sagemaker else "") + wanted)
-        assessed = _assess(subject, used, trn, rules, memory_measured=False) if trn is not None else None
-        if trn is not None and assessed is not None:
-            projection, risk, _ = assessed
-            hits.append(
-                _Hit(
-                    Reason.TRAINIUM_CANDIDATE,
-                    trn.instance_type,
-                    "on-demand",
-                    trn.hourly_usd,
-                    "low",  # the code must be ported and validated first
-                    f"Transformer training with {cumulative:g} instance-hours so far: "
-                    f"{trn.instance_type} ({trn.facts.accelerator_count} Trainium), "
-                    f"{_projected_text(projection)}. {trainium.caveat}",
-                    {"cumulative_hours": cumulative, "caveat": trainium.caveat},
-                    risk=_worse(risk, "medium"),
-                    projection=projection,
-                )
-            )
-    return hits
+        return None
+    wanted = trainium.single_device_type if facts.accelerator_count <= 1 else trainium.multi_device_type
+    sagemaker = subject.instance_type.startswith("ml.")
+    trn = catalog.by_type.get(("ml." if sagemaker else "") + wanted)
+    assessed = _assess(subject, used, trn, rules, memory_measured=False) if trn is not None else None
+    if trn is None or assessed is None:
+        return None
+    projection, risk, _ = assessed
+    return _Hit(
+        Reason.TRAINIUM_CANDIDATE,
+        trn.instance_type,
+        "on-demand",
+        trn.hourly_usd,
+        "low",  # the code must be ported and validated first
+        f"Transformer training with {cumulative:g} instance-hours so far: "
+        f"{trn.instance_type} ({trn.facts.accelerator_count} Trainium), "
+        f"{_projected_text(projection)}. {trainium.caveat}",
+        {"cumulative_hours": cumulative, "caveat": trainium.caveat},
+        risk=_worse(risk, "medium"),
+        projection=projection,
+    )

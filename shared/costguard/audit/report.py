@@ -239,61 +239,14 @@ def build_report(
     regions: Sequence[dict[str, Any]],
 ) -> dict[str, Any]:
     """Merge the (account, region) results, ok or failed, into the report, findings sorted by monthly saving."""
-    findings = sorted(
-        (f for r in regions if r.get("status") == "ok" for f in r.get("findings", [])),
-        key=lambda f: (
-            -f["monthly_saving_usd"],
-            f["resource"].get("account") or "",
-            f["resource"]["region"],
-            f["resource"]["id"],
-        ),
-    )
-    by_rule: dict[str, dict[str, Any]] = {
-        reason.value: {"findings": 0, "monthly_saving_usd": 0.0} for reason in RULE_ORDER
-    }
-    for finding in findings:
-        bucket = by_rule[finding["reason"]]
-        bucket["findings"] += 1
-        _add(bucket, "monthly_saving_usd", finding["monthly_saving_usd"])
-    region_rows = [
-        {
-            "account": r.get("account"),
-            "account_name": r.get("account_name"),
-            "region": r["region"],
-            "status": r.get("status", "failed"),
-            "resources": r.get("resources", 0),
-            "findings": len(r.get("findings", [])),
-            **(
-                {
-                    "error": r.get("error"),
-                    "cause": r.get("cause"),
-                    "message": failure_message(r.get("error"), r.get("cause")),
-                }
-                if r.get("status") != "ok"
-                else {}
-            ),
-        }
-        for r in regions
-    ]
+    findings = _sorted_findings(regions)
+    region_rows = [_region_row(r) for r in regions]
     skipped = sorted(
         (s for r in regions if r.get("status") == "ok" for s in r.get("skipped", [])),
         key=lambda s: (-(s.get("hourly_usd") or 0.0), s.get("region", ""), s.get("id", "")),
     )
-    unpriced = [s for s in skipped if s.get("hourly_usd") is None]
     accounts = account_totals(regions, region_rows)
-    several = len(accounts) > 1
-    failures = [
-        {
-            "account": r["account"],
-            "account_name": r["account_name"],
-            "region": r["region"],
-            "place": place(r, several),
-            "error": r.get("error"),
-            "message": r.get("message"),
-        }
-        for r in region_rows
-        if r["status"] != "ok"
-    ]
+    failures = _failures(region_rows, several_accounts=len(accounts) > 1)
     return {
         "schema": SCHEMA,
         "run": run,
@@ -303,33 +256,105 @@ def build_report(
             "end": window_end.isoformat(),
             "days": round((window_end - window_start).total_seconds() / 86400, 2),
         },
-        "totals": {
-            "accounts": len(accounts),
-            "resources": sum(r.get("resources", 0) for r in regions if r.get("status") == "ok"),
-            "instances": sum(
-                r.get("instances", r.get("resources", 0)) for r in regions if r.get("status") == "ok"
-            ),
-            "findings": len(findings),
-            "monthly_cost_usd": round(
-                sum(r.get("monthly_cost_usd", 0.0) for r in regions if r.get("status") == "ok"), 2
-            ),
-            "monthly_saving_usd": round(sum(f["monthly_saving_usd"] for f in findings), 2),
-            # Each failed item where it ran: the region in a one-account report, else "<account>/<region>".
-            "failed_regions": [f["place"] for f in failures],
-            "failed_items": len(failures),
-            # Resources the audit could not judge: their cost is outside the saving, not a saving of zero.
-            "skipped": len(skipped),
-            "skipped_monthly_cost_usd": round(sum(s.get("monthly_cost_usd") or 0.0 for s in skipped), 2),
-            "skipped_unpriced": len(unpriced),
-            "insufficient_data": not findings and bool(skipped),
-        },
+        "totals": _totals(regions, accounts, findings, failures, skipped),
         "regions": region_rows,
         "accounts": accounts,
         "failures": failures,
-        "by_rule": dict(sorted(by_rule.items(), key=lambda kv: -kv[1]["monthly_saving_usd"])),
+        "by_rule": _rule_totals(findings),
         "by_team": _team_totals(regions, findings),
         "findings": findings,
         "skipped": skipped,
+    }
+
+
+def _sorted_findings(regions: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Every finding of the regions that succeeded: largest monthly saving first, then account, region, id."""
+    return sorted(
+        (f for r in regions if r.get("status") == "ok" for f in r.get("findings", [])),
+        key=lambda f: (
+            -f["monthly_saving_usd"],
+            f["resource"].get("account") or "",
+            f["resource"]["region"],
+            f["resource"]["id"],
+        ),
+    )
+
+
+def _rule_totals(findings: Sequence[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Per rule (every rule, even one that found nothing): its findings and monthly saving, largest first."""
+    by_rule: dict[str, dict[str, Any]] = {
+        reason.value: {"findings": 0, "monthly_saving_usd": 0.0} for reason in RULE_ORDER
+    }
+    for finding in findings:
+        bucket = by_rule[finding["reason"]]
+        bucket["findings"] += 1
+        _add(bucket, "monthly_saving_usd", finding["monthly_saving_usd"])
+    return dict(sorted(by_rule.items(), key=lambda kv: -kv[1]["monthly_saving_usd"]))
+
+
+def _region_row(result: dict[str, Any]) -> dict[str, Any]:
+    """One (account, region) as the report lists it; a failed one with its error, cause and message."""
+    failed = (
+        {
+            "error": result.get("error"),
+            "cause": result.get("cause"),
+            "message": failure_message(result.get("error"), result.get("cause")),
+        }
+        if result.get("status") != "ok"
+        else {}
+    )
+    return {
+        "account": result.get("account"),
+        "account_name": result.get("account_name"),
+        "region": result["region"],
+        "status": result.get("status", "failed"),
+        "resources": result.get("resources", 0),
+        "findings": len(result.get("findings", [])),
+        **failed,
+    }
+
+
+def _failures(region_rows: Sequence[dict[str, Any]], *, several_accounts: bool) -> list[dict[str, Any]]:
+    """The failed items, each with where it ran (``place``) and its error and message."""
+    return [
+        {
+            "account": r["account"],
+            "account_name": r["account_name"],
+            "region": r["region"],
+            "place": place(r, several_accounts),
+            "error": r.get("error"),
+            "message": r.get("message"),
+        }
+        for r in region_rows
+        if r["status"] != "ok"
+    ]
+
+
+def _totals(
+    regions: Sequence[dict[str, Any]],
+    accounts: Sequence[dict[str, Any]],
+    findings: Sequence[dict[str, Any]],
+    failures: Sequence[dict[str, Any]],
+    skipped: Sequence[dict[str, Any]],
+) -> dict[str, Any]:
+    """The report's totals: what was audited and its cost, what could be saved, what failed, what was skipped."""
+    ok = [r for r in regions if r.get("status") == "ok"]
+    unpriced = [s for s in skipped if s.get("hourly_usd") is None]
+    return {
+        "accounts": len(accounts),
+        "resources": sum(r.get("resources", 0) for r in ok),
+        "instances": sum(r.get("instances", r.get("resources", 0)) for r in ok),
+        "findings": len(findings),
+        "monthly_cost_usd": round(sum(r.get("monthly_cost_usd", 0.0) for r in ok), 2),
+        "monthly_saving_usd": round(sum(f["monthly_saving_usd"] for f in findings), 2),
+        # Each failed item where it ran: the region in a one-account report, else "<account>/<region>".
+        "failed_regions": [f["place"] for f in failures],
+        "failed_items": len(failures),
+        # Resources the audit could not judge: their cost is outside the saving, not a saving of zero.
+        "skipped": len(skipped),
+        "skipped_monthly_cost_usd": round(sum(s.get("monthly_cost_usd") or 0.0 for s in skipped), 2),
+        "skipped_unpriced": len(unpriced),
+        "insufficient_data": not findings and bool(skipped),
     }
 
 

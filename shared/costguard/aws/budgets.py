@@ -7,15 +7,12 @@ from dataclasses import asdict
 from datetime import UTC, datetime
 from typing import Any
 
-from aws_lambda_powertools import Logger
-
 from costguard.aws import clients
 from costguard.detect.budgets import BudgetAlert, Scope
 from costguard.detect.escalation import AlertType, Escalation
 from costguard.model import Finding
+from costguard.observability import logger
 from costguard.permissions import needs
-
-logger = Logger(child=True)
 
 BREACH_INDEX = "budget-breaches"  # a string set of the budgets with a breach in force
 

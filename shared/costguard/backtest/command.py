@@ -20,7 +20,16 @@ from costguard.local.world import World
 from costguard.pricing import price_book
 from costguard.settings import parse_settings
 
-SWEEP_KEYS = {"idle-threshold": "idle_percent", "idle-window": "idle_window", "grace": "grace"}
+SWEEP_KEYS = {
+    "idle-threshold": "idle_percent",
+    "idle-window": "idle_window",
+    "grace": "grace",
+    # The adaptive policy's (with --policy adaptive): minutes, minutes, dollars.
+    "adaptive-floor": "adaptive_floor",
+    "adaptive-horizon": "adaptive_horizon",
+    "interruption-cost": "interruption_cost_usd",
+}
+NUMBERS = {"idle_percent", "interruption_cost_usd"}
 
 
 class SweepError(ValueError):
@@ -50,7 +59,7 @@ def with_values(params: Params, values: dict[str, float]) -> Params:
     update: dict[str, Any] = {}
     for name, value in values.items():
         field = SWEEP_KEYS[name]
-        update[field] = value if field == "idle_percent" else timedelta(minutes=value)
+        update[field] = value if field in NUMBERS else timedelta(minutes=value)
     return replace(params, **update)
 
 
@@ -77,9 +86,13 @@ def params_of(args: argparse.Namespace) -> Params:
         "grace": args.grace,
         "near_miss_horizon": args.near_miss_horizon,
     }
+    minutes["adaptive_floor"] = getattr(args, "adaptive_floor", None)
+    minutes["adaptive_horizon"] = getattr(args, "adaptive_horizon", None)
     return Params.from_settings(
         settings,
         idle_percent=args.idle_threshold,
+        idle_policy=getattr(args, "policy", None),
+        interruption_cost_usd=getattr(args, "interruption_cost", None),
         **{k: timedelta(minutes=v) if v is not None else None for k, v in minutes.items()},
     )
 
@@ -143,7 +156,12 @@ def cmd_backtest(args: argparse.Namespace, world: World | None) -> int:
         print(f"costguard: {error}", file=sys.stderr)
         return 2
     params = params_of(args)
-    history = read_world(world, args) if world is not None else read_account(args, params, combos)
+    if getattr(args, "generate", None) is not None:
+        from costguard.backtest.generate import generate
+
+        history = generate(args.generate).history
+    else:
+        history = read_world(world, args) if world is not None else read_account(args, params, combos)
     result = backtest(history, params, progress_for("backtest", args.json))
     rows = sweep(history, params, combos)
     api_calls: dict[str, int] = {}
@@ -173,7 +191,21 @@ def add_arguments(command: argparse.ArgumentParser) -> None:
         action="store_true",
         help="read a real account with the default boto3 session's read-only credentials",
     )
+    source.add_argument(
+        "--generate",
+        type=int,
+        metavar="SEED",
+        help="the generated labelled week of this seed (backtest/generate.py; the project's is 17)",
+    )
     command.add_argument("--region", help="with --live: the region (default: the session's)")
+    command.add_argument(
+        "--policy", choices=("fixed", "adaptive"), help="idle policy (default: COSTGUARD_IDLE_POLICY)"
+    )
+    command.add_argument("--interruption-cost", type=float, help="adaptive: dollars an interrupted job costs")
+    command.add_argument("--adaptive-floor", type=int, help="adaptive: minutes, never a stop before")
+    command.add_argument(
+        "--adaptive-horizon", type=int, help="adaptive: minutes, work this soon is an interruption"
+    )
     command.add_argument("--now", help="end of the period (ISO 8601 or epoch), default the world's or now")
     command.add_argument("--step", type=float, help="minutes per step (default: the metric period; 5 live)")
     command.add_argument(
@@ -191,7 +223,8 @@ def add_arguments(command: argparse.ArgumentParser) -> None:
         "--sweep",
         nargs="+",
         metavar="NAME=V1,V2",
-        help="try every combination: idle-threshold=2,5,10 idle-window=15,30,60 grace=0,15",
+        help="try every combination: idle-threshold=2,5,10 idle-window=15,30,60 grace=0,15 (adaptive: "
+        "adaptive-floor=30,40 adaptive-horizon=60 interruption-cost=10,25,50)",
     )
     command.add_argument("--json", action="store_true", help="the JSON document on stdout, no progress bar")
     command.add_argument("--out", help="directory for backtest.json and backtest.html")

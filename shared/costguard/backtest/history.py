@@ -95,6 +95,13 @@ class Subject:
     running: list[Interval]  # when it ran (and was billed): outside these it was stopped by its owner or gone
     price: Price | None
     gpu_count: int  # GPUs per instance
+    # A generated world's extras (backtest/generate.py): the CPU percent of each five-minute period by its start
+    # (the adaptive policy reads the shape of the moment from it), and the labelled spans of work and of idle
+    # time (running, nobody using it) within the period.
+    cpu: dict[datetime, float] | None = None
+    work: list[Interval] = field(default_factory=list)
+    idle: list[Interval] = field(default_factory=list)
+    labelled: bool = False
 
     @property
     def id(self) -> str:
@@ -130,6 +137,7 @@ class History:
     step: timedelta
     subjects: list[Subject] = field(default_factory=list)
     source: str = ""
+    labelled: bool = False  # its subjects carry work and idle labels (a generated world)
 
     def steps(self) -> list[datetime]:
         count = int((self.end - self.start) / self.step)

@@ -53,7 +53,7 @@ def totals(result: Result) -> dict[str, Any]:
         "stops_with_unknown_price": unpriced,
         "notices_by_reason": result.notices,
         "findings_by_reason": result.findings,
-    }
+    } | ({"labelled": labelled.as_json()} if (labelled := result.labelled) is not None else {})
 
 
 def resource_json(outcome: Outcome) -> dict[str, Any]:
@@ -156,6 +156,12 @@ def as_text(result: Result, sweep: list[SweepRow] | None = None, limit: int = 20
         )
         + "."
     )
+    if (labelled := t.get("labelled")) is not None:
+        lines.append(
+            f"Labelled world ({result.params.idle_policy} policy): ${labelled['reclaimed_idle_usd']:,.2f} of "
+            f"${labelled['reclaimable_idle_usd']:,.2f} reclaimable idle dollars reclaimed "
+            f"({labelled['reclaimed_share']:.1%}), {labelled['work_stops']} stop(s) of labelled work."
+        )
     lines.append(f"Notices that would have been posted, by verdict: {notices_line(t['notices_by_reason'])}.")
     if sweep:
         lines += ["", "Threshold sweep:", sweep_table(sweep)]

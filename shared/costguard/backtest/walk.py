@@ -34,6 +34,7 @@ from typing import Any
 from costguard import policy as policy_rules
 from costguard.act.limits import MemoryStopLimiter
 from costguard.backtest.history import History, Interval, Subject, SubjectKind, overlap
+from costguard.detect import adaptive
 from costguard.detect import gpu as gpu_detect
 from costguard.detect import sagemaker as sagemaker_detect
 from costguard.detect.gpu import GpuReading, Series, Thresholds
@@ -74,6 +75,11 @@ class Params:
     # The episode gap (COSTGUARD_DEDUPE_WINDOW_MINUTES): the same news of the same resource is posted once per
     # episode, as pipeline.act_on does; the notices counted are those that would be posted.
     repeat_window: timedelta = timedelta(minutes=240)
+    # The idle policy (COSTGUARD_IDLE_POLICY): fixed, or adaptive with its knobs (detect/adaptive.py).
+    idle_policy: str = "fixed"
+    interruption_cost_usd: float = adaptive.AdaptiveParams.interruption_cost_usd
+    adaptive_floor: timedelta = adaptive.AdaptiveParams.floor
+    adaptive_horizon: timedelta = adaptive.AdaptiveParams.horizon
 
     @classmethod
     def from_settings(cls, settings: Settings, **overrides: Any) -> Params:
@@ -87,6 +93,10 @@ class Params:
             max_stops_per_run=settings.max_stops_per_run,
             max_stops_per_hour=settings.max_stops_per_hour,
             repeat_window=timedelta(minutes=settings.dedupe_window_minutes),
+            idle_policy=settings.idle_policy,
+            interruption_cost_usd=settings.interruption_cost_usd,
+            adaptive_floor=timedelta(minutes=settings.adaptive_floor_minutes),
+            adaptive_horizon=timedelta(minutes=settings.adaptive_horizon_minutes),
         )
         return replace(base, **{k: v for k, v in overrides.items() if v is not None})
 
@@ -108,8 +118,21 @@ class Params:
             max_stops=self.max_stops_per_run,
         )
 
+    def adaptive(self) -> adaptive.AdaptiveParams:
+        return adaptive.AdaptiveParams(
+            idle_window=self.idle_window,
+            grace=self.grace,
+            floor=self.adaptive_floor,
+            horizon=self.adaptive_horizon,
+            interruption_cost_usd=self.interruption_cost_usd,
+        )
+
     def as_json(self) -> dict[str, Any]:
         return {
+            "idle_policy": self.idle_policy,
+            "interruption_cost_usd": self.interruption_cost_usd,
+            "adaptive_floor_minutes": _minutes(self.adaptive_floor),
+            "adaptive_horizon_minutes": _minutes(self.adaptive_horizon),
             "idle_threshold_percent": self.idle_percent,
             "idle_window_minutes": _minutes(self.idle_window),
             "starved_threshold_percent": self.starved_percent,
@@ -205,6 +228,12 @@ class Result:
         return sum(o.stops for o in self.outcomes)
 
     @property
+    def labelled(self) -> Labelled | None:
+        """Against a generated world's labels: the reclaimable idle dollars, those the stops reclaimed, the
+        stops of labelled work."""
+        return labelled_figures(self) if self.history.labelled else None
+
+    @property
     def notices(self) -> dict[str, int]:
         """The notices that would have been posted, by reason (verdict), most first."""
         return _by_count(sum((o.notices for o in self.outcomes), Counter()))
@@ -213,6 +242,120 @@ class Result:
     def findings(self) -> dict[str, int]:
         """The findings of all readings, by reason, most first."""
         return _by_count(sum((o.findings for o in self.outcomes), Counter()))
+
+
+@dataclass(frozen=True)
+class Labelled:
+    reclaimable_usd: float  # idle time (labelled) of unprotected instances that publish GPU metrics
+    reclaimed_usd: float  # of it, what the would-be stops covered
+    work_stops: int  # stops made while the instance was in labelled work (a dip, a pause, serving)
+
+    @property
+    def share(self) -> float:
+        return self.reclaimed_usd / self.reclaimable_usd if self.reclaimable_usd else 0.0
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "reclaimable_idle_usd": round(self.reclaimable_usd, 2),
+            "reclaimed_idle_usd": round(self.reclaimed_usd, 2),
+            "reclaimed_share": round(self.share, 4),
+            "work_stops": self.work_stops,
+        }
+
+
+def counted(subject: Subject, protect_tag_key: str) -> bool:
+    """Whether a subject's idle time is reclaimable: unprotected, publishing GPU metrics, labelled."""
+    return (
+        subject.labelled
+        and bool(subject.tracks)
+        and not policy_rules.is_protected(subject.resource.tags, protect_tag_key)
+        and subject.hourly_usd is not None
+    )
+
+
+def _within(spans: list[Interval], period: Interval) -> timedelta:
+    return sum((overlap(span, period) for span in spans), timedelta(0))
+
+
+def labelled_figures(result: Result) -> Labelled:
+    history, params = result.history, result.params
+    period = (history.start, history.end)
+    reclaimable = reclaimed = 0.0
+    work_stops = 0
+    for outcome in result.outcomes:
+        subject = outcome.subject
+        hourly = subject.hourly_usd or 0.0
+        for event in outcome.events:
+            if event.action == Action.STOP and any(
+                lo <= event.at - history.step < hi for lo, hi in subject.work
+            ):
+                work_stops += 1
+        if not counted(subject, params.protect_tag_key):
+            continue
+        reclaimable += hourly * _within(subject.idle, period).total_seconds() / 3600
+        for stop in outcome.stopped:
+            reclaimed += hourly * _within(subject.idle, stop).total_seconds() / 3600
+    return Labelled(reclaimable, reclaimed, work_stops)
+
+
+def perfect_foresight(
+    history: History, params: Params, minimum: timedelta = timedelta(minutes=30)
+) -> tuple[Labelled, int]:
+    """The bound: a policy that knows the future stops each labelled idle period ``minimum`` after it began,
+    when it still lasts at least the near-miss horizon after that or ends with its owner's stop (never a
+    near-miss). Returns the figures and the number of stops."""
+    reclaimable = reclaimed = 0.0
+    stops = 0
+    for subject in history.subjects:
+        if not counted(subject, params.protect_tag_key):
+            continue
+        hourly = subject.hourly_usd or 0.0
+        for lo, hi in subject.idle:
+            reclaimable += hourly * overlap((lo, hi), (history.start, history.end)).total_seconds() / 3600
+            stop = lo + minimum
+            if stop >= hi or stop >= history.end:
+                continue
+            work_follows = any(w_lo == hi for w_lo, _ in subject.work)
+            if work_follows and hi - stop < params.near_miss_horizon:
+                continue
+            stops += 1
+            reclaimed += hourly * overlap((stop, hi), (history.start, history.end)).total_seconds() / 3600
+    return Labelled(reclaimable, reclaimed, 0), stops
+
+
+def statuses(subject: Subject, start: datetime, end: datetime, step: timedelta, percent: float) -> list[Any]:
+    """For each period [start + k step, start + (k + 1) step) before ``end``: idle (every GPU reported, all
+    under ``percent``), busy (any at or over it) or unknown, as the adaptive policy observes it."""
+    count = int((end - start) / step)
+    seen = [0] * count
+    busy = [False] * count
+    limit = percent * _per_gpu_divisor(subject)
+    for track in subject.tracks.values():
+        for at, value in track.series[track.at_or_after(start) : track.at_or_after(end)]:
+            slot = (at - start) // step
+            seen[slot] += 1
+            if value >= limit:
+                busy[slot] = True
+    expected = max(1, subject.gpu_count)
+    idle, on, unknown = adaptive.Status.IDLE, adaptive.Status.BUSY, adaptive.Status.UNKNOWN
+    return [on if b else idle if n >= expected else unknown for n, b in zip(seen, busy, strict=True)]
+
+
+def learned(
+    subject: Subject, history: History, params: adaptive.AdaptiveParams, percent: float
+) -> adaptive.IdleHistory:
+    """The subject's idle history learned from its series before the period (a generated world's history
+    days), one observation per step, as the deployed sweep learns it."""
+    state = adaptive.IdleHistory()
+    first = min((t.times[0] for t in subject.tracks.values() if t.times), default=None)
+    if first is None or first >= history.start:
+        return state
+    cpu = subject.cpu or {}
+    step = history.step
+    for n, status in enumerate(statuses(subject, first, history.start, step, percent)):
+        begin = first + step * n
+        state.observe(begin + step, status, cpu.get(begin), params)
+    return state
 
 
 def _by_count(counts: Counter[str]) -> dict[str, int]:
@@ -539,6 +682,19 @@ def _walk(history: History, params: Params, progress: Progress | None) -> Result
         _run_starts(s, steps, history.start) if isinstance(s.resource, Ec2Instance) else {}
         for s in history.subjects
     ]
+    # The adaptive policy: each instance's idle history, learned before the period and then step by step.
+    learning: list[tuple[adaptive.IdleHistory, list[Any]] | None] = [None] * len(states)
+    tuning = params.adaptive()
+    if params.idle_policy == "adaptive":
+        learning = [
+            (
+                learned(s, history, tuning, params.idle_percent),
+                statuses(s, history.start, history.end, step, params.idle_percent),
+            )
+            if isinstance(s.resource, Ec2Instance) and s.tracks
+            else None
+            for s in history.subjects
+        ]
     for n, now in enumerate(steps):
         if n % READ_AHEAD == 0:
             # Each subject's next steps read in one go: its points stay in the cache from one window to the
@@ -550,10 +706,13 @@ def _walk(history: History, params: Params, progress: Progress | None) -> Result
                 state.read_ahead(numbers, steps, running, thresholds)
         findings: list[Finding] = []
         owners: list[_State] = []
-        for state, idle, shares, running, restart in zip(
-            states, idle_by_subject, billed, runs, restarts, strict=True
+        for state, idle, shares, running, restart, learner in zip(
+            states, idle_by_subject, billed, runs, restarts, learning, strict=True
         ):
             subject, outcome = state.subject, state.outcome
+            if learner is not None:
+                begin = now - step
+                learner[0].observe(now, learner[1][n], (subject.cpu or {}).get(begin), tuning)
             # Accounting: the period [now - step, now) that has just ended, for the share of it the resource
             # ran; idle when every GPU reported in it and all stayed under the threshold.
             share = shares[n]
@@ -580,6 +739,9 @@ def _walk(history: History, params: Params, progress: Progress | None) -> Result
                 state.started(restart[n])
             reading = state.reading(n, now, thresholds)
             found = findings_of(subject, state.current, reading, now, thresholds, state.resource_view)
+            if learner is not None and found:
+                advice = adaptive.advise(learner[0], now, subject.hourly_usd, tuning)
+                found = [adaptive.adapt(f, advice, now, tuning) for f in found]
             if not found:
                 state.last_notice = None
             for finding in found:

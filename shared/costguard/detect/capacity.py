@@ -142,65 +142,25 @@ def sweep_findings(
         return []
     threshold = window.threshold_percent
     mean = sum(v for _, v in hourly_mean) / len(hourly_mean)
-    resource = Resource(
-        kind=ResourceKind.CAPACITY_RESERVATION,
-        id=reservation.id,
-        account=reservation.account,
-        region=reservation.region,
-        arn=reservation.arn,
-        instance_type=reservation.instance_type,
-        instance_count=reservation.total,
-        tags=reservation.tags,
-    )
+    resource = _reservation_resource(reservation)
     hourly = round(reservation.total * price.usd_per_hour, 4) if price else None
     if mean >= threshold:
         if MARK_TAG_KEY not in reservation.tags:
             return []
-        return [
-            Finding(
-                reason=Reason.GPU_ACTIVE_AGAIN,
-                resource=resource,
-                summary=(
-                    f"Capacity reservation {reservation.id} is in use again ({mean:.1f}% on average over the "
-                    f"last {len(hourly_mean)} h): its pending cancel is off."
-                ),
-                observed_at=now,
-                evidence={"utilization_percent": round(mean, 1), "threshold_percent": threshold},
-                hourly_usd=hourly,
-                cancels_mark=True,
-                event_id=event_id,
-            )
-        ]
+        return [_in_use_again(resource, mean, len(hourly_mean), threshold, hourly, now, event_id)]
     peak = max(v for _, v in (hourly_peak or hourly_mean))
     covered = len({at for at, _ in hourly_mean})
-    blocker = None
-    if covered < window.hours:
-        blocker = (
-            f"utilization data covers {covered} of the last {window.hours} hours; a reservation is cancelled "
-            "only after a whole window under the threshold"
-        )
-    elif peak >= threshold:
-        blocker = (
-            f"its busiest hour reached {peak:g}% (threshold {threshold:g}%); a reservation is cancelled only "
-            "when every hour of the window stays under it"
-        )
     wasted = (
         round(sum((1 - v / 100.0) * reservation.total * price.usd_per_hour for _, v in hourly_mean), 2)
         if price
         else None
     )
     per_day = unused_usd_per_day(mean, reservation.total, price)
-    so_far = "an unknown amount" if wasted is None else f"${wasted:,.2f}"
-    ahead = "an unknown amount" if per_day is None else f"${per_day:,.2f} a day"
     return [
         Finding(
             reason=Reason.CAPACITY_RESERVATION_IDLE,
-            resource=resource.model_copy(update={"stop_blocker": blocker}),
-            summary=(
-                f"Capacity reservation {reservation.id} ({reservation.instance_type} x {reservation.total}) "
-                f"averaged {mean:.1f}% used over the last {covered} h (threshold {threshold:g}%): {so_far} paid "
-                f"for unused instances in that time, and {ahead} from now on while it stays this empty."
-            ),
+            resource=resource.model_copy(update={"stop_blocker": _cancel_blocker(covered, peak, window)}),
+            summary=_idle_summary(reservation, mean, covered, threshold, wasted, per_day),
             observed_at=now,
             evidence={
                 "utilization_percent": round(mean, 1),
@@ -210,11 +170,7 @@ def sweep_findings(
                 "usd_unused_in_window": wasted,
                 "usd_per_day_unused": per_day,
                 "availability_zone": reservation.availability_zone,
-                "auto_cancel": (
-                    f"opted in ({AUTO_CANCEL_TAG}=true): cancelled in remediate mode after the grace period"
-                    if opted_in(reservation.tags)
-                    else f"not opted in: tag it {AUTO_CANCEL_TAG}=true to let costguard cancel it in remediate mode"
-                ),
+                "auto_cancel": _auto_cancel_text(reservation.tags),
                 "price_source": price.source if price else None,
             },
             hourly_usd=hourly,
@@ -223,3 +179,84 @@ def sweep_findings(
             event_id=event_id,
         )
     ]
+
+
+def _reservation_resource(reservation: CapacityReservation) -> Resource:
+    """The reservation as a finding's resource."""
+    return Resource(
+        kind=ResourceKind.CAPACITY_RESERVATION,
+        id=reservation.id,
+        account=reservation.account,
+        region=reservation.region,
+        arn=reservation.arn,
+        instance_type=reservation.instance_type,
+        instance_count=reservation.total,
+        tags=reservation.tags,
+    )
+
+
+def _in_use_again(
+    resource: Resource,
+    mean: float,
+    hours: int,
+    threshold: float,
+    hourly: float | None,
+    now: datetime,
+    event_id: str | None,
+) -> Finding:
+    """A marked reservation used again (on average over ``hours``): its pending cancel is off."""
+    return Finding(
+        reason=Reason.GPU_ACTIVE_AGAIN,
+        resource=resource,
+        summary=(
+            f"Capacity reservation {resource.id} is in use again ({mean:.1f}% on average over the "
+            f"last {hours} h): its pending cancel is off."
+        ),
+        observed_at=now,
+        evidence={"utilization_percent": round(mean, 1), "threshold_percent": threshold},
+        hourly_usd=hourly,
+        cancels_mark=True,
+        event_id=event_id,
+    )
+
+
+def _cancel_blocker(covered: int, peak: float, window: UsageWindow) -> str | None:
+    """Why an idle reservation may not be cancelled yet: data missing for part of the window, or an hour at or
+    over the threshold. None: nothing stands in the way (the opt-in tag aside)."""
+    threshold = window.threshold_percent
+    if covered < window.hours:
+        return (
+            f"utilization data covers {covered} of the last {window.hours} hours; a reservation is cancelled "
+            "only after a whole window under the threshold"
+        )
+    if peak >= threshold:
+        return (
+            f"its busiest hour reached {peak:g}% (threshold {threshold:g}%); a reservation is cancelled only "
+            "when every hour of the window stays under it"
+        )
+    return None
+
+
+def _idle_summary(
+    reservation: CapacityReservation,
+    mean: float,
+    covered: int,
+    threshold: float,
+    wasted: float | None,
+    per_day: float | None,
+) -> str:
+    """The idle finding's summary: how empty it was, what that cost so far and costs a day from now on."""
+    so_far = "an unknown amount" if wasted is None else f"${wasted:,.2f}"
+    ahead = "an unknown amount" if per_day is None else f"${per_day:,.2f} a day"
+    return (
+        f"Capacity reservation {reservation.id} ({reservation.instance_type} x {reservation.total}) "
+        f"averaged {mean:.1f}% used over the last {covered} h (threshold {threshold:g}%): {so_far} paid "
+        f"for unused instances in that time, and {ahead} from now on while it stays this empty."
+    )
+
+
+def _auto_cancel_text(tags: dict[str, str]) -> str:
+    """Whether the owner opted in to cancelling, as the evidence says it."""
+    if opted_in(tags):
+        return f"opted in ({AUTO_CANCEL_TAG}=true): cancelled in remediate mode after the grace period"
+    return f"not opted in: tag it {AUTO_CANCEL_TAG}=true to let costguard cancel it in remediate mode"

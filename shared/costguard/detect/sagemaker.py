@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from costguard.detect.gpu import (
@@ -29,6 +30,11 @@ from costguard.pricing import Price
 
 # What SageMaker publishes for a training job (aws/sagemaker.py reads it): one series per host.
 JOB_METRIC = "GPUUtilization in /aws/sagemaker/TrainingJobs"
+
+JOB_METRICS_HELP = (
+    "SageMaker publishes per-host instance metrics for every training job itself; "
+    "check the job's Monitor section in the console, and the CloudWatch service quotas."
+)
 
 NOTEBOOK_AGENT_HELP = (
     "Run the CloudWatch agent from the notebook's lifecycle configuration (on-start script) with an NVIDIA "
@@ -75,6 +81,33 @@ def _price_evidence(price: Price | None) -> dict[str, object]:
     }
 
 
+@dataclass(frozen=True)
+class _Findings:
+    """Makes the findings about one resource: what they all share (resource, time, price, evidence) and what
+    each adds. ``remediable``, ``cancels_mark`` and ``repeat_scope`` among the extras are the finding's own
+    fields; the rest goes into its evidence."""
+
+    resource: Resource
+    now: datetime
+    event_id: str | None
+    hourly_usd: float | None
+    evidence: dict[str, object]
+
+    def __call__(self, reason: Reason, summary: str, **extra: object) -> Finding:
+        return Finding(
+            reason=reason,
+            resource=self.resource,
+            summary=summary,
+            observed_at=self.now,
+            event_id=self.event_id,
+            hourly_usd=self.hourly_usd,
+            remediable=bool(extra.pop("remediable", False)),
+            cancels_mark=bool(extra.pop("cancels_mark", False)),
+            repeat_scope=str(extra.pop("repeat_scope")) if "repeat_scope" in extra else None,
+            evidence=self.evidence | extra,
+        )
+
+
 # -- training jobs ------------------------------------------------------------------------------
 
 
@@ -114,29 +147,14 @@ def training_job_findings(
         "metric": f"{JOB_METRIC} per host, divided by its {gpus} GPUs",
         **_price_evidence(price),
     }
-
-    def finding(reason: Reason, summary: str, **extra: object) -> Finding:
-        return Finding(
-            reason=reason,
-            resource=resource,
-            summary=summary,
-            observed_at=now,
-            event_id=event_id,
-            hourly_usd=_hourly(price, job.instance_count),
-            remediable=bool(extra.pop("remediable", False)),
-            cancels_mark=bool(extra.pop("cancels_mark", False)),
-            evidence=evidence | extra,
-        )
-
+    finding = _Findings(resource, now, event_id, _hourly(price, job.instance_count), evidence)
+    marked = MARK_TAG_KEY in resource.tags
     if reading.verdict is Verdict.IDLE:
         busiest = f"{job.name}/algo-{reading.busiest_gpu_index}"
         return [
             finding(
                 Reason.JOB_STALLED,
-                f"Training job {job.name} is InProgress on {hosts}, but the GPUs of every host stayed under "
-                f"{thresholds.idle_percent:g}% for {window} minutes (busiest host {busiest} peaked at "
-                f"{reading.busiest_gpu_percent:.1f}% per GPU): it is not training. StopTrainingJob gives the "
-                "algorithm 120 seconds to save its artifacts, then the billing ends.",
+                _job_stalled_summary(job, hosts, busiest, reading, thresholds, window),
                 remediable=True,
                 busiest_host=busiest,
                 busiest_host_gpu_percent=reading.busiest_gpu_percent,
@@ -149,14 +167,11 @@ def training_job_findings(
         return [
             finding(
                 Reason.GPU_METRICS_MISSING,
-                f"Training job {job.name} has trained on {hosts} for {_minutes(now - job.started)} minutes "
-                f"but publishes no {JOB_METRIC}: costguard cannot "
-                "tell whether it is stalled, and will not call it stalled.",
-                how_to_fix="SageMaker publishes per-host instance metrics for every training job itself; "
-                "check the job's Monitor section in the console, and the CloudWatch service quotas.",
+                _job_metrics_missing_summary(job, hosts, _minutes(now - job.started)),
+                how_to_fix=JOB_METRICS_HELP,
             )
         ]
-    if reading.verdict in (Verdict.BUSY, Verdict.STARVED) and MARK_TAG_KEY in resource.tags:
+    if reading.verdict in (Verdict.BUSY, Verdict.STARVED) and marked:
         return [
             finding(
                 Reason.GPU_ACTIVE_AGAIN,
@@ -165,7 +180,7 @@ def training_job_findings(
                 cancels_mark=True,
             )
         ]
-    if reading.verdict is Verdict.PARTIAL and MARK_TAG_KEY in resource.tags:
+    if reading.verdict is Verdict.PARTIAL and marked:
         silent = ", ".join(f"{job.name}/algo-{n}" for n in reading.silent)
         return [
             finding(
@@ -176,6 +191,27 @@ def training_job_findings(
             )
         ]
     return []  # a silent host (PARTIAL) is never counted idle
+
+
+def _job_stalled_summary(
+    job: TrainingJob, hosts: str, busiest: str, reading: GpuReading, thresholds: Thresholds, window: int
+) -> str:
+    """What a stalled job's notice says: every host under the threshold, the busiest one, what a stop does."""
+    return (
+        f"Training job {job.name} is InProgress on {hosts}, but the GPUs of every host stayed under "
+        f"{thresholds.idle_percent:g}% for {window} minutes (busiest host {busiest} peaked at "
+        f"{reading.busiest_gpu_percent:.1f}% per GPU): it is not training. StopTrainingJob gives the "
+        "algorithm 120 seconds to save its artifacts, then the billing ends."
+    )
+
+
+def _job_metrics_missing_summary(job: TrainingJob, hosts: str, minutes: int) -> str:
+    """What a job that trained a whole window without a GPU metric is told."""
+    return (
+        f"Training job {job.name} has trained on {hosts} for {minutes} minutes "
+        f"but publishes no {JOB_METRIC}: costguard cannot "
+        "tell whether it is stalled, and will not call it stalled."
+    )
 
 
 # -- notebook instances -------------------------------------------------------------------------
@@ -210,29 +246,12 @@ def notebook_findings(
     gpus = f"{reading.gpu_count} x {notebook.accelerators.model if notebook.accelerators else 'GPU'}"
     window = _minutes(thresholds.idle_window)
     evidence: dict[str, object] = {"gpus": gpus, **_price_evidence(price)}
-
-    def finding(reason: Reason, summary: str, **extra: object) -> Finding:
-        return Finding(
-            reason=reason,
-            resource=resource,
-            summary=summary,
-            observed_at=now,
-            event_id=event_id,
-            hourly_usd=_hourly(price, 1),
-            remediable=bool(extra.pop("remediable", False)),
-            cancels_mark=bool(extra.pop("cancels_mark", False)),
-            repeat_scope=str(extra.pop("repeat_scope")) if "repeat_scope" in extra else None,
-            evidence=evidence | extra,
-        )
-
+    finding = _Findings(resource, now, event_id, _hourly(price, 1), evidence)
     if reading.verdict is Verdict.IDLE:
         return [
             finding(
                 Reason.NOTEBOOK_IDLE,
-                f"Notebook instance {notebook.name} ({notebook.instance_type}, {gpus}) is InService with every "
-                f"GPU under {thresholds.idle_percent:g}% for {window} minutes (busiest peaked at "
-                f"{reading.busiest_gpu_percent:.1f}%). Stopping it keeps its ML storage volume; start it "
-                "again when you need it.",
+                _notebook_idle_summary(notebook, gpus, reading, thresholds, window),
                 remediable=True,
                 busiest_gpu_percent=reading.busiest_gpu_percent,
                 busiest_gpu_index=reading.busiest_gpu_index,
@@ -249,32 +268,7 @@ def notebook_findings(
             )
         ]
     if reading.verdict is Verdict.PARTIAL:
-        partial = finding(
-            Reason.GPU_METRICS_PARTIAL,
-            partial_summary(
-                f"Notebook instance {notebook.name}",
-                f"an InService {notebook.instance_type}, {gpus}",
-                reading,
-                window,
-            ),
-            reporting_gpus=numbers(reading.reporting),
-            silent_gpus=numbers(reading.silent),
-            busiest_reporting_gpu_percent=reading.busiest_gpu_percent,
-            how_to_fix=PARTIAL_HELP,
-            repeat_scope=f"silent:{numbers(reading.silent)}",
-        )
-        if MARK_TAG_KEY not in resource.tags:
-            return [partial]
-        return [
-            partial,
-            finding(
-                Reason.GPU_ACTIVE_AGAIN,
-                f"Notebook instance {notebook.name} no longer reports on every GPU (GPU "
-                f"{numbers(reading.silent)} silent): costguard cannot confirm it is idle, so its pending stop "
-                "is cancelled.",
-                cancels_mark=True,
-            ),
-        ]
+        return _notebook_partial(notebook, reading, finding, gpus, window)
     if reading.verdict in (Verdict.BUSY, Verdict.STARVED) and MARK_TAG_KEY in resource.tags:
         return [
             finding(
@@ -285,6 +279,51 @@ def notebook_findings(
             )
         ]
     return []
+
+
+def _notebook_idle_summary(
+    notebook: NotebookInstance, gpus: str, reading: GpuReading, thresholds: Thresholds, window: int
+) -> str:
+    """What an idle notebook's notice says: every GPU under the threshold, the busiest, what a stop keeps."""
+    return (
+        f"Notebook instance {notebook.name} ({notebook.instance_type}, {gpus}) is InService with every "
+        f"GPU under {thresholds.idle_percent:g}% for {window} minutes (busiest peaked at "
+        f"{reading.busiest_gpu_percent:.1f}%). Stopping it keeps its ML storage volume; start it "
+        "again when you need it."
+    )
+
+
+def _notebook_partial(
+    notebook: NotebookInstance, reading: GpuReading, finding: _Findings, gpus: str, window: int
+) -> list[Finding]:
+    """Some GPUs report and some are silent: ``gpu_metrics_partial``, and a marked notebook's pending stop is
+    cancelled (a silent GPU might be the one working)."""
+    partial = finding(
+        Reason.GPU_METRICS_PARTIAL,
+        partial_summary(
+            f"Notebook instance {notebook.name}",
+            f"an InService {notebook.instance_type}, {gpus}",
+            reading,
+            window,
+        ),
+        reporting_gpus=numbers(reading.reporting),
+        silent_gpus=numbers(reading.silent),
+        busiest_reporting_gpu_percent=reading.busiest_gpu_percent,
+        how_to_fix=PARTIAL_HELP,
+        repeat_scope=f"silent:{numbers(reading.silent)}",
+    )
+    if MARK_TAG_KEY not in finding.resource.tags:
+        return [partial]
+    return [
+        partial,
+        finding(
+            Reason.GPU_ACTIVE_AGAIN,
+            f"Notebook instance {notebook.name} no longer reports on every GPU (GPU "
+            f"{numbers(reading.silent)} silent): costguard cannot confirm it is idle, so its pending stop "
+            "is cancelled.",
+            cancels_mark=True,
+        ),
+    ]
 
 
 # -- endpoints ----------------------------------------------------------------------------------

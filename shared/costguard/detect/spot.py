@@ -120,43 +120,15 @@ def detect_spot_interruption(
     seconds, since = lost_work_seconds(instance, checkpoint, now)
     cost = round(seconds / 3600 * price.usd_per_hour, 2) if price and seconds is not None else None
     hours = window.total_seconds() / 3600
-    resource = Resource(
-        kind=ResourceKind.EC2_INSTANCE,
-        id=instance_id,
-        name=instance.name if instance else None,
-        account=account,
-        region=region,
-        instance_type=instance.type if instance else None,
-        tags=tags,
-    )
-    parts = [
-        f"Spot instance {resource.display_name} will be {_DONE.get(action, action)} by EC2 in two minutes."
-    ]
-    if instance is None:
-        parts.append(
-            "It is gone already (DescribeInstances does not find it): its job and checkpoints are unknown."
-        )
-    else:
-        parts.append(f"It runs {job[1]} ({job[0]})." if job else "No tag names the job it runs.")
-        parts.append(checkpoint.describe())
-    if cost is not None:
-        parts.append(
-            f"Lost work: {_hours(seconds)} since {since}, about ${cost:,.2f} at the on-demand price."
-        )
-    else:
-        parts.append(f"Lost work: unknown (time since {since}, or no price for the type).")
+    resource = _instance_resource(instance_id, instance, account, region, tags)
     recommendation = None
     if interruptions >= threshold:
-        on_demand = f" (${price.usd_per_hour:,.2f}/h)" if price else ""
-        recommendation = (
-            f"Workload {workload} was interrupted {interruptions} times in {hours:g}h: run it on on-demand "
-            f"capacity{on_demand} or in a Capacity Block (GPUs reserved for a fixed period) so it can finish"
-            + ("" if checkpoint.state == "yes" else ", and make it checkpoint")
-            + "."
-        )
-        parts.append(recommendation)
-    else:
-        parts.append(f"Interruption {interruptions} of workload {workload} in {hours:g}h.")
+        recommendation = _recommendation(workload, interruptions, hours, price, checkpoint)
+    parts = [
+        *_interruption_text(resource, action, instance, job, checkpoint),
+        _lost_work_text(seconds, since, cost),
+        recommendation or f"Interruption {interruptions} of workload {workload} in {hours:g}h.",
+    ]
     return [
         Finding(
             reason=Reason.SPOT_INTERRUPTION,
@@ -184,6 +156,62 @@ def detect_spot_interruption(
             },
         )
     ]
+
+
+def _instance_resource(
+    instance_id: str, instance: Ec2Instance | None, account: str, region: str, tags: dict[str, str]
+) -> Resource:
+    """The interrupted instance as a finding's resource (only its id, if it is gone already)."""
+    return Resource(
+        kind=ResourceKind.EC2_INSTANCE,
+        id=instance_id,
+        name=instance.name if instance else None,
+        account=account,
+        region=region,
+        instance_type=instance.type if instance else None,
+        tags=tags,
+    )
+
+
+def _interruption_text(
+    resource: Resource,
+    action: str,
+    instance: Ec2Instance | None,
+    job: tuple[str, str] | None,
+    checkpoint: Checkpoint,
+) -> list[str]:
+    """What happens to the instance, the job it runs and whether it checkpoints, as the summary says it."""
+    parts = [
+        f"Spot instance {resource.display_name} will be {_DONE.get(action, action)} by EC2 in two minutes."
+    ]
+    if instance is None:
+        parts.append(
+            "It is gone already (DescribeInstances does not find it): its job and checkpoints are unknown."
+        )
+    else:
+        parts.append(f"It runs {job[1]} ({job[0]})." if job else "No tag names the job it runs.")
+        parts.append(checkpoint.describe())
+    return parts
+
+
+def _lost_work_text(seconds: int | None, since: str, cost: float | None) -> str:
+    """The work the interruption throws away and what it cost, when both are known."""
+    if cost is not None:
+        return f"Lost work: {_hours(seconds)} since {since}, about ${cost:,.2f} at the on-demand price."
+    return f"Lost work: unknown (time since {since}, or no price for the type)."
+
+
+def _recommendation(
+    workload: str, interruptions: int, hours: float, price: Price | None, checkpoint: Checkpoint
+) -> str:
+    """For a workload interrupted too often: on-demand capacity or a Capacity Block (and checkpoints)."""
+    on_demand = f" (${price.usd_per_hour:,.2f}/h)" if price else ""
+    return (
+        f"Workload {workload} was interrupted {interruptions} times in {hours:g}h: run it on on-demand "
+        f"capacity{on_demand} or in a Capacity Block (GPUs reserved for a fixed period) so it can finish"
+        + ("" if checkpoint.state == "yes" else ", and make it checkpoint")
+        + "."
+    )
 
 
 def _hours(seconds: int | None) -> str:

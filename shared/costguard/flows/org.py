@@ -22,7 +22,6 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from costguard.aws import clients, organization
 from costguard.detect.members import PERMANENT_CODES, unreachable_finding
-from costguard.entry import reject
 from costguard.events.common import AwsTime
 from costguard.events.scheduled import ScheduledEvent
 from costguard.observability import logger, metrics
@@ -100,6 +99,11 @@ def fan_out(sweep: str, event: ScheduledEvent, settings: Settings) -> dict[str, 
 
 Sweep = Callable[[SweepItem, datetime], Report]
 
+
+class UnreadableWorkItem(ValueError):
+    """A record of a sweep's work queue that is no work item: logged, counted, and left to the queue."""
+
+
 # Called with each item's report once it is swept: the local stack's replay shows the findings this way (a
 # work item's invocation returns only its batch response). Empty in a deployed function.
 item_observers: list[Callable[[SweepItem, Report], None]] = []
@@ -151,9 +155,14 @@ def run_items(
         try:
             item = SweepItem.model_validate(json.loads(record.body))
         except (ValueError, ValidationError) as error:
-            # Kept in the failed-events queue and counted; not retried (it would fail the same way).
-            reject(record.raw_event, error, function=function)
-            return {"rejected": record.message_id}
+            # Logged with its message id and counted, then returned to the queue: after its retries it is kept
+            # in the sweep's dead-letter queue (an ops alarm), like any record a queue consumer cannot read.
+            logger.error(
+                "unreadable work item",
+                extra={"message_id": record.message_id, "function": function, "problem": str(error)[:500]},
+            )
+            metrics.add_metric(name="UnreadableWorkItems", unit=MetricUnit.Count, value=1)
+            raise UnreadableWorkItem(f"{function}: not a sweep work item") from None
         report = sweep_item(item, runtime, now(), sweep)
         logger.info(
             "sweep item done",

@@ -298,7 +298,8 @@ class LocalStack:
             module = importlib.util.module_from_spec(spec)
             from costguard.settings import get_settings
 
-            own = {k: v for k, v in self._own_environment(function).items() if k not in self.overrides}
+            # Its own variables that the local stack has not set itself (overrides, the interactions' settings).
+            own = {k: v for k, v in self._own_environment(function).items() if k not in os.environ}
             get_settings.cache_clear()  # its module-level settings are read at import, with its own variables
             with _quiet(), patched_environ(own):
                 spec.loader.exec_module(module)
@@ -310,6 +311,7 @@ class LocalStack:
         function = self.template.functions()[logical_id]
         handler: Callable[[Any, Any], Any] = getattr(self.module(function), function.handler_name)
         buffer = io.StringIO()
+        clients.enter_account(None)  # a fresh invocation: no account from the previous one's event
         with contextlib.redirect_stdout(buffer):
             result = handler(event, LambdaContext(function_name=logical_id))
         return Invocation(logical_id, result, buffer.getvalue())
@@ -549,6 +551,15 @@ def seed_sagemaker(world: World, until: datetime) -> None:
     sagemaker: Any = place_client("sagemaker", world.account, world.region)
     backend = sagemaker_backends[world.account][world.region]
     role = f"arn:aws:iam::{world.account}:role/costguard-demo-sagemaker"
+    _seed_training_jobs(world, sagemaker, backend, role)
+    _seed_notebooks(world, sagemaker, backend, role)
+    _seed_endpoints(world, sagemaker, backend, role)
+    types = {j.instance_type for j in world.training_jobs} | {n.instance_type for n in world.notebooks}
+    publish_sagemaker_metrics(world, _gpus_of(types, world.region), until)
+
+
+def _seed_training_jobs(world: World, sagemaker: Any, backend: Any, role: str) -> None:
+    """The world's training jobs in moto, with the world's status and times (moto creates them Completed)."""
     for job in world.training_jobs:
         sagemaker.create_training_job(
             TrainingJobName=job.name,
@@ -586,6 +597,11 @@ def seed_sagemaker(world: World, until: datetime) -> None:
             made.creation_time = made.training_start_time = made.last_modified_time = job.started
         if job.status in ("InProgress", "Stopping"):
             made.training_end_time = None
+
+
+def _seed_notebooks(world: World, sagemaker: Any, backend: Any, role: str) -> None:
+    """The world's notebook instances in moto, with the world's type and status (moto's list of notebook types
+    is old: a type it refuses is created as another, then set in its backend)."""
     for notebook in world.notebooks:
         request = {
             "NotebookInstanceName": notebook.name,
@@ -601,6 +617,11 @@ def seed_sagemaker(world: World, until: datetime) -> None:
             sagemaker.create_notebook_instance(**(request | {"InstanceType": MOTO_NOTEBOOK_TYPE}))
             backend.notebook_instances[notebook.name].instance_type = notebook.instance_type
         backend.notebook_instances[notebook.name].status = notebook.status
+
+
+def _seed_endpoints(world: World, sagemaker: Any, backend: Any, role: str) -> None:
+    """The world's endpoints in moto (a model, a one-variant config, the endpoint), created when the world
+    says."""
     for endpoint in world.endpoints:
         model = f"{endpoint.name}-model"
         sagemaker.create_model(
@@ -631,8 +652,6 @@ def seed_sagemaker(world: World, until: datetime) -> None:
         )
         made_endpoint = backend.endpoints[endpoint.name]
         made_endpoint.creation_time = made_endpoint.last_modified_time = _created(world, endpoint.created)
-    types = {j.instance_type for j in world.training_jobs} | {n.instance_type for n in world.notebooks}
-    publish_sagemaker_metrics(world, _gpus_of(types, world.region), until)
 
 
 def publish_sagemaker_metrics(world: World, gpus: dict[str, tuple[int, str]], until: datetime) -> None:
@@ -747,12 +766,14 @@ def _reset_process_caches() -> None:
     """Forget everything a previous local stack left in this process (clients, settings, secrets)."""
     import aws_lambda_powertools.utilities.parameters.base as parameters_base
 
+    from costguard.aws import organization
     from costguard.notify.delivery import webhook_client
     from costguard.pricing.live import live_price
     from costguard.runtime import runtime
     from costguard.settings import get_settings
 
     clients.reset()
+    organization.reset()  # the organization's accounts, read from the previous embedded AWS
     get_settings.cache_clear()
     runtime.cache_clear()
     webhook_client.cache_clear()

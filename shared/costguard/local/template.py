@@ -1,8 +1,17 @@
-"""Reads template.yaml the way the deployed stack behaves: functions, their event sources and environment."""
+"""Reads template.yaml the way the deployed stack behaves: functions, their event sources and environment.
+
+**Conditions.** The template's conditions (``IsOrganization``, ``CreateSlackSecret``, ...) are resolved from a
+map the caller passes (``conditions=``); a name it leaves out takes its local default, ``LOCAL_CONDITIONS``: a
+single-account deployment with the stack's own Slack secret. A local organization world passes
+``{"IsOrganization": True}`` (or ``Template.conditions({"OrganizationId": "o-..."})``, which evaluates the
+template's Conditions section with those parameter values): its rules then take every account's events and its
+functions get ``COSTGUARD_MEMBER_ROLE_NAME``.
+"""
 
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -44,8 +53,11 @@ class Route:
     schedule_name: str | None = None
     topic_name: str | None = None  # an SNS source: the topic's name as the local stack has it
 
-    def matches(self, event: dict[str, Any], account: str | None = None) -> bool:
-        """Whether the rule would deliver this event, in ``account`` (default: the local stack's account)."""
+    def matches(
+        self, event: dict[str, Any], account: str | None = None, conditions: Mapping[str, bool] | None = None
+    ) -> bool:
+        """Whether the rule would deliver this event, in ``account`` (default: the local stack's account), under
+        ``conditions`` (default: ``LOCAL_CONDITIONS``, a single-account deployment)."""
         if self.source_type == "SNS":
             # SNS delivers to its subscribers whatever is published: the topic is the whole route.
             return self.topic_name is not None and sns_topic_name(event) == self.topic_name
@@ -57,7 +69,7 @@ class Route:
                 "resources": [{"suffix": f"/{self.schedule_name}"}],
             }
         elif self.source_type in ("EventBridgeRule", "CloudWatchEvent") and self.pattern is not None:
-            pattern = local_pattern(self.pattern, account or local_account())
+            pattern = local_pattern(self.pattern, account or local_account(), conditions)
         else:
             return False
         # moto's implementation of EventBridge pattern matching, not a hand-written one.
@@ -97,6 +109,39 @@ class Template:
 
     def parameter_defaults(self) -> dict[str, str]:
         return {k: str(v.get("Default", "")) for k, v in self.body.get("Parameters", {}).items()}
+
+    def conditions(self, parameters: Mapping[str, str] | None = None) -> dict[str, bool]:
+        """Every condition of the template, evaluated with these parameter values over the defaults (e.g.
+        ``{"OrganizationId": "o-a1b2c3d4e5"}`` makes ``IsOrganization`` true)."""
+        refs = self.parameter_defaults() | dict(parameters or {})
+        definitions: dict[str, Any] = self.body.get("Conditions", {})
+        found: dict[str, bool] = {}
+
+        def evaluate(value: Any) -> Any:
+            if isinstance(value, dict) and len(value) == 1:
+                ((key, arg),) = value.items()
+                if key == "Condition":
+                    if arg not in found:
+                        found[arg] = bool(evaluate(definitions[arg]))
+                    return found[arg]
+                if key == "Fn::Equals":
+                    left, right = (str(evaluate(a)) for a in arg)
+                    return left == right
+                if key == "Fn::Not":
+                    return not evaluate(arg[0])
+                if key == "Fn::And":
+                    return all(evaluate(a) for a in arg)
+                if key == "Fn::Or":
+                    return any(evaluate(a) for a in arg)
+                if key == "Ref":
+                    return refs[arg] if arg in refs else _pseudo(arg)
+            if isinstance(value, dict | list):
+                raise ValueError(f"cannot evaluate {value!r} in a condition locally")
+            return value
+
+        for name in definitions:
+            evaluate({"Condition": name})
+        return found
 
     def functions(self) -> dict[str, Function]:
         found = {}
@@ -139,9 +184,22 @@ class Template:
         env: dict[str, Any] = self.body["Globals"]["Function"]["Environment"]["Variables"]
         return env
 
-    def route(self, event: dict[str, Any], account: str | None = None) -> list[Route]:
-        """The routes that deliver this event when the stack runs in ``account`` (default: the local one)."""
-        return [r for f in self.functions().values() for r in f.routes if r.matches(event, account)]
+    def function_environment(self, logical_id: str) -> dict[str, Any]:
+        """A function's own Environment Variables, unresolved (``{}`` when it has none): what Lambda sets over
+        the Globals' (e.g. a sweep function's ``COSTGUARD_SWEEP_QUEUE_URL: {"Ref": "GpuIdleSweepQueue"}``)."""
+        props = self.resources[logical_id].get("Properties", {})
+        env: dict[str, Any] = (props.get("Environment") or {}).get("Variables") or {}
+        return dict(env)
+
+    def route(
+        self, event: dict[str, Any], account: str | None = None, conditions: Mapping[str, bool] | None = None
+    ) -> list[Route]:
+        """The routes that deliver this event when the stack runs in ``account`` (default: the local one), under
+        ``conditions`` (default: a single-account deployment; ``{"IsOrganization": True}`` for a hub, whose
+        rules take any account's events)."""
+        return [
+            r for f in self.functions().values() for r in f.routes if r.matches(event, account, conditions)
+        ]
 
     def _sqs_source(self, function_logical_id: str, queue_logical_id: str) -> dict[str, Any]:
         """The Properties of a function's SQS event source on a queue ({} when it has none)."""
@@ -180,6 +238,43 @@ class Template:
 
 
 LOCAL_STACK_NAME = "costguard"
+# The conditions of a local run that names none: one account, the stack's own (created) Slack secret.
+LOCAL_CONDITIONS: dict[str, bool] = {
+    "IsOrganization": False,
+    "CreateSlackSecret": True,
+    "CreateGpuBudget": False,
+}
+
+
+class _NoValue:
+    """``!Ref AWS::NoValue``: the property it stands for is left out."""
+
+    def __repr__(self) -> str:
+        return "AWS::NoValue"
+
+
+NO_VALUE = _NoValue()
+
+
+def _condition(name: str, conditions: Mapping[str, bool] | None) -> bool:
+    if conditions is not None and name in conditions:
+        return bool(conditions[name])
+    if name in LOCAL_CONDITIONS:
+        return LOCAL_CONDITIONS[name]
+    raise ValueError(f"no local value for condition {name}")
+
+
+def _pseudo(name: str) -> str:
+    """A pseudo parameter as the local stack has it."""
+    if name == "AWS::AccountId":
+        return local_account()
+    if name == "AWS::Region":
+        return os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION") or "us-east-1"
+    if name == "AWS::Partition":
+        return "aws"
+    if name == "AWS::StackName":
+        return LOCAL_STACK_NAME
+    raise ValueError(f"no local value for {name}")
 
 
 def local_account() -> str:
@@ -188,16 +283,30 @@ def local_account() -> str:
     return os.environ.get("MOTO_ACCOUNT_ID") or DEFAULT_ACCOUNT_ID
 
 
-def local_pattern(value: Any, account: str) -> Any:
-    """An event pattern as the deployed rule has it: ``!Ref AWS::AccountId`` is the stack's account and
-    ``!Sub`` names the local stack; any other intrinsic is refused rather than matched as a literal."""
+def local_pattern(value: Any, account: str, conditions: Mapping[str, bool] | None = None) -> Any:
+    """An event pattern as the deployed rule has it: ``!Ref AWS::AccountId`` is the stack's account, ``!Sub``
+    names the local stack, ``!If`` takes the branch of its condition (``conditions``, else
+    ``LOCAL_CONDITIONS``: ``IsOrganization`` false) and ``!Ref AWS::NoValue`` leaves its key out; any other
+    intrinsic is refused rather than matched as a literal."""
+    resolved = _pattern(value, account, conditions)
+    if resolved is NO_VALUE:
+        raise ValueError(f"{value!r} resolves to no pattern at all")
+    return resolved
+
+
+def _pattern(value: Any, account: str, conditions: Mapping[str, bool] | None) -> Any:
     if isinstance(value, dict):
         if set(value) == {"Ref"}:
             if value["Ref"] == "AWS::AccountId":
                 return account
             if value["Ref"] == "AWS::Partition":
                 return "aws"
+            if value["Ref"] == "AWS::NoValue":
+                return NO_VALUE
             raise ValueError(f"cannot resolve {value!r} in an event pattern locally")
+        if set(value) == {"Fn::If"} and isinstance(value["Fn::If"], list) and len(value["Fn::If"]) == 3:
+            name, yes, no = value["Fn::If"]
+            return _pattern(yes if _condition(str(name), conditions) else no, account, conditions)
         if set(value) == {"Fn::Sub"} and isinstance(value["Fn::Sub"], str):
             text = value["Fn::Sub"].replace("${AWS::AccountId}", account).replace("${AWS::Partition}", "aws")
             resolved = _stack_sub(text)
@@ -206,9 +315,11 @@ def local_pattern(value: Any, account: str) -> Any:
             return resolved
         if any(key == "Ref" or key.startswith("Fn::") for key in value):
             raise ValueError(f"cannot resolve {value!r} in an event pattern locally")
-        return {key: local_pattern(child, account) for key, child in value.items()}
+        children = {key: _pattern(child, account, conditions) for key, child in value.items()}
+        return {key: child for key, child in children.items() if child is not NO_VALUE}
     if isinstance(value, list):
-        return [local_pattern(child, account) for child in value]
+        items = [_pattern(child, account, conditions) for child in value]
+        return [item for item in items if item is not NO_VALUE]
     return value
 
 
@@ -229,15 +340,19 @@ def _stack_sub(value: Any) -> str | None:
     return value.replace("${AWS::StackName}", LOCAL_STACK_NAME) if isinstance(value, str) else None
 
 
-def resolve(value: Any, refs: dict[str, str], conditions: dict[str, bool]) -> Any:
-    """Evaluate the few intrinsics the Globals use (Ref, Fn::If, Fn::GetAtt) against local values."""
+def resolve(value: Any, refs: Mapping[str, str], conditions: Mapping[str, bool]) -> Any:
+    """Evaluate the few intrinsics the Globals use (Ref, Fn::If, Fn::GetAtt) against local values. A pseudo
+    parameter not in ``refs`` is the local stack's (``AWS::AccountId``: ``local_account()``); a condition not in
+    ``conditions`` takes its ``LOCAL_CONDITIONS`` value (``IsOrganization`` false)."""
     if isinstance(value, dict) and len(value) == 1:
         ((key, arg),) = value.items()
         if key == "Ref":
+            if arg not in refs and str(arg).startswith("AWS::"):
+                return _pseudo(str(arg))
             return refs[arg]
         if key == "Fn::If":
             name, yes, no = arg
-            return resolve(yes if conditions[name] else no, refs, conditions)
+            return resolve(yes if _condition(str(name), conditions) else no, refs, conditions)
         if key == "Fn::GetAtt":
             return refs[".".join(arg)]
     if isinstance(value, str | int | float):

@@ -12,9 +12,7 @@ from functools import cache, lru_cache
 from importlib import resources
 from typing import Any
 
-from aws_lambda_powertools import Logger
-
-logger = Logger(child=True)
+from costguard.observability import logger
 
 # SageMaker lists one product per use ("component"); the table's rate is the one they share.
 SAGEMAKER_COMPONENTS = ("Training", "Hosting", "Notebook")

@@ -1,0 +1,481 @@
+"""The adaptive idle policy: when an idle period is worth stopping, learned from each resource's own rhythm. Pure.
+
+Per resource it keeps a compact history (``IdleHistory``): per hour-of-week bucket (when the idle period began,
+UTC) and per shape of the moment, a histogram of the lengths of the idle periods it has seen (at least
+``RECORDED_FROM`` long: shorter ones never reach a decision) and how each ended (work resumed, or the resource
+was stopped). It is learned incrementally, one observation per sweep (``observe``), and serialised in a few
+hundred bytes (``to_text``; at most ``MAX_ENTRIES`` histogram cells, the rarest dropped first).
+
+The shape of the moment (``Shape``): CPU still busy while the GPUs rest is a checkpoint or evaluation pass
+(``DIP``); the GPUs and CPU both dropping after hours of work is a job that has ended (``AFTER_JOB``); anything
+else is ``PLAIN``.
+
+``advise`` weighs, at each sweep of an idle resource, the dollars an earlier stop saves against the chance that
+work resumes within the horizon times the cost of an interruption. It answers ``FIXED`` (do what the fixed window
+does: always so without history), ``STOP`` (now, never before the floor) or ``WAIT`` (only once the fixed window
+would stop, and only when the history says the idle period is about to end), with the reason in words.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from enum import IntEnum, StrEnum
+from statistics import median
+
+from costguard.model import MARK_TAG_KEY, Finding, Reason
+from costguard.policy import marked_at
+
+# Upper edges (minutes) of the histogram's length bins: five-minute bins up to two hours (a sweep's step), then
+# coarser. A length L falls in the first bin whose edge is >= L; past the last edge, in the overflow bin.
+EDGES: tuple[int, ...] = (
+    *range(5, 121, 5),
+    150,
+    180,
+    240,
+    300,
+    360,
+    480,
+    600,
+    720,
+    960,
+    1440,
+    2880,
+)
+OVERFLOW = len(EDGES)
+OVERFLOW_MINUTES = 4320  # what an overflow sample stands for (three days)
+# Idle periods shorter than this are not recorded: no decision is ever taken on them.
+RECORDED_FROM = 20
+# The histogram's cells are capped (rarest dropped first) and its counts halved past MAX_COUNT: the state stays
+# a few KB whatever the resource's age.
+MAX_ENTRIES = 160
+MAX_COUNT = 400
+# A gap in observations longer than this ends the idle period: the resource was stopped (by its owner or by us).
+GAP = timedelta(minutes=15)
+# A gap after which a resource is running again counts as work resuming (someone started it to work).
+RESTART_WITHIN = timedelta(hours=24)
+
+
+class Shape(IntEnum):
+    PLAIN = 0
+    DIP = 1  # CPU still busy: a checkpoint or an evaluation pass
+    AFTER_JOB = 2  # a long busy run just ended, CPU dropped too
+
+
+class Ended(IntEnum):
+    RESUMED = 0  # work came back on it
+    STOPPED = 1  # it was stopped (by its owner, or costguard) and not started again soon
+
+
+class Status(StrEnum):
+    IDLE = "idle"  # every GPU reported and all stayed under the threshold in the period just ended
+    BUSY = "busy"  # some GPU at or over the threshold
+    UNKNOWN = "unknown"  # not running, or not every GPU reported
+
+
+class Action(StrEnum):
+    FIXED = "fixed"
+    STOP = "stop"
+    WAIT = "wait"
+
+
+@dataclass(frozen=True)
+class AdaptiveParams:
+    """The adaptive policy's knobs (settings: COSTGUARD_ADAPTIVE_*, COSTGUARD_INTERRUPTION_COST_USD)."""
+
+    idle_window: timedelta = timedelta(minutes=30)  # the fixed policy's: its stop comes at window + grace
+    grace: timedelta = timedelta(minutes=15)
+    floor: timedelta = timedelta(minutes=30)  # never a stop of an idle period shorter than this
+    horizon: timedelta = timedelta(minutes=60)  # work resuming this soon after a stop is an interruption
+    interruption_cost_usd: float = 25.0
+    min_samples: int = 3  # survivors a histogram needs before it is believed
+    max_resume_chance: float = 0.2  # an early stop needs at most this chance of work within the horizon
+    hold_chance: float = 0.5  # a stop the fixed window would make waits when work resumes this likely
+    cpu_busy_percent: float = 25.0
+    long_job: timedelta = timedelta(hours=3)
+    max_hold: timedelta = timedelta(
+        minutes=60
+    )  # a wait on the shape alone (CPU busy) lasts at most this long
+
+    @property
+    def fixed_due(self) -> timedelta:
+        return self.idle_window + self.grace
+
+
+@dataclass(frozen=True)
+class Advice:
+    action: Action
+    why: str = ""
+    resume_chance: float | None = None
+    samples: int = 0
+
+
+NO_HISTORY = Advice(Action.FIXED, "no idle history yet: the fixed window decides")
+
+
+def hour_of_week(at: datetime) -> int:
+    at = at.astimezone(UTC)
+    return at.weekday() * 24 + at.hour
+
+
+def bin_of(minutes: float) -> int:
+    for n, edge in enumerate(EDGES):
+        if minutes <= edge:
+            return n
+    return OVERFLOW
+
+
+def _bin_range(n: int) -> tuple[int, int]:
+    """(lower, upper] minutes of bin ``n``."""
+    lower = EDGES[n - 1] if n > 0 else 0
+    return lower, EDGES[n] if n < OVERFLOW else OVERFLOW_MINUTES
+
+
+def _bin_minutes(n: int) -> float:
+    """The length a sample of bin ``n`` stands for: its upper edge."""
+    return float(_bin_range(n)[1])
+
+
+Cell = tuple[int, int, int, int]  # hour of week, shape, length bin, how it ended
+
+
+@dataclass
+class IdleHistory:
+    """One resource's learned idle periods and where it stands now. ``to_text``/``from_text`` round-trip it."""
+
+    counts: dict[Cell, int] = field(default_factory=dict)
+    idle_since: datetime | None = None  # start of the current idle period
+    work_since: datetime | None = None  # end of the last idle period of at least RECORDED_FROM minutes
+    last_seen: datetime | None = None  # the last period observed running (idle or busy)
+    last_status: Status = Status.UNKNOWN
+    cpu_sum: float = 0.0  # CPU over the current idle period, for its shape
+    cpu_n: int = 0
+    busy_minutes: int = 0  # the busy run before the current idle period
+    first_seen: datetime | None = None
+    frozen: int | None = None  # the current idle period's shape, settled once it reaches the idle window
+    recent: list[float] = field(default_factory=list)  # the CPU of its last three periods
+
+    # -- learning ------------------------------------------------------------------------------------------
+
+    @property
+    def samples(self) -> int:
+        return sum(self.counts.values())
+
+    def observe(
+        self, period_end: datetime, status: Status, cpu: float | None, params: AdaptiveParams
+    ) -> bool:
+        """One sweep's observation of the period ending ``period_end``. Returns whether the state changed."""
+        before = self._key()
+        if self.first_seen is None:
+            self.first_seen = period_end
+        gap = self.last_seen is not None and period_end - self.last_seen > GAP
+        if status is Status.UNKNOWN:
+            if (
+                self.idle_since is not None
+                and self.last_seen is not None
+                and period_end - self.last_seen > GAP
+            ):
+                # Not seen running for a while: it was stopped. How long it stays stopped is learned when it
+                # is seen again (a restart soon after is work resuming).
+                pass
+            return self._key() != before
+        if gap and self.idle_since is not None and self.last_seen is not None:
+            stopped_for = period_end - self.last_seen
+            ended = Ended.RESUMED if stopped_for <= RESTART_WITHIN else Ended.STOPPED
+            end = period_end - timedelta(minutes=5) if ended is Ended.RESUMED else self.last_seen
+            self._record(end, ended, params)
+        if status is Status.IDLE:
+            if self.idle_since is None:
+                self.idle_since = period_end - timedelta(minutes=5)
+                started = self.work_since or self.first_seen
+                self.busy_minutes = int((self.idle_since - started).total_seconds() // 60) if started else 0
+                self.cpu_sum, self.cpu_n, self.frozen, self.recent = 0.0, 0, None, []
+            if cpu is not None and self.frozen is None:
+                # The shape is read from the CPU of the last 15 minutes, and settled at the idle window: a
+                # checkpoint that runs into the end of a job is then read by where it stands, not its start.
+                self.recent = [*self.recent[-2:], cpu]
+                self.cpu_sum, self.cpu_n = sum(self.recent), len(self.recent)
+            if self.frozen is None and period_end - self.idle_since >= params.idle_window:
+                self.frozen = int(self.shape(params))
+        elif self.idle_since is not None:
+            self._record(period_end - timedelta(minutes=5), Ended.RESUMED, params)
+        elif self.work_since is None:
+            self.work_since = period_end - timedelta(minutes=5)
+        self.last_seen = period_end
+        self.last_status = status
+        return self._key() != before
+
+    def _key(self) -> tuple[object, ...]:
+        # What a deployed sweep must write back when it changes (the CPU sums change every idle sweep, which
+        # is kept in memory there only when the shape is already settled: see ``persisted``).
+        return (self.idle_since, self.work_since, self.samples, self.busy_minutes, self.frozen)
+
+    def _record(self, end: datetime, ended: Ended, params: AdaptiveParams) -> None:
+        start = self.idle_since
+        assert start is not None
+        minutes = (end - start).total_seconds() / 60
+        if minutes >= RECORDED_FROM:
+            cell = (hour_of_week(start), int(self.shape(params)), bin_of(minutes), int(ended))
+            self.counts[cell] = self.counts.get(cell, 0) + 1
+            self._bound()
+            self.work_since = end
+        self.idle_since = None
+        self.cpu_sum, self.cpu_n = 0.0, 0
+        self.frozen, self.recent = None, []
+
+    def _bound(self) -> None:
+        if self.samples > MAX_COUNT:
+            self.counts = {c: n // 2 for c, n in self.counts.items() if n // 2}
+        if len(self.counts) > MAX_ENTRIES:
+            keep = sorted(self.counts.items(), key=lambda kv: kv[1], reverse=True)[:MAX_ENTRIES]
+            self.counts = dict(keep)
+
+    def shape(self, params: AdaptiveParams) -> Shape:
+        if self.frozen is not None:
+            return Shape(self.frozen)
+        cpu = min(self.recent) if self.recent else None  # busy all along its last 15 minutes
+        if cpu is not None and cpu >= params.cpu_busy_percent:
+            return Shape.DIP
+        if self.busy_minutes >= params.long_job.total_seconds() / 60 and (cpu is not None):
+            return Shape.AFTER_JOB
+        return Shape.PLAIN
+
+    @property
+    def cpu_now(self) -> float | None:
+        return round(self.cpu_sum / self.cpu_n, 1) if self.cpu_n else None
+
+    # -- storage -------------------------------------------------------------------------------------------
+
+    def to_text(self) -> str:
+        """A compact text form (what the state table stores): ``v1|since|work|seen|status|cpu|busy|first|cells``."""
+
+        def t(at: datetime | None) -> str:
+            return str(int(at.timestamp())) if at is not None else ""
+
+        cells = ",".join(f"{h}.{s}.{b}.{e}:{n}" for (h, s, b, e), n in sorted(self.counts.items()))
+        cpu = "/".join(f"{c:.0f}" for c in self.recent)
+        return "|".join(
+            [
+                "v1" if self.frozen is None else f"v1.{self.frozen}",
+                t(self.idle_since),
+                t(self.work_since),
+                t(self.last_seen),
+                self.last_status.value[0],
+                cpu,
+                str(self.busy_minutes),
+                t(self.first_seen),
+                cells,
+            ]
+        )
+
+    @classmethod
+    def from_text(cls, text: str) -> IdleHistory:
+        """The state ``to_text`` wrote; anything unreadable (another version, a hand edit) starts afresh."""
+        try:
+            v, since, work, seen, status, cpu, busy, first, cells = text.split("|")
+            version, _, frozen = v.partition(".")
+            if version != "v1":
+                return cls()
+
+            def t(raw: str) -> datetime | None:
+                return datetime.fromtimestamp(int(raw), tz=UTC) if raw else None
+
+            counts: dict[Cell, int] = {}
+            for cell in filter(None, cells.split(",")):
+                key, _, n = cell.partition(":")
+                h, s, b, e = (int(x) for x in key.split("."))
+                counts[(h, s, b, e)] = int(n)
+            recent = [float(c) for c in cpu.split("/") if c]
+            statuses = {s.value[0]: s for s in Status}
+            return cls(
+                counts=counts,
+                idle_since=t(since),
+                work_since=t(work),
+                last_seen=t(seen),
+                last_status=statuses.get(status, Status.UNKNOWN),
+                cpu_sum=sum(recent),
+                cpu_n=len(recent),
+                recent=recent,
+                busy_minutes=int(busy or 0),
+                first_seen=t(first),
+                frozen=int(frozen) if frozen else None,
+            )
+        except ValueError:
+            return cls()
+
+
+# -- the decision ----------------------------------------------------------------------------------------
+
+
+def _hours_apart(a: int, b: int) -> int:
+    """Distance between two hours of the day, around midnight."""
+    d = abs(a - b) % 24
+    return min(d, 24 - d)
+
+
+def _levels(
+    history: IdleHistory, shape: Shape, bucket: int
+) -> Iterable[tuple[str, list[tuple[int, int, int]]]]:
+    """The samples (bin, ended, count) to believe, most specific first: this shape around this hour of the
+    week, then around this hour of any day (this shape, then both shapes of a pause with the CPU idle), then
+    at any hour (likewise). A pause with the CPU busy is judged by such pauses only."""
+    day_hour = bucket % 24
+    dip = shape is Shape.DIP
+    same = [(c, n) for c, n in history.counts.items() if c[1] == shape]
+    alike = [(c, n) for c, n in history.counts.items() if (c[1] == Shape.DIP) == dip]
+    if dip:  # checkpoints and evaluation passes keep no hours: all of this instance's together
+        yield "any_hour", [(c[2], c[3], n) for c, n in same]
+        return
+    yield "week_hour", [(c[2], c[3], n) for c, n in same if abs(c[0] - bucket) <= 1]
+    yield "day_hour", [(c[2], c[3], n) for c, n in same if _hours_apart(c[0] % 24, day_hour) <= 1]
+    if not dip:
+        yield "day_hour", [(c[2], c[3], n) for c, n in alike if _hours_apart(c[0] % 24, day_hour) <= 1]
+    yield "any_hour", [(c[2], c[3], n) for c, n in same]
+    if not dip:
+        yield "any_hour", [(c[2], c[3], n) for c, n in alike]
+
+
+def _survivors(samples: list[tuple[int, int, int]], idle_minutes: float) -> list[tuple[int, int, int]]:
+    """The samples at least as long as the idle period so far (one that lasted exactly as long ends now)."""
+    out = []
+    for b, ended, n in samples:
+        lower, upper = _bin_range(b)
+        longer = upper >= idle_minutes if upper - lower <= 5 else (lower + upper) / 2 >= idle_minutes
+        if longer:
+            out.append((b, ended, n))
+    return out
+
+
+def duration_text(minutes: float) -> str:
+    if minutes < 120:
+        return f"{round(minutes)} min"
+    hours = minutes / 60
+    return f"{hours:.0f} h" if hours >= 10 or hours == int(hours) else f"{hours:.1f} h"
+
+
+def advise(
+    history: IdleHistory | None, now: datetime, hourly_usd: float | None, params: AdaptiveParams
+) -> Advice:
+    """Stop now, wait, or do what the fixed window does, for a resource whose GPUs are idle at ``now``."""
+    if history is None or history.samples < params.min_samples or history.idle_since is None:
+        return NO_HISTORY
+    idle = (now - history.idle_since).total_seconds() / 60
+    shape = history.shape(params)
+    bucket = hour_of_week(history.idle_since)
+    horizon = params.horizon.total_seconds() / 60
+    fixed_due = params.fixed_due.total_seconds() / 60
+    floor = params.floor.total_seconds() / 60
+    chosen: list[tuple[int, int, int]] = []
+    level = ""
+    for level, samples in _levels(history, shape, bucket):
+        survivors = _survivors(samples, idle)
+        # The hour of the week needs enough survivors; the others enough samples and one survivor at least:
+        # ten lunches of which one lasted this long say more about this one than the nights do.
+        enough = survivors if level == "week_hour" else samples
+        if sum(n for _, _, n in enough) >= params.min_samples and survivors:
+            chosen = survivors
+            break
+    cpu = history.cpu_now
+    if not chosen:
+        if (
+            shape is Shape.DIP
+            and idle >= fixed_due
+            and idle < fixed_due + params.max_hold.total_seconds() / 60
+        ):
+            return Advice(
+                Action.WAIT,
+                f"GPUs idle {duration_text(idle)} but the CPU is still busy ({cpu:.0f}%): a checkpoint or "
+                "evaluation pass, not an idle instance",
+            )
+        return Advice(
+            Action.FIXED, "too little history for an idle period this long: the fixed window decides"
+        )
+    total = sum(n for _, _, n in chosen)
+    soon = sum(n for b, ended, n in chosen if ended == Ended.RESUMED and _bin_minutes(b) <= idle + horizon)
+    chance = soon / total
+    lengths = [_bin_minutes(b) for b, _, n in chosen for _ in range(n)]
+    typical = median(lengths)
+    remaining_hours = sum(max(0.0, length - idle) for length in lengths) / len(lengths) / 60
+    saves = (hourly_usd or 0.0) * remaining_hours
+    risk = chance * params.interruption_cost_usd
+    days = min(14, max(1, round((now - (history.first_seen or now)).total_seconds() / 86400)))
+    where = {
+        "week_hour": f"idle periods starting around {bucket % 24:02d}:00 on this weekday",
+        "day_hour": f"idle periods starting around {bucket % 24:02d}:00",
+        "any_hour": "such idle periods",
+    }[level]
+    if shape is Shape.AFTER_JOB and level == "any_hour":
+        moment = f"idle {duration_text(idle)} after a {duration_text(history.busy_minutes)} job ended"
+        where = "such idle periods"
+    elif shape is Shape.DIP:
+        moment = f"GPUs idle {duration_text(idle)} with the CPU still busy ({cpu:.0f}%)"
+        where = "such pauses"
+    else:
+        moment = f"idle {duration_text(idle)}"
+    believed = total >= params.min_samples  # an early stop needs enough idle periods this long
+    if believed and idle >= floor and chance <= params.max_resume_chance and saves > risk:
+        return Advice(
+            Action.STOP,
+            f"{moment}; on this instance {where} lasted {duration_text(typical)} (median) in the last "
+            f"{days} days, and {soon} of {total} ended within the next {duration_text(horizon)}",
+            chance,
+            total,
+        )
+    if shape is Shape.DIP and soon and fixed_due <= idle < fixed_due + params.max_hold.total_seconds() / 60:
+        # The CPU still busy says it is work, and such pauses have ended soon on it: held for a while.
+        chance = max(chance, params.hold_chance)
+    if idle >= fixed_due and chance >= params.hold_chance:
+        resumed = sorted(
+            _bin_minutes(b) for b, ended, n in chosen if ended == Ended.RESUMED for _ in range(n)
+        )
+        usual = resumed[min(len(resumed) - 1, int(0.8 * len(resumed)))] if resumed else typical
+        return Advice(
+            Action.WAIT,
+            f"{moment}; on this instance {where} usually end within {duration_text(usual)} "
+            f"({soon} of {total} in the last {days} days): waiting",
+            chance,
+            total,
+        )
+    return Advice(Action.FIXED, f"{moment}: the history does not say otherwise", chance, total)
+
+
+def adapt(finding: Finding, advice: Advice, now: datetime, params: AdaptiveParams) -> Finding:
+    """The idle finding as the policy (``policy.decide_all``, unchanged) must see it for the advice to hold.
+
+    - ``STOP`` of a marked resource in its grace period: its mark is read as made a grace period ago, so the
+      policy stops it now (every other rule kept: protect tag, snooze, stop blockers, the caps). An unmarked
+      one is marked now, as the fixed window does (costguard stops only what carries its mark).
+    - ``WAIT`` once the fixed window would stop: reported, not acted on, with the reason (the mark stays).
+    - ``FIXED``: unchanged. The reason goes in the summary (what the message shows) and the evidence.
+    """
+    if advice.action is Action.FIXED or finding.reason is not Reason.GPU_IDLE or not finding.remediable:
+        return finding
+    mark = marked_at(finding.resource.tags)
+    evidence = finding.evidence | {
+        "idle_policy": f"adaptive: {advice.action.value}",
+        "idle_policy_reason": advice.why,
+        "resume_chance": round(advice.resume_chance, 2) if advice.resume_chance is not None else None,
+    }
+    due = mark + params.grace if mark is not None else None
+    if advice.action is Action.STOP:
+        if mark is None or due is None or due <= now:
+            return finding.model_copy(update={"evidence": evidence})
+        backdated = finding.resource.tags | {MARK_TAG_KEY: (now - params.grace).isoformat()}
+        return finding.model_copy(
+            update={
+                "resource": finding.resource.model_copy(update={"tags": backdated}),
+                "summary": f"{finding.summary} Stopped before the end of its grace period: {advice.why}.",
+                "evidence": evidence,
+            }
+        )
+    if due is None or due > now:
+        return finding.model_copy(update={"evidence": evidence})
+    return finding.model_copy(
+        update={
+            "remediable": False,
+            "report_note": f"not stopped yet: {advice.why}",
+            "summary": f"{finding.summary} Not stopped yet: {advice.why}.",
+            "evidence": evidence,
+        }
+    )

@@ -1,0 +1,150 @@
+"""The adaptive idle policy: no history is the fixed window, a compact state, explanations, the floor."""
+
+from __future__ import annotations
+
+import random
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta
+
+from costguard.backtest.generate import generate
+from costguard.backtest.walk import Params, backtest
+from costguard.detect.adaptive import (
+    NO_HISTORY,
+    Action,
+    AdaptiveParams,
+    IdleHistory,
+    Status,
+    adapt,
+    advise,
+)
+from costguard.model import MARK_TAG_KEY, Finding, Reason, Resource, ResourceKind
+
+P = AdaptiveParams()
+STEP = timedelta(minutes=5)
+START = datetime(2026, 11, 2, tzinfo=UTC)  # a Monday
+
+
+def feed(history: IdleHistory, at: datetime, status: Status, minutes: int, cpu: float) -> datetime:
+    for _ in range(minutes // 5):
+        at += STEP
+        history.observe(at, status, cpu, P)
+    return at
+
+
+def trainer(days: int = 14) -> tuple[IdleHistory, datetime]:
+    """Nine-hour jobs (CPU busy), each followed by a six-hour idle period (GPU and CPU down)."""
+    history, at = IdleHistory(), START
+    while at < START + timedelta(days=days):
+        at = feed(history, at, Status.BUSY, 9 * 60, 80)
+        at = feed(history, at, Status.IDLE, 6 * 60, 2)
+    return history, at
+
+
+def finding(tags: dict[str, str] | None = None) -> Finding:
+    resource = Resource(
+        kind=ResourceKind.EC2_INSTANCE,
+        id="i-0123456789abcdef0",
+        account="123456789012",
+        region="us-east-1",
+        tags=tags or {},
+    )
+    return Finding(
+        reason=Reason.GPU_IDLE,
+        resource=resource,
+        summary="idle",
+        observed_at=START,
+        remediable=True,
+        hourly_usd=1.0,
+    )
+
+
+def test_no_history_is_the_fixed_policy() -> None:
+    empty = IdleHistory()
+    for minutes in (0, 30, 45, 90, 600):
+        assert advise(empty, START + timedelta(minutes=minutes), 30.0, P) == NO_HISTORY
+    # Idle now, but nothing learned yet: still the fixed window.
+    at = feed(empty, START, Status.IDLE, 60, 1)
+    assert advise(empty, at, 30.0, P).action is Action.FIXED
+    marked = finding({MARK_TAG_KEY: START.isoformat()})
+    assert adapt(marked, NO_HISTORY, START + timedelta(minutes=20), P) is marked
+
+
+def test_a_world_without_history_gets_the_fixed_decisions() -> None:
+    history = generate(5, instances=7, days=1, history_days=0).history
+    fixed = backtest(history, Params())
+    adaptive = backtest(history, replace(Params(), idle_policy="adaptive"))
+    for a, b in zip(fixed.outcomes, adaptive.outcomes, strict=True):
+        assert [(e.at, e.action) for e in a.events] == [(e.at, e.action) for e in b.events]
+
+
+def test_the_state_stays_a_few_kb_and_round_trips() -> None:
+    rng = random.Random(3)
+    history, at = IdleHistory(), START
+    for _ in range(3000):  # years of odd idle periods at every hour, of every length and shape
+        at = feed(history, at, Status.BUSY, rng.randrange(1, 100) * 5, rng.uniform(0, 90))
+        at = feed(history, at, Status.IDLE, rng.randrange(4, 300) * 5, rng.choice([2, 60]))
+    text = history.to_text()
+    assert len(text.encode()) < 3 * 1024
+    again = IdleHistory.from_text(text)
+    assert again.to_text() == text
+    assert IdleHistory.from_text("v9|garbage").samples == 0
+
+
+def test_stops_early_after_a_long_job_and_says_why() -> None:
+    history, at = trainer()
+    at = feed(history, at, Status.BUSY, 9 * 60, 80)
+    at = feed(history, at, Status.IDLE, 35, 2)
+    advice = advise(history, at, 1.2, P)
+    assert advice.action is Action.STOP
+    assert advice.why.startswith(
+        "idle 35 min after a 9 h job ended; on this instance such idle periods lasted 6 h (median) in the last "
+        "14 days"
+    )
+    # In its grace period: the mark is read as a grace period old, so the unchanged policy stops it now.
+    marked = finding({MARK_TAG_KEY: (at - timedelta(minutes=5)).isoformat()})
+    adapted = adapt(marked, advice, at, P)
+    assert adapted.resource.tags[MARK_TAG_KEY] == (at - P.grace).isoformat()
+    assert advice.why in adapted.summary
+
+
+def test_never_before_the_floor() -> None:
+    history, at = trainer()
+    at = feed(history, at, Status.BUSY, 9 * 60, 80)
+    floor = replace(P, floor=timedelta(minutes=50))
+    for _ in range(9):  # 5 .. 45 minutes idle
+        at = feed(history, at, Status.IDLE, 5, 2)
+        assert advise(history, at, 1.2, floor).action is not Action.STOP
+    at = feed(history, at, Status.IDLE, 5, 2)
+    assert advise(history, at, 1.2, floor).action is Action.STOP
+
+
+def test_waits_for_the_lunch_it_knows() -> None:
+    history, at = IdleHistory(), START
+    for day in range(14):
+        noon = START + timedelta(days=day, hours=12)
+        at = feed(history, at, Status.IDLE, int((noon - timedelta(hours=3) - at).total_seconds() // 60), 1)
+        at = feed(history, at, Status.BUSY, 180, 30)
+        at = feed(history, at, Status.IDLE, 60 + 5 * (day % 3), 2)  # lunch: 60 to 70 minutes
+        at = feed(history, at, Status.BUSY, 120, 30)
+    at = START + timedelta(days=14, hours=9)
+    at = feed(history, at, Status.BUSY, 180, 30)
+    at = feed(history, at, Status.IDLE, 45, 2)
+    advice = advise(history, at, 1.0, P)
+    assert advice.action is Action.WAIT
+    assert "usually end within 70 min" in advice.why
+    due = finding({MARK_TAG_KEY: (at - timedelta(minutes=15)).isoformat()})
+    held = adapt(due, advice, at, P)
+    assert not held.remediable and held.report_note == f"not stopped yet: {advice.why}"
+
+
+def test_a_small_generated_world_through_both_policies() -> None:
+    history = generate(11, instances=8, days=2, history_days=3).history
+    assert history.labelled and len(history.subjects) == 8
+    fixed = backtest(history, Params())
+    adaptive = backtest(history, replace(Params(), idle_policy="adaptive"))
+    for result in (fixed, adaptive):
+        labelled = result.labelled
+        assert labelled is not None and labelled.reclaimable_usd > 0
+        assert 0 < labelled.reclaimed_usd <= labelled.reclaimable_usd
+    assert adaptive.labelled is not None and adaptive.labelled.work_stops == 0
+    assert adaptive.near_misses <= fixed.near_misses
