@@ -11,6 +11,7 @@ from costguard.act.aws import AwsRemediator
 from costguard.act.executor import Remediator, StopLimiter
 from costguard.act.limits import PERMISSIONS as STOP_CAP_PERMISSIONS
 from costguard.act.limits import DynamoStopLimiter
+from costguard.aws.idle_history import DynamoIdleHistories, IdleHistories
 from costguard.aws.organization import PLACE_PERMISSIONS as ACCOUNT_PLACE_PERMISSIONS
 from costguard.aws.organization import AccountLabels, OrganizationLabels
 from costguard.model import Finding
@@ -48,6 +49,7 @@ class Runtime:
     limiter: StopLimiter | None = None
     mutes: MuteReader | None = None
     accounts: AccountLabels | None = None  # an organization deployment: accounts named in messages
+    idle_histories: IdleHistories | None = None  # the adaptive idle policy's (COSTGUARD_IDLE_POLICY=adaptive)
 
     @property
     def policy(self) -> Policy:
@@ -95,4 +97,7 @@ def runtime() -> Runtime:
         limiter=DynamoStopLimiter(settings.state_table, settings.max_stops_per_hour),
         mutes=DynamoMutes(settings.state_table),
         accounts=OrganizationLabels() if settings.organization else None,
+        idle_histories=DynamoIdleHistories(settings.state_table)
+        if settings.idle_policy == "adaptive"
+        else None,
     )

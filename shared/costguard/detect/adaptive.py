@@ -18,7 +18,7 @@ would stop, and only when the history says the idle period is about to end), wit
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from enum import IntEnum, StrEnum
@@ -303,6 +303,26 @@ class IdleHistory:
             )
         except ValueError:
             return cls()
+
+
+def period_status(
+    gpus: Mapping[int, Sequence[tuple[datetime, float]]],
+    gpu_count: int,
+    start: datetime,
+    end: datetime,
+    percent: float,
+) -> Status:
+    """What a sweep observes of [start, end): idle when every GPU reported in it and all stayed under
+    ``percent``, busy when any reached it, else unknown (the backtest's ``statuses``, for live series)."""
+    reported, busy = 0, False
+    for series in gpus.values():
+        values = [v for t, v in series if start <= t < end]
+        if values:
+            reported += 1
+            busy = busy or max(values) >= percent
+    if busy:
+        return Status.BUSY
+    return Status.IDLE if reported >= max(1, gpu_count) else Status.UNKNOWN
 
 
 # -- the decision ----------------------------------------------------------------------------------------

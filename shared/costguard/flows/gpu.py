@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from aws_lambda_powertools.metrics import MetricUnit
@@ -11,6 +11,8 @@ from aws_lambda_powertools.metrics import MetricUnit
 from costguard.act.aws import permissions_for
 from costguard.aws import alarms, budgets, inventory, metrics
 from costguard.aws.budgets import keep_budget_marks
+from costguard.aws.idle_history import PERMISSIONS as IDLE_HISTORY_PERMISSIONS
+from costguard.aws.idle_history import history_key
 from costguard.aws.inventory import describe_gpu_instances, describe_instance
 from costguard.aws.metrics import (
     MetricSet,
@@ -18,6 +20,7 @@ from costguard.aws.metrics import (
     list_gpu_series,
     metric_queries,
 )
+from costguard.detect import adaptive
 from costguard.detect.gpu import (
     PERIOD,
     Thresholds,
@@ -29,11 +32,12 @@ from costguard.detect.gpu import (
 )
 from costguard.events.cloudwatch import AlarmStateChange
 from costguard.events.ec2 import InstanceStateChange
-from costguard.model import Ec2Instance, Finding, ResourceKind
+from costguard.model import Ec2Instance, Finding, Reason, ResourceKind
 from costguard.observability import logger
 from costguard.observability import metrics as emf
 from costguard.pipeline import Report
 from costguard.runtime import ACT_PERMISSIONS, PRICES_PERMISSIONS, Runtime
+from costguard.settings import Settings
 
 # handle_state_change and reconcile keep the alarms.
 ALARMS_PERMISSIONS = inventory.PERMISSIONS | alarms.PERMISSIONS
@@ -46,7 +50,10 @@ VERDICT_PERMISSIONS = (
     | ACT_PERMISSIONS
     | PRICES_PERMISSIONS
     | permissions_for(ResourceKind.EC2_INSTANCE)
+    | IDLE_HISTORY_PERMISSIONS  # the adaptive idle policy (COSTGUARD_IDLE_POLICY=adaptive)
 )
+# The sweep's period: what each sweep observes for the adaptive policy's histories.
+SWEEP_STEP = timedelta(minutes=5)
 
 _GONE = {"stopping", "stopped", "shutting-down", "terminated"}
 
@@ -113,8 +120,67 @@ def judge(
         region, [i for i in instances if i.accelerators and i.accelerators.is_nvidia], thresholds, now
     )
     findings = findings_for(instances, data, runtime, thresholds, now, event_id)
+    if runtime.settings.idle_policy == "adaptive" and runtime.idle_histories is not None:
+        findings = adapted(instances, data, findings, runtime, thresholds, now)
     # A budget breach at stop_all marks busy instances on purpose: their marks are not cancelled here.
     return runtime.act(keep_budget_marks(findings, runtime.settings.state_table, now), now)
+
+
+def adaptive_params(settings: Settings) -> adaptive.AdaptiveParams:
+    return adaptive.AdaptiveParams(
+        idle_window=timedelta(minutes=settings.idle_window_minutes),
+        grace=timedelta(minutes=settings.grace_minutes),
+        floor=timedelta(minutes=settings.adaptive_floor_minutes),
+        horizon=timedelta(minutes=settings.adaptive_horizon_minutes),
+        interruption_cost_usd=settings.interruption_cost_usd,
+    )
+
+
+def adapted(
+    instances: Sequence[Ec2Instance],
+    data: MetricSet,
+    findings: list[Finding],
+    runtime: Runtime,
+    thresholds: Thresholds,
+    now: datetime,
+) -> list[Finding]:
+    """The adaptive idle policy (detect/adaptive.py), the same code the backtest runs: each instance's history
+    observes the sweep period just ended, then its idle finding is advised. One batched read of the histories
+    and one batched write of those that changed (aws/idle_history.py)."""
+    store, params = runtime.idle_histories, adaptive_params(runtime.settings)
+    assert store is not None
+    judged = [i for i in instances if i.accelerators and i.accelerators.is_nvidia]
+    keys = {i.id: history_key(i.account, i.region, i.id) for i in judged}
+    known = store.read(keys.values())
+    changed: dict[str, adaptive.IdleHistory] = {}
+    histories: dict[str, adaptive.IdleHistory] = {}
+    for instance in judged:
+        history = known.get(keys[instance.id]) or adaptive.IdleHistory()
+        seen = history.last_seen
+        # Running since before it was last seen (EC2 sets LaunchTime at each start): no stop in between, however
+        # long ago the history was last written (it is written only when it changes).
+        if seen is not None and instance.launch_time is not None and instance.launch_time < seen:
+            history.last_seen = max(seen, now - SWEEP_STEP)
+        status = adaptive.period_status(
+            data.gpus(instance.id),
+            instance.accelerators.count if instance.accelerators else 1,
+            now - SWEEP_STEP,
+            now,
+            thresholds.idle_percent,
+        )
+        cpu = mean_of(data.measure(instance.id, "cpu"), now - SWEEP_STEP, now)
+        if history.observe(now, status, cpu, params) or keys[instance.id] not in known:
+            changed[keys[instance.id]] = history
+        histories[instance.id] = history
+    store.write(changed, now)
+    out = []
+    for finding in findings:
+        learned = histories.get(finding.resource.id)
+        if finding.reason is Reason.GPU_IDLE and learned is not None:
+            advice = adaptive.advise(learned, now, finding.hourly_usd, params)
+            finding = adaptive.adapt(finding, advice, now, params)
+        out.append(finding)
+    return out
 
 
 def handle_alarm(event: AlarmStateChange, runtime: Runtime, now: datetime) -> Report:
