@@ -29,7 +29,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, NamedTuple
 
 from costguard import policy as policy_rules
 from costguard.act.limits import MemoryStopLimiter
@@ -662,7 +662,48 @@ def _collector_off_the_history() -> Iterator[None]:
         gc.unfreeze()
 
 
+class _Columns(NamedTuple):
+    """What the walk needs of each subject at every step, worked out once for the whole period (one entry per
+    subject, in the history's order)."""
+
+    idle: list[list[bool]]  # idle_steps: whether the period each step ends was idle
+    billed: list[list[float]]  # billed_shares: how much of each step's period the subject ran
+    runs: list[list[bool]]  # _running_flags: whether the sweep at each step would have judged it
+    restarts: list[dict[int, datetime]]  # _run_starts: the steps at which its owner had started it again
+    # The adaptive policy's idle history (learned before the period) and its status at each step.
+    learning: list[tuple[adaptive.IdleHistory, list[Any]] | None]
+
+
+def _columns(
+    history: History, params: Params, steps: list[datetime], tuning: adaptive.AdaptiveParams
+) -> _Columns:
+    """Each subject's per-step figures, computed once rather than at each step."""
+    subjects = history.subjects
+    periods = period_numbers(history)
+    idle = [idle_steps(s, history, params.idle_percent, periods) for s in subjects]
+    billed = [billed_shares(s, history) for s in subjects]
+    runs = [_running_flags(s, steps) for s in subjects]
+    # EC2 sets an instance's LaunchTime at each start: the replayed instance carries it from its restarts.
+    restarts = [
+        _run_starts(s, steps, history.start) if isinstance(s.resource, Ec2Instance) else {} for s in subjects
+    ]
+    # The adaptive policy: each instance's idle history, learned before the period and then step by step.
+    learning: list[tuple[adaptive.IdleHistory, list[Any]] | None] = [None] * len(subjects)
+    if params.idle_policy == "adaptive":
+        learning = [
+            (
+                learned(s, history, tuning, params.idle_percent),
+                statuses(s, history.start, history.end, history.step, params.idle_percent),
+            )
+            if isinstance(s.resource, Ec2Instance) and s.tracks
+            else None
+            for s in subjects
+        ]
+    return _Columns(idle, billed, runs, restarts, learning)
+
+
 def _walk(history: History, params: Params, progress: Progress | None) -> Result:
+    """``backtest``'s walk: at each step, account for the period just ended, then judge and decide."""
     thresholds = params.thresholds(history.step)
     policy = params.policy()
     limiter = MemoryStopLimiter(params.max_stops_per_hour)
@@ -671,30 +712,8 @@ def _walk(history: History, params: Params, progress: Progress | None) -> Result
     step_hours = step.total_seconds() / 3600
     states = [_State(s, Outcome(s), s.resource) for s in history.subjects]
     steps = history.steps()
-    periods = period_numbers(history)
-    idle_by_subject = [idle_steps(s, history, params.idle_percent, periods) for s in history.subjects]
-    # How much of each step's period each subject ran, and whether it ran at each step's end (when the
-    # sweep runs), computed once rather than per step.
-    billed = [billed_shares(s, history) for s in history.subjects]
-    runs = [_running_flags(s, steps) for s in history.subjects]
-    # EC2 sets an instance's LaunchTime at each start: the replayed instance carries it from its restarts.
-    restarts = [
-        _run_starts(s, steps, history.start) if isinstance(s.resource, Ec2Instance) else {}
-        for s in history.subjects
-    ]
-    # The adaptive policy: each instance's idle history, learned before the period and then step by step.
-    learning: list[tuple[adaptive.IdleHistory, list[Any]] | None] = [None] * len(states)
     tuning = params.adaptive()
-    if params.idle_policy == "adaptive":
-        learning = [
-            (
-                learned(s, history, tuning, params.idle_percent),
-                statuses(s, history.start, history.end, step, params.idle_percent),
-            )
-            if isinstance(s.resource, Ec2Instance) and s.tracks
-            else None
-            for s in history.subjects
-        ]
+    idle_by_subject, billed, runs, restarts, learning = _columns(history, params, steps, tuning)
     for n, now in enumerate(steps):
         if n % READ_AHEAD == 0:
             # Each subject's next steps read in one go: its points stay in the cache from one window to the

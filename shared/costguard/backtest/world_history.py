@@ -11,6 +11,8 @@ from costguard.aws.sagemaker import account_of
 from costguard.backtest.history import GpuTrack, History, Interval, Subject, SubjectKind, intersect, runs_of
 from costguard.detect.gpu import Series
 from costguard.local.world import GpuMetrics, Instance, Pattern, World, gpu_series
+from costguard.local.world import Notebook as NotebookSpec
+from costguard.local.world import TrainingJob as TrainingJobSpec
 from costguard.model import Accelerators, Ec2Instance, NotebookInstance, TrainingJob
 from costguard.pricing import PriceBook
 
@@ -79,107 +81,136 @@ def world_history(world: World, start: datetime, step: timedelta, prices: PriceB
     nothing while stopped. A training job ran from ``started`` to the world's now; a notebook throughout. Jobs
     and notebooks follow their ``gpu_pattern`` for the whole period, published every minute.
     """
-    period = (start, world.now)
     series_start = min(world.series_start, start - WINDOW)
     subjects: list[Subject] = []
-    aligned = (world.now - start) % step == timedelta(0)
     for spec in world.instances:
-        accel = accelerators(spec.type)
-        if accel is None or not accel.is_nvidia:
-            continue  # not a GPU instance costguard judges
-        own = spec.running_periods(series_start, world.now)
-        if not own:
-            continue  # never running in the world's span (or stopped at now, and it does not say when it ran)
-        instance = Ec2Instance(
-            id=spec.id,
-            type=spec.type,
-            state="running",
+        subject = _instance_subject(world, spec, start, step, prices, series_start)
+        if subject is not None:
+            subjects.append(subject)
+    for job in world.training_jobs:
+        subject = _job_subject(world, job, start, step, prices, series_start)
+        if subject is not None:
+            subjects.append(subject)
+    for notebook in world.notebooks:
+        subject = _notebook_subject(world, notebook, start, step, prices, series_start)
+        if subject is not None:
+            subjects.append(subject)
+    return History(start, world.now, step, subjects, source="world")
+
+
+def _instance_subject(
+    world: World, spec: Instance, start: datetime, step: timedelta, prices: PriceBook, series_start: datetime
+) -> Subject | None:
+    """A GPU instance of the world as a subject, None when costguard would not judge it (no NVIDIA GPU, or
+    never running in the world's span)."""
+    accel = accelerators(spec.type)
+    if accel is None or not accel.is_nvidia:
+        return None  # not a GPU instance costguard judges
+    own = spec.running_periods(series_start, world.now)
+    if not own:
+        return None  # never running in the world's span (or stopped at now, and it does not say when it ran)
+    instance = Ec2Instance(
+        id=spec.id,
+        type=spec.type,
+        state="running",
+        account=world.account,
+        region=world.region,
+        launch_time=spec.launched,
+        tags={**spec.tags, **({"Name": spec.name} if spec.name else {})},
+        lifecycle="spot" if spec.lifecycle == "spot" else None,
+        accelerators=accel,
+    )
+    # An instance publishes nothing before its launch or while its owner had it stopped.
+    raw = {i: _within(gpu_series(spec.gpu_metrics, i, world.now), own) for i in range(accel.count)}
+    raw = {i: s for i, s in raw.items() if s}
+    running = instance_running(spec, raw, series_start, world.now)
+    aligned = (world.now - start) % step == timedelta(0)
+    on_grid = aligned and timedelta(seconds=spec.gpu_metrics.period_seconds) == step
+    return Subject(
+        SubjectKind.EC2_INSTANCE,
+        instance,
+        {i: GpuTrack(s if on_grid else at_step(s, start, step)) for i, s in raw.items()},
+        _clip(running, (start, world.now)),
+        prices.hourly(spec.type, world.region),
+        accel.count,
+    )
+
+
+def _job_subject(
+    world: World,
+    job: TrainingJobSpec,
+    start: datetime,
+    step: timedelta,
+    prices: PriceBook,
+    series_start: datetime,
+) -> Subject | None:
+    """An in-progress training job of the world on NVIDIA GPUs as a subject (one track per host), else None."""
+    accel = accelerators(job.instance_type)
+    if job.status != "InProgress" or accel is None or not accel.is_nvidia:
+        return None
+    arn = f"arn:aws:sagemaker:{world.region}:{world.account}:training-job/{job.name}"
+    began = job.started or series_start
+    running = _clip([(began, world.now)], (start, world.now))
+    metrics = _metrics(job.gpu_pattern, max(began, series_start), world.now)
+    hosts = {}
+    for host in range(1, job.instance_count + 1):
+        per_gpu = [gpu_series(metrics, (host - 1) * accel.count + i, world.now) for i in range(accel.count)]
+        # SageMaker publishes each host's sum over its GPUs.
+        summed = [(p[0][0], round(sum(v for _, v in p), 2)) for p in zip(*per_gpu, strict=True)]
+        hosts[host] = GpuTrack(at_step([(t, v) for t, v in summed if t >= began], start, step))
+    return Subject(
+        SubjectKind.TRAINING_JOB,
+        TrainingJob(
+            name=job.name,
+            arn=arn,
+            account=account_of(arn),
+            region=world.region,
+            instance_type=job.instance_type,
+            instance_count=job.instance_count,
+            started=job.started,
+            tags=job.tags,
+            accelerators=accel,
+        ),
+        {h: t for h, t in hosts.items() if t.series},
+        running,
+        prices.hourly(job.instance_type, world.region),
+        accel.count,
+    )
+
+
+def _notebook_subject(
+    world: World,
+    notebook: NotebookSpec,
+    start: datetime,
+    step: timedelta,
+    prices: PriceBook,
+    series_start: datetime,
+) -> Subject | None:
+    """An InService notebook instance of the world on NVIDIA GPUs as a subject, else None."""
+    accel = accelerators(notebook.instance_type)
+    if notebook.status != "InService" or accel is None or not accel.is_nvidia:
+        return None
+    metrics = _metrics(notebook.gpu_pattern, series_start, world.now)
+    tracks = {
+        i: GpuTrack(at_step(gpu_series(metrics, i, world.now), start, step)) for i in range(accel.count)
+    }
+    return Subject(
+        SubjectKind.NOTEBOOK,
+        NotebookInstance(
+            name=notebook.name,
+            arn=f"arn:aws:sagemaker:{world.region}:{world.account}:notebook-instance/{notebook.name}",
             account=world.account,
             region=world.region,
-            launch_time=spec.launched,
-            tags={**spec.tags, **({"Name": spec.name} if spec.name else {})},
-            lifecycle="spot" if spec.lifecycle == "spot" else None,
+            instance_type=notebook.instance_type,
+            status="InService",
+            tags=notebook.tags,
             accelerators=accel,
-        )
-        # An instance publishes nothing before its launch or while its owner had it stopped.
-        raw = {i: _within(gpu_series(spec.gpu_metrics, i, world.now), own) for i in range(accel.count)}
-        raw = {i: s for i, s in raw.items() if s}
-        running = instance_running(spec, raw, series_start, world.now)
-        on_grid = aligned and timedelta(seconds=spec.gpu_metrics.period_seconds) == step
-        subjects.append(
-            Subject(
-                SubjectKind.EC2_INSTANCE,
-                instance,
-                {i: GpuTrack(s if on_grid else at_step(s, start, step)) for i, s in raw.items()},
-                _clip(running, period),
-                prices.hourly(spec.type, world.region),
-                accel.count,
-            )
-        )
-    for job in world.training_jobs:
-        accel = accelerators(job.instance_type)
-        if job.status != "InProgress" or accel is None or not accel.is_nvidia:
-            continue
-        arn = f"arn:aws:sagemaker:{world.region}:{world.account}:training-job/{job.name}"
-        began = job.started or series_start
-        running = _clip([(began, world.now)], period)
-        metrics = _metrics(job.gpu_pattern, max(began, series_start), world.now)
-        hosts = {}
-        for host in range(1, job.instance_count + 1):
-            per_gpu = [
-                gpu_series(metrics, (host - 1) * accel.count + i, world.now) for i in range(accel.count)
-            ]
-            # SageMaker publishes each host's sum over its GPUs.
-            summed = [(p[0][0], round(sum(v for _, v in p), 2)) for p in zip(*per_gpu, strict=True)]
-            hosts[host] = GpuTrack(at_step([(t, v) for t, v in summed if t >= began], start, step))
-        subjects.append(
-            Subject(
-                SubjectKind.TRAINING_JOB,
-                TrainingJob(
-                    name=job.name,
-                    arn=arn,
-                    account=account_of(arn),
-                    region=world.region,
-                    instance_type=job.instance_type,
-                    instance_count=job.instance_count,
-                    started=job.started,
-                    tags=job.tags,
-                    accelerators=accel,
-                ),
-                {h: t for h, t in hosts.items() if t.series},
-                running,
-                prices.hourly(job.instance_type, world.region),
-                accel.count,
-            )
-        )
-    for notebook in world.notebooks:
-        accel = accelerators(notebook.instance_type)
-        if notebook.status != "InService" or accel is None or not accel.is_nvidia:
-            continue
-        metrics = _metrics(notebook.gpu_pattern, series_start, world.now)
-        tracks = {
-            i: GpuTrack(at_step(gpu_series(metrics, i, world.now), start, step)) for i in range(accel.count)
-        }
-        subjects.append(
-            Subject(
-                SubjectKind.NOTEBOOK,
-                NotebookInstance(
-                    name=notebook.name,
-                    arn=f"arn:aws:sagemaker:{world.region}:{world.account}:notebook-instance/{notebook.name}",
-                    account=world.account,
-                    region=world.region,
-                    instance_type=notebook.instance_type,
-                    status="InService",
-                    tags=notebook.tags,
-                    accelerators=accel,
-                ),
-                {i: t for i, t in tracks.items() if t.series},
-                [period],
-                prices.hourly(notebook.instance_type, world.region),
-                accel.count,
-            )
-        )
-    return History(start, world.now, step, subjects, source="world")
+        ),
+        {i: t for i, t in tracks.items() if t.series},
+        [(start, world.now)],
+        prices.hourly(notebook.instance_type, world.region),
+        accel.count,
+    )
 
 
 def _within(series: Series, spans: list[Interval]) -> Series:

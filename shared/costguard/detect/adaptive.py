@@ -374,6 +374,40 @@ def duration_text(minutes: float) -> str:
     return f"{hours:.0f} h" if hours >= 10 or hours == int(hours) else f"{hours:.1f} h"
 
 
+def _chosen(
+    history: IdleHistory, shape: Shape, bucket: int, idle: float, params: AdaptiveParams
+) -> tuple[str, list[tuple[int, int, int]]]:
+    """The level believed and its samples at least as long as the idle period so far (none: no level is)."""
+    for level, samples in _levels(history, shape, bucket):
+        survivors = _survivors(samples, idle)
+        # The hour of the week needs enough survivors; the others enough samples and one survivor at least:
+        # ten lunches of which one lasted this long say more about this one than the nights do.
+        enough = survivors if level == "week_hour" else samples
+        if sum(n for _, _, n in enough) >= params.min_samples and survivors:
+            return level, survivors
+    return "", []
+
+
+def _moment_and_where(
+    history: IdleHistory, shape: Shape, level: str, bucket: int, idle: float, cpu: float | None
+) -> tuple[str, str]:
+    """The advice's words: the moment (how long idle, and in what shape) and the idle periods it is judged by."""
+    where = {
+        "week_hour": f"idle periods starting around {bucket % 24:02d}:00 on this weekday",
+        "day_hour": f"idle periods starting around {bucket % 24:02d}:00",
+        "any_hour": "such idle periods",
+    }[level]
+    if shape is Shape.AFTER_JOB and level == "any_hour":
+        moment = f"idle {duration_text(idle)} after a {duration_text(history.busy_minutes)} job ended"
+        where = "such idle periods"
+    elif shape is Shape.DIP:
+        moment = f"GPUs idle {duration_text(idle)} with the CPU still busy ({cpu:.0f}%)"
+        where = "such pauses"
+    else:
+        moment = f"idle {duration_text(idle)}"
+    return moment, where
+
+
 def advise(
     history: IdleHistory | None, now: datetime, hourly_usd: float | None, params: AdaptiveParams
 ) -> Advice:
@@ -386,16 +420,7 @@ def advise(
     horizon = params.horizon.total_seconds() / 60
     fixed_due = params.fixed_due.total_seconds() / 60
     floor = params.floor.total_seconds() / 60
-    chosen: list[tuple[int, int, int]] = []
-    level = ""
-    for level, samples in _levels(history, shape, bucket):
-        survivors = _survivors(samples, idle)
-        # The hour of the week needs enough survivors; the others enough samples and one survivor at least:
-        # ten lunches of which one lasted this long say more about this one than the nights do.
-        enough = survivors if level == "week_hour" else samples
-        if sum(n for _, _, n in enough) >= params.min_samples and survivors:
-            chosen = survivors
-            break
+    level, chosen = _chosen(history, shape, bucket, idle, params)
     cpu = history.cpu_now
     if not chosen:
         if (
@@ -420,19 +445,7 @@ def advise(
     saves = (hourly_usd or 0.0) * remaining_hours
     risk = chance * params.interruption_cost_usd
     days = min(14, max(1, round((now - (history.first_seen or now)).total_seconds() / 86400)))
-    where = {
-        "week_hour": f"idle periods starting around {bucket % 24:02d}:00 on this weekday",
-        "day_hour": f"idle periods starting around {bucket % 24:02d}:00",
-        "any_hour": "such idle periods",
-    }[level]
-    if shape is Shape.AFTER_JOB and level == "any_hour":
-        moment = f"idle {duration_text(idle)} after a {duration_text(history.busy_minutes)} job ended"
-        where = "such idle periods"
-    elif shape is Shape.DIP:
-        moment = f"GPUs idle {duration_text(idle)} with the CPU still busy ({cpu:.0f}%)"
-        where = "such pauses"
-    else:
-        moment = f"idle {duration_text(idle)}"
+    moment, where = _moment_and_where(history, shape, level, bucket, idle, cpu)
     believed = total >= params.min_samples  # an early stop needs enough idle periods this long
     if believed and idle >= floor and chance <= params.max_resume_chance and saves > risk:
         return Advice(

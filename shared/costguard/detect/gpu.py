@@ -157,9 +157,32 @@ def read_gpus(
     if busiest_value is None and not values:
         return GpuReading(Verdict.NO_METRICS, expected_gpus)
     mean = round(fmean(values), 2) if values else None
-    # Starvation is every GPU working, under-fed, through most of the window: the idle periods of a GPU never
-    # pull its mean down into "starved" (a notebook between bursts, a job after a restart), and a GPU idle beside
-    # busy ones is a sizing matter (the audit's rightsize_downsize), not a data one.
+    working_share, working_mean, underfed = _working(starved_values, thresholds)
+    verdict, coverage = _settled(
+        thresholds, underfed and all_reporting, idle_cover, starved_cover, busiest_value
+    )
+    return GpuReading(
+        verdict,
+        expected_gpus,
+        busiest_value,
+        mean,
+        busiest,
+        coverage,
+        working_share=working_share,
+        working_mean_percent=working_mean,
+    )
+
+
+def _working(
+    starved_values: dict[int, list[float]], thresholds: Thresholds
+) -> tuple[float | None, float | None, bool]:
+    """Over the starved window: the smallest share of a GPU's periods in which it was working, the mean of all
+    GPUs over their working periods, and whether every GPU was working, under-fed, through most of it.
+
+    Starvation is every GPU working, under-fed, through most of the window: the idle periods of a GPU never
+    pull its mean down into "starved" (a notebook between bursts, a job after a restart), and a GPU idle beside
+    busy ones is a sizing matter (the audit's rightsize_downsize), not a data one.
+    """
     idle_percent = thresholds.idle_percent
     working_share: float | None = None
     working_sum, working_count = 0.0, 0
@@ -179,22 +202,28 @@ def read_gpus(
     if working_share is not None:
         working_share = round(working_share, 4)
     working_mean = round(working_sum / working_count, 2) if working_count else None
-    if every_gpu_underfed and working_count and starved_cover >= MIN_COVERAGE and all_reporting:
-        verdict, coverage = Verdict.STARVED, starved_cover
-    elif idle_cover < MIN_COVERAGE and starved_cover < MIN_COVERAGE and (busiest_value or 0) < idle_percent:
-        verdict, coverage = Verdict.TOO_EARLY, idle_cover
-    else:
-        verdict, coverage = Verdict.BUSY, max(idle_cover, starved_cover)
-    return GpuReading(
-        verdict,
-        expected_gpus,
-        busiest_value,
-        mean,
-        busiest,
-        coverage,
-        working_share=working_share,
-        working_mean_percent=working_mean,
-    )
+    return working_share, working_mean, every_gpu_underfed and bool(working_count)
+
+
+def _settled(
+    thresholds: Thresholds,
+    underfed: bool,
+    idle_cover: float,
+    starved_cover: float,
+    busiest_value: float | None,
+) -> tuple[Verdict, float]:
+    """The verdict of a reading that is neither idle nor partial, with the coverage it stands on.
+
+    ``underfed`` is every GPU reporting and working, under-fed, through most of the starved window."""
+    if underfed and starved_cover >= MIN_COVERAGE:
+        return Verdict.STARVED, starved_cover
+    if (
+        idle_cover < MIN_COVERAGE
+        and starved_cover < MIN_COVERAGE
+        and (busiest_value or 0) < thresholds.idle_percent
+    ):
+        return Verdict.TOO_EARLY, idle_cover
+    return Verdict.BUSY, max(idle_cover, starved_cover)
 
 
 def mean_of(series: Series, start: datetime, end: datetime) -> float | None:
@@ -290,7 +319,6 @@ def gpu_instance_findings(
         "price_source": price.source if price else "unknown",
         "launched": instance.launch_time.isoformat() if instance.launch_time else None,
     }
-    window = int(thresholds.idle_window.total_seconds() // 60)
 
     def finding(reason: Reason, summary: str, **extra: object) -> Finding:
         return Finding(
@@ -307,86 +335,129 @@ def gpu_instance_findings(
         )
 
     findings: list[Finding] = []
-    if reading.verdict is Verdict.IDLE:
-        findings.append(
-            finding(
-                Reason.GPU_IDLE,
-                f"All {gpus} GPUs of {resource.display_name} stayed under {thresholds.idle_percent:g}% for "
-                f"{window} minutes (busiest peaked at {reading.busiest_gpu_percent:.1f}%).",
-                remediable=True,
-                busiest_gpu_percent=reading.busiest_gpu_percent,
-                busiest_gpu_index=reading.busiest_gpu_index,
-                window_minutes=window,
-                cpu_percent=cpu_percent,
-            )
-        )
-    elif reading.verdict is Verdict.STARVED:
-        # The figures of the working minutes only: idle minutes are not starvation, and are not priced as such.
-        mean = reading.working_mean_percent or 0.0
-        share = reading.working_share or 0.0
-        waste = round(hourly * (1 - mean / 100), 2) if hourly is not None else None
-        starved_window = int(thresholds.starved_window.total_seconds() // 60)
-        cost = f"; the unused share while they work costs ${waste:,.2f}/h." if waste is not None else "."
-        working = (
-            "in every reported minute" if share >= 1 else f"in at least {share:.0%} of the reported minutes"
-        )
-        findings.append(
-            finding(
-                Reason.GPU_STARVED,
-                f"Each of the {gpus} GPUs of {resource.display_name} was working (at or above "
-                f"{thresholds.idle_percent:g}%) {working} of the last {starved_window}, and they averaged "
-                f"only {mean:.1f}% while working (per-minute peaks): they "
-                "are waiting for data. The input pipeline (data loader workers, storage throughput, "
-                f"preprocessing on the CPU) is the likely cause{cost}",
-                mean_gpu_percent_while_working=mean,
-                working_share_of_minutes=f"{share:.0%}",
-                cpu_percent=cpu_percent,
-                network_in_mb_per_minute=network_in_mb,
-                underuse_usd_per_hour=waste,
-                window_minutes=starved_window,
-            )
-        )
-    elif reading.verdict is Verdict.NO_METRICS:
-        findings.append(
-            finding(
-                Reason.GPU_METRICS_MISSING,
-                f"{resource.display_name} is a running {instance.type} ({gpus}) that publishes no GPU metrics: "
-                "costguard cannot tell whether it is idle, and will not call it idle.",
-                how_to_fix=AGENT_HELP,
-            )
-        )
-    elif reading.verdict is Verdict.PARTIAL:
-        findings.append(
-            finding(
-                Reason.GPU_METRICS_PARTIAL,
-                partial_summary(resource.display_name, f"a running {instance.type}, {gpus}", reading, window),
-                reporting_gpus=numbers(reading.reporting),
-                silent_gpus=numbers(reading.silent),
-                busiest_reporting_gpu_percent=reading.busiest_gpu_percent,
-                how_to_fix=PARTIAL_HELP,
-                # Which GPUs are silent is the news: a different set is reported again.
-                repeat_scope=f"silent:{numbers(reading.silent)}",
-            )
-        )
-    if reading.verdict in (Verdict.BUSY, Verdict.STARVED) and MARK_TAG_KEY in resource.tags:
-        findings.append(
-            finding(
-                Reason.GPU_ACTIVE_AGAIN,
-                f"{resource.display_name} is working again (busiest GPU at {reading.busiest_gpu_percent or 0:.1f}%): "
-                "its pending stop is cancelled.",
-                cancels_mark=True,
-            )
-        )
-    elif reading.verdict is Verdict.PARTIAL and MARK_TAG_KEY in resource.tags:
-        findings.append(
-            finding(
-                Reason.GPU_ACTIVE_AGAIN,
-                f"{resource.display_name} no longer reports on every GPU (GPU {numbers(reading.silent)} silent): "
-                "costguard cannot confirm it is idle, so its pending stop is cancelled.",
-                cancels_mark=True,
-            )
-        )
+    news = _verdict_news(
+        instance,
+        reading,
+        resource.display_name,
+        gpus,
+        thresholds,
+        hourly=hourly,
+        cpu_percent=cpu_percent,
+        network_in_mb=network_in_mb,
+    )
+    if news is not None:
+        reason, summary, extra = news
+        findings.append(finding(reason, summary, **extra))
+    if MARK_TAG_KEY in resource.tags:
+        again = _active_again_summary(reading, resource.display_name)
+        if again is not None:
+            findings.append(finding(Reason.GPU_ACTIVE_AGAIN, again, cancels_mark=True))
     return findings
+
+
+# What a verdict says: its reason, its summary, and the finding's other fields and evidence (see ``finding``).
+_News = tuple[Reason, str, dict[str, object]]
+
+
+def _verdict_news(
+    instance: Ec2Instance,
+    reading: GpuReading,
+    name: str,
+    gpus: str,
+    thresholds: Thresholds,
+    *,
+    hourly: float | None,
+    cpu_percent: float | None,
+    network_in_mb: float | None,
+) -> _News | None:
+    """The finding of the reading's verdict, in words: None for a verdict with nothing to say (BUSY)."""
+    window = int(thresholds.idle_window.total_seconds() // 60)
+    if reading.verdict is Verdict.IDLE:
+        return (
+            Reason.GPU_IDLE,
+            f"All {gpus} GPUs of {name} stayed under {thresholds.idle_percent:g}% for "
+            f"{window} minutes (busiest peaked at {reading.busiest_gpu_percent:.1f}%).",
+            {
+                "remediable": True,
+                "busiest_gpu_percent": reading.busiest_gpu_percent,
+                "busiest_gpu_index": reading.busiest_gpu_index,
+                "window_minutes": window,
+                "cpu_percent": cpu_percent,
+            },
+        )
+    if reading.verdict is Verdict.STARVED:
+        return _starved_news(reading, name, gpus, thresholds, hourly, cpu_percent, network_in_mb)
+    if reading.verdict is Verdict.NO_METRICS:
+        return (
+            Reason.GPU_METRICS_MISSING,
+            f"{name} is a running {instance.type} ({gpus}) that publishes no GPU metrics: "
+            "costguard cannot tell whether it is idle, and will not call it idle.",
+            {"how_to_fix": AGENT_HELP},
+        )
+    if reading.verdict is Verdict.PARTIAL:
+        return (
+            Reason.GPU_METRICS_PARTIAL,
+            partial_summary(name, f"a running {instance.type}, {gpus}", reading, window),
+            {
+                "reporting_gpus": numbers(reading.reporting),
+                "silent_gpus": numbers(reading.silent),
+                "busiest_reporting_gpu_percent": reading.busiest_gpu_percent,
+                "how_to_fix": PARTIAL_HELP,
+                # Which GPUs are silent is the news: a different set is reported again.
+                "repeat_scope": f"silent:{numbers(reading.silent)}",
+            },
+        )
+    return None
+
+
+def _starved_news(
+    reading: GpuReading,
+    name: str,
+    gpus: str,
+    thresholds: Thresholds,
+    hourly: float | None,
+    cpu_percent: float | None,
+    network_in_mb: float | None,
+) -> _News:
+    """A STARVED verdict in words, priced on the working minutes only: idle minutes are not starvation."""
+    mean = reading.working_mean_percent or 0.0
+    share = reading.working_share or 0.0
+    waste = round(hourly * (1 - mean / 100), 2) if hourly is not None else None
+    starved_window = int(thresholds.starved_window.total_seconds() // 60)
+    cost = f"; the unused share while they work costs ${waste:,.2f}/h." if waste is not None else "."
+    working = "in every reported minute" if share >= 1 else f"in at least {share:.0%} of the reported minutes"
+    return (
+        Reason.GPU_STARVED,
+        f"Each of the {gpus} GPUs of {name} was working (at or above "
+        f"{thresholds.idle_percent:g}%) {working} of the last {starved_window}, and they averaged "
+        f"only {mean:.1f}% while working (per-minute peaks): they "
+        "are waiting for data. The input pipeline (data loader workers, storage throughput, "
+        f"preprocessing on the CPU) is the likely cause{cost}",
+        {
+            "mean_gpu_percent_while_working": mean,
+            "working_share_of_minutes": f"{share:.0%}",
+            "cpu_percent": cpu_percent,
+            "network_in_mb_per_minute": network_in_mb,
+            "underuse_usd_per_hour": waste,
+            "window_minutes": starved_window,
+        },
+    )
+
+
+def _active_again_summary(reading: GpuReading, name: str) -> str | None:
+    """Why a marked instance's pending stop is cancelled, if the reading cancels it: it works again (BUSY,
+    STARVED), or no longer reports on every GPU (PARTIAL)."""
+    if reading.verdict in (Verdict.BUSY, Verdict.STARVED):
+        return (
+            f"{name} is working again (busiest GPU at {reading.busiest_gpu_percent or 0:.1f}%): "
+            "its pending stop is cancelled."
+        )
+    if reading.verdict is Verdict.PARTIAL:
+        return (
+            f"{name} no longer reports on every GPU (GPU {numbers(reading.silent)} silent): "
+            "costguard cannot confirm it is idle, so its pending stop is cancelled."
+        )
+    return None
 
 
 # -- GPU-idle alarms that name no running GPU instance ----------------------------------------------
