@@ -117,6 +117,10 @@ def test_with_a_history_of_long_idles_after_jobs_it_stops_before_the_grace_ends(
     DynamoIdleHistories(TABLE).write({key: learned_after_long_jobs(now - timedelta(hours=1))}, now)
     [first] = replay(adaptive_stack, [sweep_at(tmp_path, now)])
     assert [d["action"] for d in first.decisions if d["resource_id"] == IDLE] == ["mark"]
+    [marked] = [f for f in first.findings if f["resource_id"] == IDLE]
+    assert (
+        "It will be stopped at the next sweep, before the end of its grace period: idle" in marked["summary"]
+    )
     [second] = replay(adaptive_stack, [sweep_at(tmp_path, now + timedelta(minutes=5))])
     # Marked five minutes ago; the fixed policy would wait until a quarter past.
     assert [d["action"] for d in second.decisions if d["resource_id"] == IDLE] == ["stop"]

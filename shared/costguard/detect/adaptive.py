@@ -492,7 +492,15 @@ def adapt(finding: Finding, advice: Advice, now: datetime, params: AdaptiveParam
     }
     due = mark + params.grace if mark is not None else None
     if advice.action is Action.STOP:
-        if mark is None or due is None or due <= now:
+        if mark is None:  # marked now, as the fixed window does; the mark message says why it will not wait
+            return finding.model_copy(
+                update={
+                    "summary": f"{finding.summary} It will be stopped at the next sweep, before the end of its "
+                    f"grace period: {advice.why}.",
+                    "evidence": evidence,
+                }
+            )
+        if due is None or due <= now:
             return finding.model_copy(update={"evidence": evidence})
         backdated = finding.resource.tags | {MARK_TAG_KEY: (now - params.grace).isoformat()}
         return finding.model_copy(
