@@ -11,16 +11,17 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 from costguard.audit.steps import PlanInput, step_input
 from costguard.entry import REJECT_PERMISSIONS
 from costguard.flows.audit import PLAN_PERMISSIONS, account_of_arn, plan
-from costguard.observability import logger, metrics, tracer
-from costguard.settings import get_settings
+from costguard.observability import EVENT_ID_PATH, logger, metrics, tracer
+from costguard.settings import get_settings, require
 
 # The IAM actions this handler's calls need: tests/template/test_iam.py holds the template to them.
 PERMISSIONS = REJECT_PERMISSIONS | PLAN_PERMISSIONS
 
-settings = get_settings()  # validated at cold start
+# Validated at cold start: a bad variable, or a table, queue or secret it needs unset, fails here, named.
+settings = require(get_settings(), "failed_events_queue_url")
 
 
-@logger.inject_lambda_context(clear_state=True)
+@logger.inject_lambda_context(correlation_id_path=EVENT_ID_PATH, clear_state=True)
 @tracer.capture_lambda_handler
 @metrics.log_metrics
 def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:

@@ -18,14 +18,15 @@ from costguard.events.budgets import (
 from costguard.events.scheduled import ScheduledEvent
 from costguard.flows.budgets import PERMISSIONS as BUDGETS_PERMISSIONS
 from costguard.flows.budgets import follow_up, handle_anomaly_event, handle_budget_notification
-from costguard.observability import logger, metrics, tracer
+from costguard.observability import EVENT_ID_PATH, logger, metrics, tracer
 from costguard.runtime import runtime
-from costguard.settings import get_settings
+from costguard.settings import get_settings, require
 
 # The IAM actions this handler's calls need: tests/template/test_iam.py holds the template to them.
 PERMISSIONS = PARSE_PERMISSIONS | ONCE_PERMISSIONS | BUDGETS_PERMISSIONS | clients.ASSUME_PERMISSIONS
 
-settings = get_settings()  # validated at cold start: a bad escalation level fails here, named
+# Validated at cold start: a bad escalation level, or a table or queue it needs unset, fails here, named.
+settings = require(get_settings(), "state_table", "decisions_queue_url", "failed_events_queue_url")
 
 
 def on_budget(event: BudgetNotification) -> dict[str, Any]:
@@ -42,7 +43,7 @@ on_sns_anomaly_once = OncePerEvent(on_anomaly, key=SNS_MESSAGE_ID_PATH)
 on_anomaly_once = OncePerEvent(on_anomaly)
 
 
-@logger.inject_lambda_context(clear_state=True)
+@logger.inject_lambda_context(correlation_id_path=EVENT_ID_PATH, clear_state=True)
 @tracer.capture_lambda_handler
 @metrics.log_metrics
 def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:

@@ -11,17 +11,18 @@ from costguard.entry import PARSE_PERMISSIONS, Rejected, parse_event
 from costguard.events.ec2 import InstanceStateChange
 from costguard.events.scheduled import ScheduledEvent
 from costguard.flows.gpu import ALARMS_PERMISSIONS, handle_state_change, reconcile
-from costguard.observability import logger, metrics, tracer
+from costguard.observability import EVENT_ID_PATH, logger, metrics, tracer
 from costguard.runtime import runtime
-from costguard.settings import get_settings
+from costguard.settings import get_settings, require
 
 # The IAM actions this handler's calls need: tests/template/test_iam.py holds the template to them.
 PERMISSIONS = PARSE_PERMISSIONS | ALARMS_PERMISSIONS | clients.ASSUME_PERMISSIONS
 
-settings = get_settings()  # validated at cold start
+# Validated at cold start: a bad variable, or a table, queue or secret it needs unset, fails here, named.
+settings = require(get_settings(), "failed_events_queue_url")
 
 
-@logger.inject_lambda_context(clear_state=True)
+@logger.inject_lambda_context(correlation_id_path=EVENT_ID_PATH, clear_state=True)
 @tracer.capture_lambda_handler
 @metrics.log_metrics
 def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:

@@ -14,13 +14,14 @@ from costguard.interact.actions import Interactions, UnreadableClick
 from costguard.interact.authorize import allowed_from_environment
 from costguard.interact.consumer import PERMISSIONS as ACTIONS_PERMISSIONS
 from costguard.interact.consumer import handle_record, interactions
-from costguard.observability import logger, metrics, tracer
-from costguard.settings import get_settings
+from costguard.observability import EVENT_ID_PATH, logger, metrics, tracer
+from costguard.settings import get_settings, require
 
 # The IAM actions this handler's calls need: tests/template/test_iam.py holds the template to them.
 PERMISSIONS = ACTIONS_PERMISSIONS | clients.ASSUME_PERMISSIONS
 
-settings = get_settings()  # validated at cold start
+# Validated at cold start: a bad variable, or a table, queue or secret it needs unset, fails here, named.
+settings = require(get_settings(), "state_table", "decisions_queue_url", "slack_secret_id")
 allowed = allowed_from_environment()  # COSTGUARD_SLACK_ALLOWED, likewise
 processor = BatchProcessor(event_type=EventType.SQS)
 _deps: list[Interactions] = []  # built on the first record (it reads the Slack secret), then kept
@@ -47,7 +48,7 @@ def record_handler(record: SQSRecord) -> None:
         raise
 
 
-@logger.inject_lambda_context(clear_state=True)
+@logger.inject_lambda_context(correlation_id_path=EVENT_ID_PATH, clear_state=True)
 @tracer.capture_lambda_handler
 @metrics.log_metrics
 def lambda_handler(event: dict[str, object], context: LambdaContext) -> PartialItemFailureResponse:

@@ -17,15 +17,16 @@ from costguard.notify.delivery import PermanentDeliveryError, redact
 from costguard.notify.notice import AnyNotice, parse_notice
 from costguard.notify.parked import PERMISSIONS as PARK_PERMISSIONS
 from costguard.notify.parked import ParkError, park
-from costguard.observability import logger, metrics, tracer
-from costguard.settings import get_settings
+from costguard.observability import EVENT_ID_PATH, logger, metrics, tracer
+from costguard.settings import get_settings, require
 
 # The IAM actions this handler's calls need: tests/template/test_iam.py holds the template to them.
 # An unreadable notice stays on the queue for its dead-letter queue: nothing is sent anywhere.
 # A notice Slack refuses for good is parked in the failed-events queue (notify/parked.py).
 PERMISSIONS = DELIVER_PERMISSIONS | PARK_PERMISSIONS
 
-settings = get_settings()
+# Validated at cold start: a bad variable, or a table, queue or secret it needs unset, fails here, named.
+settings = require(get_settings(), "state_table", "failed_events_queue_url", "slack_secret_id")
 
 
 def handle(records: list[dict[str, Any]]) -> list[str]:
@@ -67,7 +68,7 @@ def _delivery_failed(message_id: str, notice: AnyNotice, cause: str) -> None:
     metrics.add_metric(name="DeliveryFailures", unit=MetricUnit.Count, value=1)
 
 
-@logger.inject_lambda_context(clear_state=True)
+@logger.inject_lambda_context(correlation_id_path=EVENT_ID_PATH, clear_state=True)
 @tracer.capture_lambda_handler
 @metrics.log_metrics
 def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:

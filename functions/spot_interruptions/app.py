@@ -11,14 +11,15 @@ from costguard.aws import clients
 from costguard.entry import ONCE_PERMISSIONS, PARSE_PERMISSIONS, OncePerEvent, Rejected, parse_event
 from costguard.events.ec2 import SpotInterruptionWarning
 from costguard.flows.spot import EVENT_PERMISSIONS, handle_spot_interruption
-from costguard.observability import logger, metrics, tracer
+from costguard.observability import EVENT_ID_PATH, logger, metrics, tracer
 from costguard.runtime import runtime
-from costguard.settings import get_settings
+from costguard.settings import get_settings, require
 
 # The IAM actions this handler's calls need: tests/template/test_iam.py holds the template to them.
 PERMISSIONS = PARSE_PERMISSIONS | ONCE_PERMISSIONS | EVENT_PERMISSIONS | clients.ASSUME_PERMISSIONS
 
-settings = get_settings()  # validated at cold start: a bad variable fails here, named
+# Validated at cold start: a bad variable, or a table, queue or secret it needs unset, fails here, named.
+settings = require(get_settings(), "state_table", "decisions_queue_url", "failed_events_queue_url")
 
 
 def process(event: SpotInterruptionWarning) -> dict[str, Any]:
@@ -29,7 +30,7 @@ def process(event: SpotInterruptionWarning) -> dict[str, Any]:
 process_once = OncePerEvent(process)
 
 
-@logger.inject_lambda_context(clear_state=True)
+@logger.inject_lambda_context(correlation_id_path=EVENT_ID_PATH, clear_state=True)
 @tracer.capture_lambda_handler
 @metrics.log_metrics
 def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:

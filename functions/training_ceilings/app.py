@@ -20,15 +20,18 @@ from costguard.flows.org import (
     run_items,
 )
 from costguard.flows.training_ceilings import SCHEDULE_PERMISSIONS, handle_schedule, sweep_region
-from costguard.observability import logger, metrics, tracer
+from costguard.observability import EVENT_ID_PATH, logger, metrics, tracer
 from costguard.pipeline import Report
 from costguard.runtime import runtime
-from costguard.settings import get_settings
+from costguard.settings import get_settings, require
 
 # The IAM actions this handler's calls need: tests/template/test_iam.py holds the template to them.
 PERMISSIONS = PARSE_PERMISSIONS | SCHEDULE_PERMISSIONS | FAN_OUT_PERMISSIONS | ASSUME_PERMISSIONS
 
-settings = check_settings(get_settings())  # validated at cold start
+# Validated at cold start: a bad variable, or a table, queue or secret it needs unset, fails here, named.
+settings = require(
+    check_settings(get_settings()), "state_table", "decisions_queue_url", "failed_events_queue_url"
+)
 
 
 def sweep_one(item: SweepItem, now: datetime) -> Report:
@@ -43,7 +46,7 @@ def sweep_one(item: SweepItem, now: datetime) -> Report:
     )
 
 
-@logger.inject_lambda_context(clear_state=True)
+@logger.inject_lambda_context(correlation_id_path=EVENT_ID_PATH, clear_state=True)
 @tracer.capture_lambda_handler
 @metrics.log_metrics
 def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:

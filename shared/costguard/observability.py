@@ -16,6 +16,13 @@ from aws_lambda_powertools import Logger, Metrics
 logger = Logger()
 metrics = Metrics()
 
+# The correlation id of every log line: the id of the event a handler was given, for each shape costguard
+# receives (``logger.inject_lambda_context(correlation_id_path=EVENT_ID_PATH)``). JMESPath's ``||`` takes the
+# first that is there: an EventBridge event's "id"; an SNS delivery's message id; an SQS batch's first message
+# id (the notifier, the interactions consumer, an organization sweep's work items); a Function URL request's id.
+# An event of none of these shapes (a Step Functions task's input) logs no correlation id.
+EVENT_ID_PATH = "id || Records[0].Sns.MessageId || Records[0].messageId || requestContext.requestId"
+
 F = TypeVar("F", bound=Callable[..., Any])
 
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from functools import lru_cache
 
@@ -25,6 +25,7 @@ from costguard.pipeline import Report, act_on
 from costguard.policy import Policy
 from costguard.pricing import PriceBook, price_book
 from costguard.pricing.live import PERMISSIONS as LIVE_PRICE_PERMISSIONS
+from costguard.reads import Reads
 from costguard.settings import Settings, get_settings
 
 # Runtime.act: notices queued, repeats gated, stops counted against the hourly cap. What the remediator calls
@@ -50,6 +51,8 @@ class Runtime:
     mutes: MuteReader | None = None
     accounts: AccountLabels | None = None  # an organization deployment: accounts named in messages
     idle_histories: IdleHistories | None = None  # the adaptive idle policy's (COSTGUARD_IDLE_POLICY=adaptive)
+    # What the flows read (inventory, metrics, SageMaker, budgets): AWS, or in-memory twins in a unit test.
+    reads: Reads = field(default_factory=Reads)
 
     @property
     def policy(self) -> Policy:

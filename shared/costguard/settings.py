@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from enum import StrEnum
 from functools import lru_cache
 from typing import Annotated
@@ -176,3 +177,30 @@ def parse_settings(**overrides: object) -> Settings:
 def get_settings() -> Settings:
     """The process-wide settings, validated once at cold start."""
     return parse_settings()
+
+
+def in_lambda() -> bool:
+    """Running as a Lambda function (AWS_LAMBDA_FUNCTION_NAME is set by Lambda, and by ``sam local``)."""
+    return bool(os.environ.get("AWS_LAMBDA_FUNCTION_NAME"))
+
+
+def require(settings: Settings, *names: str) -> Settings:
+    """At a Lambda cold start: each named setting (a table, a queue, a bucket, a secret) is set, else
+    SettingsError naming its COSTGUARD_ variable, so a function missing one fails to start rather than at
+    its first use of it.
+
+    A name that is no setting is an error everywhere. Outside Lambda (a test or the IAM check importing a
+    handler for its PERMISSIONS, the local stack) the values are not checked.
+    """
+    unknown = [name for name in names if name not in Settings.model_fields]
+    if unknown:
+        raise ValueError(f"not costguard settings: {unknown}")
+    if not in_lambda():
+        return settings
+    missing = [f"{ENV_PREFIX}{name.upper()}" for name in names if not str(getattr(settings, name)).strip()]
+    if missing:
+        raise SettingsError(
+            "invalid costguard settings: "
+            + "; ".join(f"{variable}: this function needs it; none is set" for variable in missing)
+        )
+    return settings

@@ -134,7 +134,7 @@ def test_a_throttled_item_fails_alone_and_is_retried(
             )
         return real(region, **kw)
 
-    monkeypatch.setattr("costguard.flows.gpu.describe_gpu_instances", describe)
+    monkeypatch.setattr("costguard.aws.inventory.describe_gpu_instances", describe)
     runs = hub.sweep("GpuIdleFunction", gpu_sweep("2026-11-20T12:00:00Z"))
     failures = [r for r in runs[1:] if r.result and r.result.get("batchItemFailures")]
     assert len(failures) == 1  # research/us-east-1 only, then redelivered and swept

@@ -14,6 +14,7 @@ from costguard.detect.batch import (
     queue_member,
 )
 from costguard.events.batch import BatchJobStateChange
+from costguard.observability import tracer
 from costguard.pipeline import Report
 from costguard.runtime import ACT_PERMISSIONS, PRICES_PERMISSIONS, Runtime
 from costguard.windows import WindowCounter
@@ -22,6 +23,7 @@ from costguard.windows import WindowCounter
 EVENT_PERMISSIONS = windows.PERMISSIONS | ACT_PERMISSIONS | PRICES_PERMISSIONS
 
 
+@tracer.capture_method
 def handle_batch_job_event(
     event: BatchJobStateChange, runtime: Runtime, now: datetime, counter: WindowCounter | None = None
 ) -> Report:

@@ -12,7 +12,7 @@ from botocore.exceptions import ClientError
 from costguard.act.aws import permissions_for
 from costguard.act.executor import Outcome
 from costguard.aws import budgets, clients, organization
-from costguard.aws.budgets import BreachLog, describe_budget
+from costguard.aws.budgets import BreachLog
 from costguard.detect.budget_check import Confirmation, confirm, spend_from_budget
 from costguard.detect.budgets import (
     Breach,
@@ -87,22 +87,22 @@ def running_everywhere(
     return running, unreachable
 
 
-def read_budget(account: str, name: str) -> tuple[dict[str, Any] | None, str | None]:
+def read_budget(runtime: Runtime, account: str, name: str) -> tuple[dict[str, Any] | None, str | None]:
     """The budget's definition and figures, or why it could not be read."""
     try:
-        budget = describe_budget(account, name)
+        budget = runtime.reads.budgets.describe_budget(account, name)
     except Exception as error:  # the alert still goes out, without stops
         logger.warning("budget not readable", extra={"budget": name}, exc_info=True)
         return None, f"{type(error).__name__}: {str(error)[:200]}"
     return budget, None if budget is not None else "no such budget"
 
 
-def check_alert(alert: BudgetAlert, account: str) -> tuple[Confirmation, Scope]:
+def check_alert(alert: BudgetAlert, account: str, runtime: Runtime) -> tuple[Confirmation, Scope]:
     """Read the budget the alert names, once: its figures confirm the alert, its tag filter is the scope."""
     if alert.account and alert.account != account:
         problem = f"the message names account {alert.account}, the alert topic belongs to {account}"
         return Confirmation(None, None, problem), Scope(known=False)
-    budget, unreadable = read_budget(account, alert.name)
+    budget, unreadable = read_budget(runtime, account, alert.name)
     if budget is None:
         return confirm(alert, None, unreadable=unreadable), Scope(known=False)
     return confirm(alert, spend_from_budget(budget)), scope_from_budget(budget)
@@ -119,7 +119,7 @@ def breach_of(
 ) -> tuple[Breach, Scope]:
     """The breach as AWS Budgets bears it out now: the level comes from the budget's own figures, and a
     budget that cannot be read or disagrees with the message leaves the alert reported only."""
-    confirmation, scope = check_alert(alert, account)
+    confirmation, scope = check_alert(alert, account, runtime)
     level = None
     if confirmation.confirmed:
         level = level_for(

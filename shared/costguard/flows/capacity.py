@@ -15,6 +15,7 @@ from costguard.detect.capacity_blocks import METRIC_PERIOD, expiring_finding, st
 from costguard.events.capacity import CapacityBlockEvent, ReservationStateChange
 from costguard.events.health import OdcrUnderutilization
 from costguard.model import CapacityReservation, Finding, ResourceKind
+from costguard.observability import tracer
 from costguard.pipeline import Report
 from costguard.runtime import ACT_PERMISSIONS, PRICES_PERMISSIONS, Runtime
 
@@ -34,6 +35,7 @@ HOUR = timedelta(hours=1)
 BLOCK_LOOKBACK = timedelta(hours=24)
 
 
+@tracer.capture_method
 def handle_odcr_underutilization(
     event: OdcrUnderutilization,
     runtime: Runtime,
@@ -127,6 +129,7 @@ def block_findings(
     return [f for f in found if f is not None]
 
 
+@tracer.capture_method
 def evaluate(
     region: str,
     account: str,
@@ -157,6 +160,7 @@ def evaluate(
     return runtime.act(findings, now)
 
 
+@tracer.capture_method
 def handle_sweep(
     runtime: Runtime,
     now: datetime,
@@ -174,6 +178,7 @@ def handle_sweep(
 # -- Capacity Block events and future-dated state changes ------------------------------------------------
 
 
+@tracer.capture_method
 def handle_capacity_block(
     event: CapacityBlockEvent,
     runtime: Runtime,
@@ -217,6 +222,7 @@ def handle_capacity_block(
     return runtime.act(findings, now)
 
 
+@tracer.capture_method
 def handle_reservation_state(
     event: ReservationStateChange,
     runtime: Runtime,

@@ -13,14 +13,8 @@ from datetime import datetime, timedelta
 from typing import Protocol
 
 from costguard.aws import inventory, metrics, sagemaker
-from costguard.aws.inventory import describe_gpu_instances
-from costguard.aws.metrics import MetricSet, get_metric_data, list_gpu_series, metric_queries
-from costguard.aws.sagemaker import (
-    NOTEBOOK_DIMENSION,
-    in_progress_training_jobs,
-    in_service_endpoints,
-    in_service_notebooks,
-)
+from costguard.aws.metrics import MetricSet, metric_queries
+from costguard.aws.sagemaker import NOTEBOOK_DIMENSION
 from costguard.detect.budgets import Running
 from costguard.detect.gpu import PERIOD, Thresholds, instance_resource, read_gpus, thresholds_from
 from costguard.detect.sagemaker import (
@@ -38,6 +32,7 @@ from costguard.flows.sagemaker import (
     notebook_key,
 )
 from costguard.model import Accelerators, Ec2Instance, Endpoint, NotebookInstance, ResourceKind, TrainingJob
+from costguard.reads import Reads
 from costguard.runtime import PRICES_PERMISSIONS, Runtime
 
 # running_in: every kind's inventory, metrics and prices.
@@ -95,10 +90,11 @@ def running_in(
     GetMetricData for every GPU series at once (500 queries a call), plus one for endpoint invocations.
     """
     thresholds = thresholds_from(runtime.settings)
-    fleet = _running_fleet(region, kinds)
-    data = _gpu_metrics(region, fleet, now, max(thresholds.idle_window, thresholds.starved_window))
+    reads = runtime.reads
+    fleet = _running_fleet(region, kinds, reads)
+    data = _gpu_metrics(region, fleet, now, max(thresholds.idle_window, thresholds.starved_window), reads)
     endpoint_window = timedelta(hours=runtime.settings.endpoint_idle_hours)
-    calls = _endpoint_calls(region, fleet.endpoints, now, endpoint_window)
+    calls = _endpoint_calls(region, fleet.endpoints, now, endpoint_window, reads)
 
     def price(instance_type: str | None, count: int = 1) -> float | None:
         found = runtime.prices.hourly(instance_type, region)
@@ -112,24 +108,26 @@ def running_in(
     ]
 
 
-def _running_fleet(region: str, kinds: Collection[ResourceKind]) -> _Fleet:
+def _running_fleet(region: str, kinds: Collection[ResourceKind], reads: Reads) -> _Fleet:
     """The list walks for the kinds asked for: notebooks with an accelerator, endpoints with a live variant
     that has one."""
-    want = set(kinds)
-    instances = describe_gpu_instances(region) if ResourceKind.EC2_INSTANCE in want else []
-    jobs = in_progress_training_jobs(region) if ResourceKind.TRAINING_JOB in want else []
+    want, listed = set(kinds), reads.sagemaker
+    instances = reads.inventory.describe_gpu_instances(region) if ResourceKind.EC2_INSTANCE in want else []
+    jobs = listed.in_progress_training_jobs(region) if ResourceKind.TRAINING_JOB in want else []
     notebooks = [
-        n for n in (in_service_notebooks(region) if ResourceKind.NOTEBOOK in want else []) if n.accelerators
+        n
+        for n in (listed.in_service_notebooks(region) if ResourceKind.NOTEBOOK in want else [])
+        if n.accelerators
     ]
     endpoints = [
         e
-        for e in (in_service_endpoints(region) if ResourceKind.ENDPOINT in want else [])
+        for e in (listed.in_service_endpoints(region) if ResourceKind.ENDPOINT in want else [])
         if any(v.accelerators is not None and v.instance_count > 0 for v in e.variants)
     ]
     return _Fleet(instances, jobs, notebooks, endpoints)
 
 
-def _gpu_metrics(region: str, fleet: _Fleet, now: datetime, window: timedelta) -> MetricSet:
+def _gpu_metrics(region: str, fleet: _Fleet, now: datetime, window: timedelta, reads: Reads) -> MetricSet:
     """Every NVIDIA GPU series of the fleet over ``window``: the series listed, then read in one batch."""
     nvidia_instances, nvidia_jobs, nvidia_notebooks = (
         fleet.nvidia_instances,
@@ -138,24 +136,27 @@ def _gpu_metrics(region: str, fleet: _Fleet, now: datetime, window: timedelta) -
     )
     queries = []
     if nvidia_instances:
-        queries += metric_queries(nvidia_instances, list_gpu_series(region, [i.id for i in nvidia_instances]))
+        ids = [i.id for i in nvidia_instances]
+        queries += metric_queries(nvidia_instances, reads.metrics.list_gpu_series(region, ids))
     if nvidia_jobs or nvidia_notebooks:
         series = (
-            list_gpu_series(region, [n.name for n in nvidia_notebooks], NOTEBOOK_DIMENSION)
+            reads.metrics.list_gpu_series(region, [n.name for n in nvidia_notebooks], NOTEBOOK_DIMENSION)
             if nvidia_notebooks
             else {}
         )
         queries += gpu_queries(nvidia_jobs, nvidia_notebooks, series)
     if not queries:
         return MetricSet()
-    return get_metric_data(region, queries, now - window, now, int(PERIOD.total_seconds()))
+    return reads.metrics.get_metric_data(region, queries, now - window, now, int(PERIOD.total_seconds()))
 
 
-def _endpoint_calls(region: str, endpoints: list[Endpoint], now: datetime, window: timedelta) -> MetricSet:
+def _endpoint_calls(
+    region: str, endpoints: list[Endpoint], now: datetime, window: timedelta, reads: Reads
+) -> MetricSet:
     """The endpoints' invocations over ``window``."""
     if not endpoints:
         return MetricSet()
-    return get_metric_data(
+    return reads.metrics.get_metric_data(
         region, invocation_queries(endpoints), now - window, now, int(ENDPOINT_PERIOD.total_seconds())
     )
 

@@ -13,13 +13,7 @@ from costguard.aws import alarms, budgets, inventory, metrics
 from costguard.aws.budgets import keep_budget_marks
 from costguard.aws.idle_history import PERMISSIONS as IDLE_HISTORY_PERMISSIONS
 from costguard.aws.idle_history import history_key
-from costguard.aws.inventory import describe_gpu_instances, describe_instance
-from costguard.aws.metrics import (
-    MetricSet,
-    get_metric_data,
-    list_gpu_series,
-    metric_queries,
-)
+from costguard.aws.metrics import MetricSet, metric_queries
 from costguard.detect import adaptive
 from costguard.detect.gpu import (
     PERIOD,
@@ -36,6 +30,7 @@ from costguard.model import Ec2Instance, Finding, Reason, ResourceKind
 from costguard.observability import logger
 from costguard.observability import metrics as emf
 from costguard.pipeline import Report
+from costguard.reads import Metrics
 from costguard.runtime import ACT_PERMISSIONS, PRICES_PERMISSIONS, Runtime
 from costguard.settings import Settings
 
@@ -58,15 +53,22 @@ SWEEP_STEP = timedelta(minutes=5)
 _GONE = {"stopping", "stopped", "shutting-down", "terminated"}
 
 
+def gpu_instances(
+    region: str, runtime: Runtime, instance_ids: Sequence[str] | None = None
+) -> list[Ec2Instance]:
+    """The running GPU and accelerator instances (of these ids), read through the runtime's inventory."""
+    return runtime.reads.inventory.describe_gpu_instances(region, instance_ids=instance_ids)
+
+
 def read_fleet(
-    region: str, instances: Sequence[Ec2Instance], thresholds: Thresholds, now: datetime
+    region: str, instances: Sequence[Ec2Instance], thresholds: Thresholds, now: datetime, reads: Metrics
 ) -> MetricSet:
     """Every series the verdicts need, over the longer of the two windows."""
     if not instances:
         return MetricSet()
-    series = list_gpu_series(region, [i.id for i in instances])
+    series = reads.list_gpu_series(region, [i.id for i in instances])
     window = max(thresholds.idle_window, thresholds.starved_window)
-    return get_metric_data(
+    return reads.get_metric_data(
         region, metric_queries(instances, series), now - window, now, int(PERIOD.total_seconds())
     )
 
@@ -108,7 +110,7 @@ def evaluate(
     event_id: str | None = None,
 ) -> Report:
     """Re-read the instances and their metrics, then decide. The same path for an alarm and the sweep."""
-    return judge(region, runtime, now, describe_gpu_instances(region, instance_ids=instance_ids), event_id)
+    return judge(region, runtime, now, gpu_instances(region, runtime, instance_ids), event_id)
 
 
 def judge(
@@ -116,9 +118,8 @@ def judge(
 ) -> Report:
     """Read the metrics of these instances, then decide."""
     thresholds = thresholds_from(runtime.settings)
-    data = read_fleet(
-        region, [i for i in instances if i.accelerators and i.accelerators.is_nvidia], thresholds, now
-    )
+    nvidia = [i for i in instances if i.accelerators and i.accelerators.is_nvidia]
+    data = read_fleet(region, nvidia, thresholds, now, runtime.reads.metrics)
     findings = findings_for(instances, data, runtime, thresholds, now, event_id)
     if runtime.settings.idle_policy == "adaptive" and runtime.idle_histories is not None:
         findings = adapted(instances, data, findings, runtime, thresholds, now)
@@ -192,7 +193,8 @@ def handle_alarm(event: AlarmStateChange, runtime: Runtime, now: datetime) -> Re
     name = event.detail.alarm_name
     instance_id = alarms.alarm_instance(name)
     # One DescribeInstances, any state and any type: what became of it is what the report says.
-    found = describe_instance(event.region, instance_id) if instance_id is not None else None
+    inventory_reads = runtime.reads.inventory
+    found = inventory_reads.describe_instance(event.region, instance_id) if instance_id is not None else None
     if found and found.state == "running" and found.accelerators and found.accelerators.is_nvidia:
         return judge(event.region, runtime, now, [found], event.id)
     logger.warning(
@@ -233,7 +235,7 @@ def handle_state_change(event: InstanceStateChange, runtime: Runtime) -> dict[st
         return {"ignored": state}
     gpu = [
         i
-        for i in describe_gpu_instances(event.region, instance_ids=[instance_id])
+        for i in gpu_instances(event.region, runtime, [instance_id])
         if i.accelerators and i.accelerators.is_nvidia
     ]
     made = alarms.put_alarms(event.region, [i.id for i in gpu], thresholds_from(runtime.settings))
@@ -245,7 +247,7 @@ def reconcile(runtime: Runtime, default_region: str) -> dict[str, Any]:
     summary: dict[str, Any] = {}
     for region in runtime.settings.regions or (default_region,):
         running = {
-            i.id for i in describe_gpu_instances(region) if i.accelerators and i.accelerators.is_nvidia
+            i.id for i in gpu_instances(region, runtime) if i.accelerators and i.accelerators.is_nvidia
         }
         alarmed = alarms.alarmed_instances(region)
         summary[region] = {

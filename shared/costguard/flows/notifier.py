@@ -49,7 +49,7 @@ from costguard.notify.message import (
 )
 from costguard.notify.notice import GROUP_ABOVE, ROWS_CARRIED, AnyNotice, GroupNotice, Notice, group
 from costguard.notify.routing import SlackRoutes
-from costguard.observability import logger, metrics
+from costguard.observability import logger, metrics, tracer
 from costguard.permissions import needs
 from costguard.settings import Settings
 
@@ -265,6 +265,7 @@ class Sender:
             self.api.update(self.destination, ts, message)
 
 
+@tracer.capture_method
 def deliver_batch(
     items: Sequence[tuple[str, AnyNotice]],
     settings: Settings,

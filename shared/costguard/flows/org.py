@@ -24,7 +24,7 @@ from costguard.aws import clients, organization
 from costguard.detect.members import PERMANENT_CODES, unreachable_finding
 from costguard.events.common import AwsTime
 from costguard.events.scheduled import ScheduledEvent
-from costguard.observability import logger, metrics
+from costguard.observability import logger, metrics, tracer
 from costguard.permissions import needs
 from costguard.pipeline import Report
 from costguard.runtime import Runtime
@@ -76,6 +76,7 @@ def plan(sweep: str, event: ScheduledEvent, settings: Settings) -> list[SweepIte
     ]
 
 
+@tracer.capture_method
 def fan_out(sweep: str, event: ScheduledEvent, settings: Settings) -> dict[str, Any]:
     """Queue the sweep's items, ten a call."""
     items = plan(sweep, event, settings)
@@ -109,6 +110,7 @@ class UnreadableWorkItem(ValueError):
 item_observers: list[Callable[[SweepItem, Report], None]] = []
 
 
+@tracer.capture_method
 def sweep_item(item: SweepItem, runtime: Runtime, now: datetime, sweep: Sweep) -> Report:
     """One account and region, in that account. A refusal retrying cannot cure is reported by name."""
     with clients.acting_in(item.account):

@@ -14,9 +14,7 @@ from costguard.aws.metrics import (
     GPU_STAT,
     MetricSet,
     Query,
-    get_metric_data,
     gpu_index,
-    list_gpu_series,
 )
 from costguard.aws.sagemaker import (
     ENDPOINT_NAMESPACE,
@@ -24,9 +22,6 @@ from costguard.aws.sagemaker import (
     NOTEBOOK_DIMENSION,
     TRAINING_GPU_METRIC,
     TRAINING_NAMESPACE,
-    in_progress_training_jobs,
-    in_service_endpoints,
-    in_service_notebooks,
 )
 from costguard.detect.gpu import PERIOD, Thresholds, read_gpus, thresholds_from
 from costguard.detect.sagemaker import (
@@ -122,23 +117,32 @@ def invocations_of(endpoint: Endpoint, data: MetricSet) -> float | None:
 def findings_for(
     region: str, runtime: Runtime, thresholds: Thresholds, now: datetime, event_id: str | None
 ) -> list[Finding]:
-    jobs = [j for j in in_progress_training_jobs(region) if j.accelerators and j.accelerators.is_nvidia]
-    notebooks = [n for n in in_service_notebooks(region) if n.accelerators and n.accelerators.is_nvidia]
-    endpoints = in_service_endpoints(region)
+    listed, cloudwatch = runtime.reads.sagemaker, runtime.reads.metrics
+    jobs = [
+        j for j in listed.in_progress_training_jobs(region) if j.accelerators and j.accelerators.is_nvidia
+    ]
+    notebooks = [
+        n for n in listed.in_service_notebooks(region) if n.accelerators and n.accelerators.is_nvidia
+    ]
+    endpoints = listed.in_service_endpoints(region)
 
     # Two batched reads for the whole sweep: per-minute GPU series over the verdict windows, and hourly
     # invocation sums over the endpoint window (GetMetricData takes one time range per call).
     gpu_data = MetricSet()
     if jobs or notebooks:
-        series = list_gpu_series(region, [n.name for n in notebooks], NOTEBOOK_DIMENSION) if notebooks else {}
+        series = (
+            cloudwatch.list_gpu_series(region, [n.name for n in notebooks], NOTEBOOK_DIMENSION)
+            if notebooks
+            else {}
+        )
         window = max(thresholds.idle_window, thresholds.starved_window)
-        gpu_data = get_metric_data(
+        gpu_data = cloudwatch.get_metric_data(
             region, gpu_queries(jobs, notebooks, series), now - window, now, int(PERIOD.total_seconds())
         )
     endpoint_window = timedelta(hours=runtime.settings.endpoint_idle_hours)
     calls = MetricSet()
     if endpoints:
-        calls = get_metric_data(
+        calls = cloudwatch.get_metric_data(
             region,
             invocation_queries(endpoints),
             now - endpoint_window,

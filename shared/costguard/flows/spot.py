@@ -9,6 +9,7 @@ from costguard.aws.inventory import describe_instance
 from costguard.aws.windows import DynamoWindowCounter
 from costguard.detect.spot import detect_spot_interruption, is_watched, workload_of
 from costguard.events.ec2 import SpotInterruptionWarning
+from costguard.observability import tracer
 from costguard.pipeline import Report
 from costguard.runtime import ACT_PERMISSIONS, PRICES_PERMISSIONS, Runtime
 from costguard.windows import WindowCounter
@@ -17,6 +18,7 @@ from costguard.windows import WindowCounter
 EVENT_PERMISSIONS = inventory.PERMISSIONS | windows.PERMISSIONS | ACT_PERMISSIONS | PRICES_PERMISSIONS
 
 
+@tracer.capture_method
 def handle_spot_interruption(
     event: SpotInterruptionWarning, runtime: Runtime, now: datetime, counter: WindowCounter | None = None
 ) -> Report:

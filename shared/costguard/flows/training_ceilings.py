@@ -14,7 +14,7 @@ from costguard.detect.training_guardrails import digest_finding
 from costguard.events.sagemaker import TrainingJobDetail
 from costguard.flows.training_jobs import guardrail_findings
 from costguard.model import Finding, ResourceKind
-from costguard.observability import logger
+from costguard.observability import logger, tracer
 from costguard.pipeline import Report
 from costguard.runtime import ACT_PERMISSIONS, PRICES_PERMISSIONS, Runtime
 
@@ -84,6 +84,7 @@ def digest_findings(
     return [found] if found else []
 
 
+@tracer.capture_method
 def handle_schedule(
     runtime: Runtime,
     now: datetime,
@@ -110,6 +111,7 @@ def handle_schedule(
     return combined
 
 
+@tracer.capture_method
 def sweep_region(
     runtime: Runtime,
     now: datetime,

@@ -34,7 +34,7 @@ from costguard.detect.training_guardrails import (
 from costguard.detect.training_jobs import detect_failed_training_job, run_cost_usd
 from costguard.events.sagemaker import TrainingJobDetail, TrainingJobStateChange
 from costguard.model import Finding, ResourceKind
-from costguard.observability import logger
+from costguard.observability import logger, tracer
 from costguard.pipeline import Report
 from costguard.pricing import Price
 from costguard.runtime import ACT_PERMISSIONS, PRICES_PERMISSIONS, Runtime
@@ -53,6 +53,7 @@ EVENT_PERMISSIONS = (
 )
 
 
+@tracer.capture_method
 def handle_training_job_event(
     event: TrainingJobStateChange, runtime: Runtime, now: datetime, state: TrainingState | None = None
 ) -> Report:

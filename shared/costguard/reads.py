@@ -1,0 +1,122 @@
+"""What the GPU, SageMaker and budget flows read from AWS, as Protocols, and the AWS reads behind them.
+
+The writes already go through Protocols with an in-memory twin each (notify/dedupe.RepeatGate,
+notify/queue.NoticeQueue, act/executor.StopLimiter and Remediator); the reads get the same treatment here, so a
+flow can be run on in-memory twins (costguard/twins.py, for tests only) and a flow test takes milliseconds.
+
+``AwsReads()`` is what a deployed function reads with: each method calls the adapter function of the same name
+(aws/inventory.py, aws/metrics.py, aws/sagemaker.py, aws/budgets.py), looked up when called, so nothing changes
+in what is called or how.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Protocol
+
+from costguard.aws import budgets, inventory, metrics, sagemaker
+from costguard.aws.metrics import Dimensions, MetricSet, Query
+from costguard.model import Ec2Instance, Endpoint, NotebookInstance, TrainingJob
+
+
+class Inventory(Protocol):
+    """EC2 instances (aws/inventory.py)."""
+
+    def describe_gpu_instances(
+        self, region: str, *, instance_ids: Sequence[str] | None = None
+    ) -> list[Ec2Instance]:
+        """Running instances that carry accelerators (of these ids, when given)."""
+        ...
+
+    def describe_instance(self, region: str, instance_id: str) -> Ec2Instance | None:
+        """One instance of any state and type; None when it is gone."""
+        ...
+
+
+class Metrics(Protocol):
+    """CloudWatch (aws/metrics.py)."""
+
+    def list_gpu_series(
+        self, region: str, instance_ids: Sequence[str], dimension: str = "InstanceId"
+    ) -> dict[str, list[Dimensions]]:
+        """The per-GPU series published for these resources, with their exact dimensions, by resource."""
+        ...
+
+    def get_metric_data(
+        self, region: str, queries: Sequence[Query], start: datetime, end: datetime, period: int
+    ) -> MetricSet:
+        """Every query's series over [start, end), oldest first."""
+        ...
+
+
+class SageMakerReads(Protocol):
+    """SageMaker listings (aws/sagemaker.py)."""
+
+    def in_progress_training_jobs(self, region: str) -> list[TrainingJob]: ...
+
+    def in_service_notebooks(self, region: str) -> list[NotebookInstance]: ...
+
+    def in_service_endpoints(self, region: str) -> list[Endpoint]: ...
+
+
+class Budgets(Protocol):
+    """AWS Budgets (aws/budgets.py)."""
+
+    def describe_budget(self, account: str, name: str) -> dict[str, Any] | None:
+        """A DescribeBudget answer's ``Budget``; None when it does not exist."""
+        ...
+
+
+class AwsInventory:
+    def describe_gpu_instances(
+        self, region: str, *, instance_ids: Sequence[str] | None = None
+    ) -> list[Ec2Instance]:
+        return inventory.describe_gpu_instances(region, instance_ids=instance_ids)
+
+    def describe_instance(self, region: str, instance_id: str) -> Ec2Instance | None:
+        return inventory.describe_instance(region, instance_id)
+
+
+class AwsMetrics:
+    def list_gpu_series(
+        self, region: str, instance_ids: Sequence[str], dimension: str = "InstanceId"
+    ) -> dict[str, list[Dimensions]]:
+        return metrics.list_gpu_series(region, instance_ids, dimension)
+
+    def get_metric_data(
+        self, region: str, queries: Sequence[Query], start: datetime, end: datetime, period: int
+    ) -> MetricSet:
+        return metrics.get_metric_data(region, queries, start, end, period)
+
+
+class AwsSageMaker:
+    def in_progress_training_jobs(self, region: str) -> list[TrainingJob]:
+        return sagemaker.in_progress_training_jobs(region)
+
+    def in_service_notebooks(self, region: str) -> list[NotebookInstance]:
+        return sagemaker.in_service_notebooks(region)
+
+    def in_service_endpoints(self, region: str) -> list[Endpoint]:
+        return sagemaker.in_service_endpoints(region)
+
+
+class AwsBudgets:
+    def describe_budget(self, account: str, name: str) -> dict[str, Any] | None:
+        return budgets.describe_budget(account, name)
+
+
+@dataclass(frozen=True)
+class Reads:
+    """Every read the flows make, one object per service. The default is AWS."""
+
+    inventory: Inventory = field(default_factory=AwsInventory)
+    metrics: Metrics = field(default_factory=AwsMetrics)
+    sagemaker: SageMakerReads = field(default_factory=AwsSageMaker)
+    budgets: Budgets = field(default_factory=AwsBudgets)
+
+
+def aws_reads() -> Reads:
+    """The reads a deployed function makes: all of them from AWS."""
+    return Reads()

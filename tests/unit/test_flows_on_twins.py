@@ -1,0 +1,259 @@
+"""The GPU, SageMaker and budget flows on in-memory twins: the reads from costguard/twins.py, the writes from
+their own in-memory twins (repeat gate, notice queue, stop limiter) and a recording remediator. No moto, no
+LocalStack: each flow runs in milliseconds. The integration tier (tests/integration/) runs the same flows
+against the embedded AWS."""
+
+from __future__ import annotations
+
+import os
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from costguard.act.limits import MemoryStopLimiter
+from costguard.aws.metrics import GPU_METRIC, GPU_NAMESPACE
+from costguard.aws.sagemaker import NOTEBOOK_DIMENSION, TRAINING_GPU_METRIC, TRAINING_NAMESPACE
+from costguard.events.budgets import BudgetNotification
+from costguard.flows import budgets as budget_flow
+from costguard.flows import gpu as gpu_flow
+from costguard.flows import sagemaker as sagemaker_flow
+from costguard.model import Accelerators, Action, Ec2Instance, NotebookInstance, Reason, TrainingJob
+from costguard.notify.dedupe import MemoryRepeatGate
+from costguard.notify.queue import MemoryNoticeQueue
+from costguard.pricing import price_book
+from costguard.reads import Reads
+from costguard.runtime import Runtime
+from costguard.settings import Mode, Settings
+from costguard.twins import (
+    MemoryBreachLog,
+    MemoryBudgets,
+    MemoryInventory,
+    MemoryMetrics,
+    MemorySageMaker,
+    RecordingRemediator,
+    budget,
+    memory_reads,
+)
+from tests.conftest import load_event
+
+NOW = datetime(2026, 11, 20, 12, 0, tzinfo=UTC)
+REGION, ACCOUNT = "us-east-1", "123456789012"
+A100S = Accelerators(kind="nvidia_gpu", count=8, model="A100", memory_mib=40960)
+IDLE, BUSY, PARTIAL = "i-0a1f00000000000a1", "i-0a1f00000000000a2", "i-0a1f00000000000a3"
+
+
+@pytest.fixture(autouse=True)
+def default_settings(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Settings from the defaults alone, whatever another test left in the environment."""
+    for name in [n for n in os.environ if n.startswith("COSTGUARD_")]:
+        monkeypatch.delenv(name)
+
+
+def minutes(value: float, span: timedelta = timedelta(hours=3)) -> list[tuple[datetime, float]]:
+    """A per-minute series at ``value`` over ``span`` up to a minute before NOW."""
+    count = int(span / timedelta(minutes=1))
+    return [(NOW - timedelta(minutes=m), value) for m in range(1, count + 1)]
+
+
+def p4d(
+    instance_id: str, instance_type: str = "p4d.24xlarge", accelerators: Accelerators = A100S
+) -> Ec2Instance:
+    return Ec2Instance(
+        id=instance_id,
+        type=instance_type,
+        state="running",
+        account=ACCOUNT,
+        region=REGION,
+        launch_time=NOW - timedelta(days=1),
+        tags={"team": "ml-research"},
+        accelerators=accelerators,
+    )
+
+
+def instance_metrics(metrics: MemoryMetrics, instance_id: str, gpu_percent: float, gpus: int = 8) -> None:
+    for index in range(gpus):
+        metrics.put(
+            REGION,
+            GPU_NAMESPACE,
+            GPU_METRIC,
+            {"InstanceId": instance_id, "index": str(index)},
+            minutes(gpu_percent),
+        )
+    metrics.put(REGION, "AWS/EC2", "CPUUtilization", {"InstanceId": instance_id}, minutes(2.0))
+
+
+class World:
+    """A runtime on twins, with the twins at hand."""
+
+    def __init__(self, reads: Reads, *, mode: Mode = Mode.REMEDIATE) -> None:
+        self.remediator = RecordingRemediator()
+        self.queue = MemoryNoticeQueue()
+        self.limiter = MemoryStopLimiter(per_hour=20)
+        self.runtime = Runtime(
+            settings=Settings(mode=mode),
+            remediator=self.remediator,
+            queue=self.queue,
+            gate=MemoryRepeatGate(),
+            prices=price_book(),
+            limiter=self.limiter,
+            reads=reads,
+        )
+
+
+# -- GPU -------------------------------------------------------------------------------------------------
+
+
+def gpu_world(*instances: tuple[str, float | None]) -> tuple[World, MemoryInventory, MemoryMetrics]:
+    inventory, metrics = MemoryInventory(), MemoryMetrics()
+    for instance_id, percent in instances:
+        inventory.instances.append(p4d(instance_id))
+        if percent is not None:
+            instance_metrics(metrics, instance_id, percent)
+    return World(memory_reads(inventory=inventory, metrics=metrics)), inventory, metrics
+
+
+def test_an_idle_gpu_instance_is_found_and_marked() -> None:
+    world, inventory, metrics = gpu_world((IDLE, 0.0))
+    report = gpu_flow.evaluate(REGION, world.runtime, NOW, event_id="sweep-1")
+    assert [(f.reason, f.resource.id) for f in report.findings] == [(Reason.GPU_IDLE, IDLE)]
+    assert [(d.action, d.resource.id, d.dry_run) for d in report.decisions] == [(Action.MARK, IDLE, False)]
+    assert world.remediator.calls == [("mark", IDLE)]
+    assert len(world.queue.sent) == 1
+    # One inventory read, one ListMetrics, one GetMetricData for the whole region.
+    assert inventory.calls == [("describe_gpu_instances", REGION, ())]
+    assert [c[0] for c in metrics.calls] == ["list_gpu_series", "get_metric_data"]
+
+
+def test_a_busy_gpu_instance_gives_nothing() -> None:
+    world, _, _ = gpu_world((BUSY, 92.0))
+    report = gpu_flow.evaluate(REGION, world.runtime, NOW)
+    assert report.findings == [] and report.decisions == []
+    assert world.remediator.calls == [] and world.queue.sent == []
+
+
+def test_a_gpu_instance_with_silent_gpus_is_partial_and_never_stopped() -> None:
+    inventory, metrics = MemoryInventory([p4d(PARTIAL)]), MemoryMetrics()
+    instance_metrics(metrics, PARTIAL, 0.0, gpus=5)  # 3 of its 8 GPUs publish nothing
+    world = World(memory_reads(inventory=inventory, metrics=metrics))
+    report = gpu_flow.evaluate(REGION, world.runtime, NOW)
+    assert [(f.reason, f.resource.id) for f in report.findings] == [(Reason.GPU_METRICS_PARTIAL, PARTIAL)]
+    assert all(d.action not in (Action.STOP, Action.MARK) for d in report.decisions)
+    assert world.remediator.calls == []
+
+
+def test_the_sweep_judges_each_instance_on_its_own() -> None:
+    world, _, _ = gpu_world((IDLE, 0.0), (BUSY, 92.0))
+    report = gpu_flow.handle_sweep(world.runtime, NOW, REGION, "sweep-2")
+    assert [(f.reason, f.resource.id) for f in report.findings] == [(Reason.GPU_IDLE, IDLE)]
+
+
+def test_an_alarm_rereads_its_instance_through_the_runtime() -> None:
+    from costguard.events.cloudwatch import AlarmStateChange
+
+    world, inventory, _ = gpu_world((IDLE, 0.0))
+    event = AlarmStateChange.model_validate(load_event("cloudwatch-alarm-gpu-idle.json"))
+    report = gpu_flow.handle_alarm(event, world.runtime, NOW)
+    assert ("describe_instance", REGION, IDLE) in inventory.calls
+    assert [(f.reason, f.resource.id) for f in report.findings] == [(Reason.GPU_IDLE, IDLE)]
+
+
+# -- SageMaker -------------------------------------------------------------------------------------------
+
+
+def test_an_idle_training_job_is_stalled_and_an_idle_notebook_is_found() -> None:
+    job = TrainingJob(
+        name="bert-pretrain",
+        arn=f"arn:aws:sagemaker:{REGION}:{ACCOUNT}:training-job/bert-pretrain",
+        account=ACCOUNT,
+        region=REGION,
+        instance_type="ml.p4d.24xlarge",
+        instance_count=2,
+        started=NOW - timedelta(hours=5),
+        accelerators=A100S,
+    )
+    notebook = NotebookInstance(
+        name="dana-scratch",
+        arn=f"arn:aws:sagemaker:{REGION}:{ACCOUNT}:notebook-instance/dana-scratch",
+        account=ACCOUNT,
+        region=REGION,
+        instance_type="ml.g5.xlarge",
+        status="InService",
+        accelerators=Accelerators(kind="nvidia_gpu", count=1, model="A10G", memory_mib=24576),
+    )
+    stopped = NotebookInstance(
+        name="stopped-one",
+        arn=f"arn:aws:sagemaker:{REGION}:{ACCOUNT}:notebook-instance/stopped-one",
+        account=ACCOUNT,
+        region=REGION,
+        instance_type="ml.g5.xlarge",
+        status="Stopped",
+        accelerators=notebook.accelerators,
+    )
+    metrics = MemoryMetrics()
+    for host in (1, 2):
+        dims = {"Host": f"bert-pretrain/algo-{host}"}
+        metrics.put(REGION, TRAINING_NAMESPACE, TRAINING_GPU_METRIC, dims, minutes(0.0))
+    metrics.put_gpu(REGION, {NOTEBOOK_DIMENSION: "dana-scratch", "index": "0"}, minutes(0.5))
+    listed = MemorySageMaker(jobs=[job], notebooks=[notebook, stopped])
+    world = World(memory_reads(sagemaker=listed, metrics=metrics))
+
+    report = sagemaker_flow.evaluate(REGION, world.runtime, NOW, "sweep-3")
+
+    found = {(f.reason, f.resource.id) for f in report.findings}
+    assert (Reason.JOB_STALLED, "bert-pretrain") in found
+    assert (Reason.NOTEBOOK_IDLE, "dana-scratch") in found
+    assert not any(f.resource.id == "stopped-one" for f in report.findings)
+    assert {d.resource.id for d in report.decisions if d.action is Action.MARK} == {
+        "bert-pretrain",
+        "dana-scratch",
+    }
+    assert [c[0] for c in listed.calls] == [
+        "in_progress_training_jobs",
+        "in_service_notebooks",
+        "in_service_endpoints",
+    ]
+
+
+# -- budgets ---------------------------------------------------------------------------------------------
+
+
+def test_a_budget_breach_lists_what_runs_costliest_first_and_marks_the_idle() -> None:
+    a10gs = Accelerators(kind="nvidia_gpu", count=4, model="A10G", memory_mib=24576)
+    inventory, metrics = MemoryInventory([p4d(BUSY, "g5.12xlarge", a10gs), p4d(IDLE)]), MemoryMetrics()
+    instance_metrics(metrics, IDLE, 0.0)
+    instance_metrics(metrics, BUSY, 92.0, gpus=4)
+    cheap = NotebookInstance(
+        name="dana-scratch",
+        arn=f"arn:aws:sagemaker:{REGION}:{ACCOUNT}:notebook-instance/dana-scratch",
+        account=ACCOUNT,
+        region=REGION,
+        instance_type="ml.g5.xlarge",
+        status="InService",
+        tags={"team": "ml-research"},
+        accelerators=Accelerators(kind="nvidia_gpu", count=1, model="A10G", memory_mib=24576),
+    )
+    metrics.put_gpu(REGION, {NOTEBOOK_DIMENSION: "dana-scratch", "index": "0"}, minutes(92.0))
+    budgets = MemoryBudgets(
+        {
+            (ACCOUNT, "ml-research-gpu"): budget(
+                "ml-research-gpu", limit_usd=5000, actual_usd=5120.40, scope_tags={"team": "ml-research"}
+            )
+        }
+    )
+    reads = memory_reads(inventory, metrics, MemorySageMaker(notebooks=[cheap]), budgets)
+    world = World(reads)
+    breaches = MemoryBreachLog()
+    event = BudgetNotification.model_validate(load_event("budget-actual-100-ml-research.json"))
+
+    report = budget_flow.handle_budget_notification(event, world.runtime, NOW, breaches)
+
+    [summary] = [f for f in report.findings if "ranked" in f.evidence]
+    assert summary.reason is Reason.BUDGET_BREACH
+    ranked = [(r["id"], r["hourly_usd"], r["verdict"]) for r in summary.evidence["ranked"]]
+    assert ranked == [(IDLE, 21.958, "idle"), (BUSY, 5.672, "busy"), ("dana-scratch", 1.408, "busy")]
+    assert summary.summary.index(IDLE) < summary.summary.index(BUSY) < summary.summary.index("dana-scratch")
+    assert summary.evidence["escalation"] == "actual>=100:stop_idle"
+    # stop_idle: the idle instance is marked, the busy ones are left alone; the breach is kept for follow-up.
+    assert world.remediator.calls == [("mark", IDLE)]
+    assert budgets.calls == [("describe_budget", ACCOUNT, "ml-research-gpu")]
+    assert [account for _, account, _ in breaches.in_force(NOW)] == [ACCOUNT]
