@@ -15,6 +15,7 @@ from moto import mock_aws
 from costguard.aws import clients
 from costguard.aws.alarms import alarm_instance, instance_of
 from costguard.aws.metrics import GPU_STAT, MetricSet, Query, get_metric_data, gpu_index, metric_queries
+from costguard.aws.sagemaker_metrics import gpu_queries
 from costguard.detect.gpu import (
     Thresholds,
     Verdict,
@@ -24,7 +25,6 @@ from costguard.detect.gpu import (
     unmatched_alarm_finding,
 )
 from costguard.detect.sagemaker import notebook_findings, read_training_job, training_job_findings
-from costguard.flows.sagemaker import gpu_queries
 from costguard.local.fast_metrics import indexed_metrics
 from costguard.local.metric_responder import MetricResponder
 from costguard.model import (

@@ -4,6 +4,7 @@ over the import graph of shared/costguard.
 - The domain (model, events, detect, policy, windows, settings, clock, permissions) loads no adapter: no boto3 or
   botocore, nothing from aws/, act/, notify/, flows/, interact/, runtime.
 - Nothing a Lambda function loads imports local/ or backtest/ (they stay out of the layer's code path).
+- No flow loads another flow: what two flows share lives outside flows/ (an adapter, a detector, fleet.py).
 
 A lazy import inside a function is the way to reach an adapter from the domain only when a path needs it.
 """
@@ -23,6 +24,7 @@ DOMAIN = ("model", "events", "detect", "policy", "windows", "settings", "clock",
 ADAPTERS: tuple[str, ...] = ("costguard.aws", "costguard.act", "costguard.notify", "costguard.flows")
 ADAPTERS += ("costguard.interact", "costguard.runtime", "costguard.local", "costguard.backtest")
 LOCAL_ONLY = ("costguard.local", "costguard.backtest")
+FLOWS = "costguard.flows."
 
 
 def modules(package: Path) -> dict[str, Path]:
@@ -112,6 +114,8 @@ def violations(package: Path) -> list[str]:
         lambda_path = bool(layer) and f"costguard.{layer}" not in LOCAL_ONLY
         if lambda_path and (path := chain(edges, name, lambda n: n.startswith(LOCAL_ONLY))):
             found.append("the Lambda path loads local-only code: " + " -> ".join(path))
+        if name.startswith(FLOWS) and (path := chain(edges, name, lambda n: n.startswith(FLOWS))):
+            found.append("a flow loads another flow: " + " -> ".join(path))
     return found
 
 
@@ -141,6 +145,11 @@ def test_every_function_loads_no_local_only_code() -> None:
         ),
         ("policy.py", "import boto3\n", "costguard.policy -> boto3"),
         ("flows/gpu.py", "from costguard.local.world import World\n", "local-only code"),
+        (
+            "flows/gpu.py",
+            "from costguard.flows.sagemaker import gpu_queries\n",
+            "costguard.flows.gpu -> costguard.flows.sagemaker",
+        ),
     ],
 )
 def test_a_wrong_way_import_fails_the_contract(
@@ -153,6 +162,7 @@ def test_a_wrong_way_import_fails_the_contract(
         "aws/clients.py",
         "detect/__init__.py",
         "flows/__init__.py",
+        "flows/sagemaker.py",
     ):
         (package / name).parent.mkdir(parents=True, exist_ok=True)
         (package / name).write_text("")

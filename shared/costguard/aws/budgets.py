@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import asdict
 from datetime import UTC, datetime
 from typing import Any
@@ -18,7 +19,7 @@ BREACH_INDEX = "budget-breaches"  # a string set of the budgets with a breach in
 
 # DescribeBudget is authorized by budgets:ViewBudget.
 DESCRIBE_PERMISSIONS = needs("budgets:ViewBudget")
-# BreachLog (remember writes, in_force and stop_all_scopes read); keep_budget_marks reads it.
+# BreachLog (remember writes, in_force and stop_all_scopes read); stop_all_scopes_for reads it.
 BREACH_LOG_PERMISSIONS = needs("dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem")
 
 
@@ -111,16 +112,14 @@ class BreachLog:
         return found
 
 
-def keep_budget_marks(findings: list[Finding], table: str, now: datetime) -> list[Finding]:
-    """Drop the sweeps' "working again" cancels on resources a ``stop_all`` breach in force has marked:
-    that mark stops busy resources on purpose. The state table is read only when there is a cancel to judge."""
-    cancels = [f for f in findings if f.cancels_mark]
-    if not cancels or not table:
-        return findings
+def stop_all_scopes_for(findings: Sequence[Finding], table: str, now: datetime) -> list[Scope]:
+    """The scopes of ``stop_all`` breaches in force that ``detect.budgets.keep_budget_marks`` judges the sweeps'
+    cancels against. The state table is read only when there is a cancel to judge; none when it is not readable
+    (the sweep goes on; the cancel stands)."""
+    if not table or not any(f.cancels_mark for f in findings):
+        return []
     try:
-        scopes = BreachLog(table).stop_all_scopes(now)
+        return BreachLog(table).stop_all_scopes(now)
     except Exception:  # the sweep goes on; the cancel stands
         logger.warning("budget breaches not readable", exc_info=True)
-        return findings
-    held = {id(f) for f in cancels if any(scope.covers(f.resource) for scope in scopes)}
-    return [f for f in findings if id(f) not in held]
+        return []

@@ -34,10 +34,10 @@ from costguard.aws.metrics import (
     gpu_index,
 )
 from costguard.aws.sagemaker import NOTEBOOK_DIMENSION, in_progress_training_jobs, in_service_notebooks
+from costguard.aws.sagemaker_metrics import gpu_queries, job_key, notebook_key
 from costguard.backtest.history import GpuTrack, History, Interval, Subject, SubjectKind
 from costguard.backtest.history import runs_of as history_runs
 from costguard.detect.gpu import Series
-from costguard.flows.sagemaker import gpu_queries, job_key, notebook_key
 from costguard.pricing import PriceBook
 
 LIVE_STEP = timedelta(minutes=5)

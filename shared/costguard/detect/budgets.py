@@ -524,3 +524,14 @@ def anomaly_finding(
             ],
         },
     )
+
+
+def keep_budget_marks(findings: list[Finding], stop_all_scopes: Sequence[Scope]) -> list[Finding]:
+    """Drop the sweeps' "working again" cancels on resources a ``stop_all`` breach in force has marked (the
+    breaches' scopes, ``aws.budgets.stop_all_scopes_for``): that mark stops busy resources on purpose."""
+    held = {
+        id(f)
+        for f in findings
+        if f.cancels_mark and any(scope.covers(f.resource) for scope in stop_all_scopes)
+    }
+    return [f for f in findings if id(f) not in held]

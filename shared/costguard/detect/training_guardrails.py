@@ -22,6 +22,7 @@ from costguard.detect.training_jobs import (
 from costguard.events.sagemaker import TrainingJobDetail
 from costguard.model import Finding, Reason, Resource, ResourceKind
 from costguard.pricing import Price
+from costguard.settings import Settings
 from costguard.windows import FINGERPRINT_CHARS, fingerprint, has_fingerprint
 
 MAX_USD_TAG = "costguard:max-usd"
@@ -432,6 +433,48 @@ def hygiene_findings(
 
 
 # --- the daily digest ----------------------------------------------------------------------------
+
+
+def guardrail_findings(
+    detail: TrainingJobDetail,
+    *,
+    account: str,
+    region: str,
+    price: Price | None,
+    settings: Settings,
+    now: datetime,
+    observed_at: datetime,
+    event_id: str | None,
+    hygiene: bool,
+) -> list[Finding]:
+    """Cost ceilings of an in-progress job at ``price`` (its instance type's in the region), and (on its state
+    changes) its launch hygiene."""
+    ceiling = ceiling_of(
+        detail.Tags, default_usd=settings.default_job_max_usd, default_hours=settings.default_job_max_hours
+    )
+    findings = cost_findings(
+        detail,
+        account=account,
+        region=region,
+        price=price,
+        ceiling=ceiling,
+        warning_share=settings.cost_warning_share,
+        now=now,
+        observed_at=observed_at,
+        event_id=event_id,
+    )
+    if hygiene:
+        findings += hygiene_findings(
+            detail,
+            account=account,
+            region=region,
+            price=price,
+            max_runtime_hours=settings.max_runtime_hours,
+            spot_recommend_hours=settings.spot_recommend_hours,
+            observed_at=observed_at,
+            event_id=event_id,
+        )
+    return findings
 
 
 @dataclass(frozen=True)

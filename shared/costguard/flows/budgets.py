@@ -31,7 +31,7 @@ from costguard.detect.budgets import (
 from costguard.detect.escalation import Escalation, level_for, parse_levels
 from costguard.detect.members import PERMANENT_CODES
 from costguard.events.budgets import Anomaly, AnomalyDetected, BudgetNotification, CostAnomalyNotification
-from costguard.flows.fleet import RUNNING_PERMISSIONS, running_in
+from costguard.fleet import RUNNING_PERMISSIONS, running_in
 from costguard.model import Action, Decision, Finding, ResourceKind
 from costguard.observability import logger, metrics
 from costguard.pipeline import Report

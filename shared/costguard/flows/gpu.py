@@ -10,11 +10,11 @@ from aws_lambda_powertools.metrics import MetricUnit
 
 from costguard.act.aws import permissions_for
 from costguard.aws import alarms, budgets, inventory, metrics
-from costguard.aws.budgets import keep_budget_marks
 from costguard.aws.idle_history import PERMISSIONS as IDLE_HISTORY_PERMISSIONS
 from costguard.aws.idle_history import history_key
 from costguard.aws.metrics import MetricSet, metric_queries
 from costguard.detect import adaptive
+from costguard.detect.budgets import keep_budget_marks
 from costguard.detect.gpu import (
     PERIOD,
     Thresholds,
@@ -124,7 +124,8 @@ def judge(
     if runtime.settings.idle_policy == "adaptive" and runtime.idle_histories is not None:
         findings = adapted(instances, data, findings, runtime, thresholds, now)
     # A budget breach at stop_all marks busy instances on purpose: their marks are not cancelled here.
-    return runtime.act(keep_budget_marks(findings, runtime.settings.state_table, now), now)
+    scopes = budgets.stop_all_scopes_for(findings, runtime.settings.state_table, now)
+    return runtime.act(keep_budget_marks(findings, scopes), now)
 
 
 def adaptive_params(settings: Settings) -> adaptive.AdaptiveParams:

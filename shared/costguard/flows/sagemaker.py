@@ -2,27 +2,21 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from datetime import datetime, timedelta
 
 from costguard.act.aws import permissions_for
 from costguard.aws import budgets, metrics, sagemaker
-from costguard.aws.budgets import keep_budget_marks
-from costguard.aws.metrics import (
-    GPU_METRIC,
-    GPU_NAMESPACE,
-    GPU_STAT,
-    MetricSet,
-    Query,
-    gpu_index,
+from costguard.aws.metrics import MetricSet
+from costguard.aws.sagemaker import NOTEBOOK_DIMENSION
+from costguard.aws.sagemaker_metrics import (
+    ENDPOINT_PERIOD,
+    gpu_queries,
+    invocation_queries,
+    invocations_of,
+    job_key,
+    notebook_key,
 )
-from costguard.aws.sagemaker import (
-    ENDPOINT_NAMESPACE,
-    INVOCATIONS_METRIC,
-    NOTEBOOK_DIMENSION,
-    TRAINING_GPU_METRIC,
-    TRAINING_NAMESPACE,
-)
+from costguard.detect.budgets import keep_budget_marks
 from costguard.detect.gpu import PERIOD, Thresholds, read_gpus, thresholds_from
 from costguard.detect.sagemaker import (
     endpoint_findings,
@@ -30,7 +24,7 @@ from costguard.detect.sagemaker import (
     read_training_job,
     training_job_findings,
 )
-from costguard.model import Endpoint, Finding, NotebookInstance, ResourceKind, TrainingJob
+from costguard.model import Finding, ResourceKind
 from costguard.pipeline import Report
 from costguard.runtime import ACT_PERMISSIONS, PRICES_PERMISSIONS, Runtime
 
@@ -44,74 +38,6 @@ SWEEP_PERMISSIONS = (
     | PRICES_PERMISSIONS
     | permissions_for(ResourceKind.TRAINING_JOB, ResourceKind.NOTEBOOK)
 )
-
-ENDPOINT_PERIOD = timedelta(hours=1)
-
-
-# Metric keys carry the resource kind: a job, a notebook and an endpoint may share a name.
-def job_key(job: TrainingJob) -> str:
-    return f"training-job/{job.name}"
-
-
-def notebook_key(notebook: NotebookInstance) -> str:
-    return f"notebook-instance/{notebook.name}"
-
-
-def endpoint_key(endpoint: Endpoint) -> str:
-    return f"endpoint/{endpoint.name}"
-
-
-def gpu_queries(
-    jobs: Sequence[TrainingJob],
-    notebooks: Sequence[NotebookInstance],
-    notebook_series: dict[str, list[tuple[tuple[str, str], ...]]],
-) -> list[Query]:
-    """One query per training-job host (Host = "<job>/algo-N", N from 1) and per notebook GPU series, each
-    the per-minute Maximum (GPU_STAT: added datapoints can only make a resource look busier). A notebook
-    series whose ``index`` is not a GPU number is logged, counted and skipped."""
-    queries = [
-        Query(
-            (job_key(job), "gpu", str(host)),
-            TRAINING_NAMESPACE,
-            TRAINING_GPU_METRIC,
-            (("Host", f"{job.name}/algo-{host}"),),
-            GPU_STAT,
-        )
-        for job in jobs
-        for host in range(1, job.instance_count + 1)
-    ]
-    for notebook in notebooks:
-        key = notebook_key(notebook)
-        for dims in notebook_series.get(notebook.name, []):
-            index = gpu_index(key, dims)
-            if index is not None:
-                queries.append(Query((key, "gpu", index), GPU_NAMESPACE, GPU_METRIC, dims, GPU_STAT))
-    return queries
-
-
-def invocation_queries(endpoints: Sequence[Endpoint]) -> list[Query]:
-    return [
-        Query(
-            (endpoint_key(endpoint), "invocations", variant.name),
-            ENDPOINT_NAMESPACE,
-            INVOCATIONS_METRIC,
-            (("EndpointName", endpoint.name), ("VariantName", variant.name)),
-            stat="Sum",
-        )
-        for endpoint in endpoints
-        for variant in endpoint.variants
-    ]
-
-
-def invocations_of(endpoint: Endpoint, data: MetricSet) -> float | None:
-    """Invocations over the window across the endpoint's variants; None when no datapoint came back."""
-    values = [
-        v
-        for (measure, _), series in data.of(endpoint_key(endpoint)).items()
-        if measure == "invocations"
-        for _, v in series
-    ]
-    return sum(values) if values else None
 
 
 def findings_for(
@@ -186,7 +112,8 @@ def findings_for(
 def evaluate(region: str, runtime: Runtime, now: datetime, event_id: str | None = None) -> Report:
     findings = findings_for(region, runtime, thresholds_from(runtime.settings), now, event_id)
     # A budget breach at stop_all marks busy jobs and notebooks on purpose: their marks are not cancelled here.
-    return runtime.act(keep_budget_marks(findings, runtime.settings.state_table, now), now)
+    scopes = budgets.stop_all_scopes_for(findings, runtime.settings.state_table, now)
+    return runtime.act(keep_budget_marks(findings, scopes), now)
 
 
 def handle_sweep(runtime: Runtime, now: datetime, default_region: str, event_id: str | None) -> Report:

@@ -10,9 +10,8 @@ from costguard.act.aws import permissions_for
 from costguard.aws import sagemaker, training_state
 from costguard.aws.sagemaker import in_progress_jobs_described
 from costguard.aws.training_state import TrainingState
-from costguard.detect.training_guardrails import digest_finding
+from costguard.detect.training_guardrails import digest_finding, guardrail_findings
 from costguard.events.sagemaker import TrainingJobDetail
-from costguard.flows.training_jobs import guardrail_findings
 from costguard.model import Finding, ResourceKind
 from costguard.observability import logger, tracer
 from costguard.pipeline import Report
@@ -43,11 +42,13 @@ def ceiling_findings(region: str, runtime: Runtime, now: datetime, event_id: str
             continue
         arn = detail.TrainingJobArn or ""
         account = arn.split(":")[4] if arn.count(":") >= 5 else ""
+        instance_type = detail.ResourceConfig.InstanceType if detail.ResourceConfig else None
         findings += guardrail_findings(
             detail,
             account=account,
             region=region,
-            runtime=runtime,
+            price=runtime.prices.hourly(instance_type, region),
+            settings=runtime.settings,
             now=now,
             observed_at=now,
             event_id=event_id,

@@ -21,12 +21,10 @@ from costguard.aws.training_state import TrainingState
 from costguard.detect.job_families import Failure, Family, failure_loop, job_family
 from costguard.detect.training_guardrails import (
     GpuUse,
-    ceiling_of,
     completed_summary,
-    cost_findings,
     gpu_use,
+    guardrail_findings,
     host_count,
-    hygiene_findings,
     loop_finding,
     loop_stop_findings,
     name_family_note,
@@ -77,7 +75,8 @@ def handle_training_job_event(
             detail,
             account=event.account,
             region=event.region,
-            runtime=runtime,
+            price=price,
+            settings=runtime.settings,
             now=now,
             observed_at=event.time,
             event_id=event.id,
@@ -196,46 +195,3 @@ def gpu_use_of(
     ]
     data = get_metric_data(region, queries, now - window, now, GPU_PERIOD_SECONDS) if queries else MetricSet()
     return {name: gpu_use(data.gpus(name), count, threshold) for name, count in hosts.items()}
-
-
-def guardrail_findings(
-    detail: TrainingJobDetail,
-    *,
-    account: str,
-    region: str,
-    runtime: Runtime,
-    now: datetime,
-    observed_at: datetime,
-    event_id: str | None,
-    hygiene: bool,
-) -> list[Finding]:
-    """Cost ceilings of an in-progress job, and (on its state changes) its launch hygiene."""
-    settings = runtime.settings
-    instance_type = detail.ResourceConfig.InstanceType if detail.ResourceConfig else None
-    price = runtime.prices.hourly(instance_type, region)
-    ceiling = ceiling_of(
-        detail.Tags, default_usd=settings.default_job_max_usd, default_hours=settings.default_job_max_hours
-    )
-    findings = cost_findings(
-        detail,
-        account=account,
-        region=region,
-        price=price,
-        ceiling=ceiling,
-        warning_share=settings.cost_warning_share,
-        now=now,
-        observed_at=observed_at,
-        event_id=event_id,
-    )
-    if hygiene:
-        findings += hygiene_findings(
-            detail,
-            account=account,
-            region=region,
-            price=price,
-            max_runtime_hours=settings.max_runtime_hours,
-            spot_recommend_hours=settings.spot_recommend_hours,
-            observed_at=observed_at,
-            event_id=event_id,
-        )
-    return findings

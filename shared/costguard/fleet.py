@@ -1,6 +1,6 @@
 """What GPU and accelerator resources run now in one region, priced and with their verdicts, in batched reads.
 
-Shared by the budget-breach playbook and cost anomalies: EC2 instances (aws/inventory.py), SageMaker
+Read by the budgets flow (the budget-breach playbook and cost anomalies): EC2 instances (aws/inventory.py), SageMaker
 training jobs, notebooks and endpoints (aws/sagemaker.py), verdicts from the same readers and thresholds as
 the GPU and SageMaker sweeps (detect/gpu.py, detect/sagemaker.py).
 """
@@ -15,6 +15,14 @@ from typing import Protocol
 from costguard.aws import inventory, metrics, sagemaker
 from costguard.aws.metrics import MetricSet, metric_queries
 from costguard.aws.sagemaker import NOTEBOOK_DIMENSION
+from costguard.aws.sagemaker_metrics import (
+    ENDPOINT_PERIOD,
+    gpu_queries,
+    invocation_queries,
+    invocations_of,
+    job_key,
+    notebook_key,
+)
 from costguard.detect.budgets import Running
 from costguard.detect.gpu import PERIOD, Thresholds, instance_resource, read_gpus, thresholds_from
 from costguard.detect.sagemaker import (
@@ -22,14 +30,6 @@ from costguard.detect.sagemaker import (
     job_resource,
     notebook_resource,
     read_training_job,
-)
-from costguard.flows.sagemaker import (
-    ENDPOINT_PERIOD,
-    gpu_queries,
-    invocation_queries,
-    invocations_of,
-    job_key,
-    notebook_key,
 )
 from costguard.model import Accelerators, Ec2Instance, Endpoint, NotebookInstance, ResourceKind, TrainingJob
 from costguard.reads import Reads
