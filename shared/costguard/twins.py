@@ -8,7 +8,6 @@ Each twin answers from plain model objects (what the adapters return) and record
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import asdict
 from datetime import datetime
 from typing import Any
 
@@ -140,8 +139,10 @@ def budget(
     actual_usd: float,
     forecast_usd: float | None = None,
     scope_tags: Mapping[str, str] | None = None,
+    linked_accounts: Sequence[str] = (),
 ) -> dict[str, Any]:
-    """A DescribeBudget ``Budget`` as AWS answers it for a monthly cost budget, its tag scope a cost filter."""
+    """A DescribeBudget ``Budget`` as AWS answers it for a monthly cost budget, its tag scope and linked
+    accounts cost filters (as the console writes them: ``user:<key>$<value>``, ``LinkedAccount``)."""
     found: dict[str, Any] = {
         "BudgetName": name,
         "BudgetType": "COST",
@@ -149,11 +150,19 @@ def budget(
         "BudgetLimit": {"Amount": f"{limit_usd:.2f}", "Unit": "USD"},
         "CalculatedSpend": {
             "ActualSpend": {"Amount": f"{actual_usd:.2f}", "Unit": "USD"},
-            "ForecastedSpend": {"Amount": f"{forecast_usd or actual_usd:.2f}", "Unit": "USD"},
+            "ForecastedSpend": {
+                "Amount": f"{actual_usd if forecast_usd is None else forecast_usd:.2f}",
+                "Unit": "USD",
+            },
         },
     }
+    filters: dict[str, list[str]] = {}
     if scope_tags:
-        found["CostFilters"] = {"TagKeyValue": [f"user:{k}${v}" for k, v in scope_tags.items()]}
+        filters["TagKeyValue"] = [f"user:{k}${v}" for k, v in scope_tags.items()]
+    if linked_accounts:
+        filters["LinkedAccount"] = list(linked_accounts)
+    if filters:
+        found["CostFilters"] = filters
     return found
 
 
@@ -174,16 +183,7 @@ class MemoryBreachLog(BreachLog):
         escalation: Escalation,
         scope: Scope,
     ) -> None:
-        self.records.append(
-            {
-                "alert": asdict(alert),
-                "account": account,
-                "region": region,
-                "at": now.isoformat(),
-                "escalation": escalation.value,
-                "scope": [list(pair) for pair in scope.tags],
-            }
-        )
+        self.records.append(self.record_of(alert, account, region, now, escalation=escalation, scope=scope))
 
     def _records(self, now: datetime) -> list[dict[str, Any]]:
         """The records whose budget period has not ended, as the state table's expiration keeps them."""

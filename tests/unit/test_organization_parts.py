@@ -175,3 +175,18 @@ def test_the_sweep_item_refuses_what_is_not_an_account_or_region() -> None:
     for bad in ({"account": "22222222222a"}, {"region": "us-east-1; rm"}, {"extra": 1}):
         with pytest.raises(ValueError):
             org.SweepItem.model_validate(base | bad)
+
+
+def test_a_stop_all_breach_keeps_its_linked_accounts_in_force() -> None:
+    from costguard.detect.budgets import AlertType, BudgetAlert
+    from costguard.detect.escalation import Escalation
+    from costguard.twins import MemoryBreachLog
+
+    log = MemoryBreachLog()
+    alert = BudgetAlert(name="org-gpu", alert_type=AlertType.ACTUAL)
+    now = datetime(2026, 11, 20, 12, tzinfo=UTC)
+    log.remember(
+        alert, HUB, "us-east-1", now, escalation=Escalation.STOP_ALL, scope=Scope(accounts=(MEMBER,))
+    )
+    [scope] = log.stop_all_scopes(now)
+    assert scope.accounts == (MEMBER,)  # its marks on busy instances hold in the linked accounts only

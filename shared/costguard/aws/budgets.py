@@ -62,14 +62,7 @@ class BreachLog:
         dynamodb = clients.client("dynamodb")
         key = f"budget-breach#{account}#{alert.name}"
         expires = str(int(end_of_month(now).timestamp()))
-        record = {
-            "alert": asdict(alert),
-            "account": account,
-            "region": region,
-            "at": now.isoformat(),
-            "escalation": escalation.value,
-            "scope": [list(pair) for pair in scope.tags],
-        }
+        record = self.record_of(alert, account, region, now, escalation=escalation, scope=scope)
         dynamodb.put_item(
             TableName=self.table,
             Item={"id": {"S": key}, "breach": {"S": json.dumps(record)}, "expiration": {"N": expires}},
@@ -82,6 +75,21 @@ class BreachLog:
             ExpressionAttributeValues={":key": {"SS": [key]}, ":exp": {"N": expires}},
         )
 
+    @staticmethod
+    def record_of(
+        alert: BudgetAlert, account: str, region: str, now: datetime, *, escalation: Escalation, scope: Scope
+    ) -> dict[str, Any]:
+        """What is kept of a breach (the state table's item, the in-memory log's entry)."""
+        return {
+            "alert": asdict(alert),
+            "account": account,
+            "region": region,
+            "at": now.isoformat(),
+            "escalation": escalation.value,
+            "scope": [list(pair) for pair in scope.tags],
+            "accounts": list(scope.accounts),
+        }
+
     def in_force(self, now: datetime) -> list[tuple[BudgetAlert, str, str]]:
         """(alert, account, region) of every breach whose period has not ended."""
         return [(self._alert(record), record["account"], record["region"]) for record in self._records(now)]
@@ -89,7 +97,10 @@ class BreachLog:
     def stop_all_scopes(self, now: datetime) -> list[Scope]:
         """The scopes of breaches in force whose level stops every resource, busy or not."""
         return [
-            Scope(tuple((str(k), str(v)) for k, v in record.get("scope", [])))
+            Scope(
+                tuple((str(k), str(v)) for k, v in record.get("scope", [])),
+                accounts=tuple(str(a) for a in record.get("accounts", [])),
+            )
             for record in self._records(now)
             if record.get("escalation") == Escalation.STOP_ALL.value
         ]

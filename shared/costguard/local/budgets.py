@@ -6,6 +6,7 @@ from typing import Any
 
 from costguard.aws import clients
 from costguard.local.world import World
+from costguard.twins import budget
 
 
 def seed_budgets(world: World) -> None:
@@ -15,21 +16,12 @@ def seed_budgets(world: World) -> None:
         return
     budgets: Any = clients.client("budgets", "us-east-1")
     for spec in world.budgets:
-        budget: dict[str, Any] = {
-            "BudgetName": spec.name,
-            "BudgetType": "COST",
-            "TimeUnit": "MONTHLY",
-            "BudgetLimit": {"Amount": f"{spec.limit_usd:.2f}", "Unit": "USD"},
-            "CalculatedSpend": {
-                "ActualSpend": {"Amount": f"{spec.actual_usd:.2f}", "Unit": "USD"},
-                "ForecastedSpend": {"Amount": f"{spec.forecast_usd:.2f}", "Unit": "USD"},
-            },
-        }
-        filters: dict[str, list[str]] = {}
-        if spec.scope_tags:
-            filters["TagKeyValue"] = [f"user:{k}${v}" for k, v in spec.scope_tags.items()]
-        if spec.linked_accounts:
-            filters["LinkedAccount"] = list(spec.linked_accounts)
-        if filters:
-            budget["CostFilters"] = filters
-        budgets.create_budget(AccountId=world.account, Budget=budget)
+        definition = budget(
+            spec.name,
+            limit_usd=spec.limit_usd,
+            actual_usd=spec.actual_usd,
+            forecast_usd=spec.forecast_usd,
+            scope_tags=spec.scope_tags,
+            linked_accounts=spec.linked_accounts,
+        )
+        budgets.create_budget(AccountId=world.account, Budget=definition)
