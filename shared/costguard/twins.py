@@ -132,40 +132,6 @@ class MemoryBudgets:
         return self.budgets.get((account, name))
 
 
-def budget(
-    name: str,
-    *,
-    limit_usd: float,
-    actual_usd: float,
-    forecast_usd: float | None = None,
-    scope_tags: Mapping[str, str] | None = None,
-    linked_accounts: Sequence[str] = (),
-) -> dict[str, Any]:
-    """A DescribeBudget ``Budget`` as AWS answers it for a monthly cost budget, its tag scope and linked
-    accounts cost filters (as the console writes them: ``user:<key>$<value>``, ``LinkedAccount``)."""
-    found: dict[str, Any] = {
-        "BudgetName": name,
-        "BudgetType": "COST",
-        "TimeUnit": "MONTHLY",
-        "BudgetLimit": {"Amount": f"{limit_usd:.2f}", "Unit": "USD"},
-        "CalculatedSpend": {
-            "ActualSpend": {"Amount": f"{actual_usd:.2f}", "Unit": "USD"},
-            "ForecastedSpend": {
-                "Amount": f"{actual_usd if forecast_usd is None else forecast_usd:.2f}",
-                "Unit": "USD",
-            },
-        },
-    }
-    filters: dict[str, list[str]] = {}
-    if scope_tags:
-        filters["TagKeyValue"] = [f"user:{k}${v}" for k, v in scope_tags.items()]
-    if linked_accounts:
-        filters["LinkedAccount"] = list(linked_accounts)
-    if filters:
-        found["CostFilters"] = filters
-    return found
-
-
 class MemoryBreachLog(BreachLog):
     """The breach log in memory: the same records and the same reading of them, without the state table."""
 

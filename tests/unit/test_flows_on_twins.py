@@ -14,6 +14,7 @@ from costguard.act.limits import MemoryStopLimiter
 from costguard.aws.metrics import GPU_METRIC, GPU_NAMESPACE
 from costguard.aws.sagemaker import NOTEBOOK_DIMENSION, TRAINING_GPU_METRIC, TRAINING_NAMESPACE
 from costguard.events.budgets import BudgetNotification
+from costguard.events.budgets import budget_definition as budget
 from costguard.flows import budgets as budget_flow
 from costguard.flows import gpu as gpu_flow
 from costguard.flows import sagemaker as sagemaker_flow
@@ -31,7 +32,6 @@ from costguard.twins import (
     MemoryMetrics,
     MemorySageMaker,
     RecordingRemediator,
-    budget,
     memory_reads,
 )
 from tests.conftest import load_event

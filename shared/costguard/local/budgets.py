@@ -5,8 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from costguard.aws import clients
+from costguard.events.budgets import budget_definition
 from costguard.local.world import World
-from costguard.twins import budget
 
 
 def seed_budgets(world: World) -> None:
@@ -16,7 +16,7 @@ def seed_budgets(world: World) -> None:
         return
     budgets: Any = clients.client("budgets", "us-east-1")
     for spec in world.budgets:
-        definition = budget(
+        definition = budget_definition(
             spec.name,
             limit_usd=spec.limit_usd,
             actual_usd=spec.actual_usd,
