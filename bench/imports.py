@@ -1,9 +1,15 @@
-"""Benchmark case: cold import time of each function's handler module against ``import boto3`` alone.
+"""Benchmark case: cold import time of each function's handler module against ``import boto3`` alone and
+against Cloud Custodian's ``import c7n.handler``.
 
 Each measurement is a fresh interpreter (nothing imported, nothing cached in memory) that times only the
-import itself, so interpreter start-up is left out of both sides alike. The bytecode cache on disk is warm
+import itself, so interpreter start-up is left out of every side alike. The bytecode cache on disk is warm
 here; a deployed package that ships no .pyc files compiles on every cold start, so Lambda's own figure is
-higher for both. The handlers validate their settings at import: they get the template's own environment.
+higher for all. The handlers validate their settings at import: they get the template's own environment.
+
+A handler defers boto3 and botocore to the first client it builds (costguard.aws.clients): its cold import is
+therefore also measured with that first client built, so a deferral is not read as a saving. c7n lives in its
+own environment (bench/.venv-c7n, made here from bench/requirements-c7n.txt if missing, on this interpreter's
+Python), and each handler's sample is taken next to one of c7n's, so load on the shared machine falls on both.
 """
 
 from __future__ import annotations
@@ -20,20 +26,28 @@ from costguard.local.template import Template, resolve
 
 ROOT = Path(__file__).resolve().parents[1]
 REPEATS = 5
+C7N_VENV = ROOT / "bench" / ".venv-c7n"
+C7N_REQUIREMENTS = ROOT / "bench" / "requirements-c7n.txt"
 
-# Time one import in this fresh interpreter and print milliseconds. argv[1]: a module path or "boto3".
+# Time one import in this fresh interpreter and print milliseconds. argv[1]: a handler's path or a module name;
+# argv[2] "client": then also build the first client as a handler does (boto3 and botocore load there).
 _PROBE = """
-import importlib.util, pathlib, sys, time
+import importlib, importlib.util, pathlib, sys, time
 target = sys.argv[1]
 start = time.perf_counter()
-if target == "boto3":
-    import boto3
+if not target.endswith(".py"):
+    importlib.import_module(target)
 else:
     sys.path.insert(0, str(pathlib.Path(target).parent))  # Lambda puts the function's own folder first
     spec = importlib.util.spec_from_file_location("handler", target)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-print((time.perf_counter() - start) * 1000)
+imported = (time.perf_counter() - start) * 1000
+if sys.argv[2:] == ["client"]:
+    from costguard.aws import clients
+
+    clients.sqs()  # the first call any handler makes (a rejected event's, at the latest)
+print(imported, (time.perf_counter() - start) * 1000)
 """
 
 
@@ -84,36 +98,74 @@ def handler_environment(template: Template, logical_id: str) -> dict[str, str]:
     }
 
 
-def _import_ms(target: str, env: dict[str, str]) -> float:
-    done = subprocess.run(
-        [sys.executable, "-c", _PROBE, target], env=env, capture_output=True, text=True, check=True, cwd=ROOT
-    )
-    return float(done.stdout.strip().splitlines()[-1])
+def _import_ms(target: str, env: dict[str, str], python: str = sys.executable) -> tuple[float, float]:
+    """(the import alone, the import and the first client) in ms, from one fresh interpreter."""
+    argv = [python, "-c", _PROBE, target] + (["client"] if target.endswith(".py") else [])
+    done = subprocess.run(argv, env=env, capture_output=True, text=True, check=True, cwd=ROOT)
+    imported, total = done.stdout.strip().splitlines()[-1].split()
+    return float(imported), float(total)
+
+
+def c7n_python() -> Path:
+    """bench/.venv-c7n's interpreter, the environment made (c7n installed) if it is missing or out of date."""
+    python = C7N_VENV / "bin" / "python"
+    ready = C7N_VENV / ".ready"
+    wanted = C7N_REQUIREMENTS.read_text()
+    if not (ready.is_file() and ready.read_text() == wanted and python.exists()):
+        subprocess.run([sys.executable, "-m", "venv", "--clear", str(C7N_VENV)], check=True)
+        pip = [str(python), "-m", "pip", "install", "--quiet", "--disable-pip-version-check"]
+        subprocess.run([*pip, "-r", str(C7N_REQUIREMENTS)], check=True)
+        ready.write_text(wanted)
+    return python
+
+
+def c7n_version(python: Path) -> str:
+    show = "import importlib.metadata as m; print(m.version('c7n'))"
+    return subprocess.run(
+        [str(python), "-c", show], capture_output=True, text=True, check=True
+    ).stdout.strip()
 
 
 def bench_imports(repeats: int = REPEATS) -> dict[str, Any]:
     template = Template.load(ROOT / "template.yaml")
     base = {k: v for k, v in os.environ.items() if not k.startswith(("COSTGUARD_", "POWERTOOLS_"))}
     functions = sorted(template.functions().values(), key=lambda f: f.logical_id)
-    targets = {"boto3": "boto3"} | {f.logical_id: str(f.module_path) for f in functions}
-    samples: dict[str, list[float]] = {name: [] for name in targets}
-    # Interleaved rounds, so a burst of load on the shared machine falls on every target alike.
+    targets = {f.logical_id: str(f.module_path) for f in functions}
+    c7n = str(c7n_python())
+    plain = base | handler_environment(template, "") | {"PYTHONPATH": ""}
+    boto3_ms: list[float] = []
+    c7n_ms: list[float] = []
+    samples: dict[str, list[tuple[float, float]]] = {name: [] for name in targets}
+    # Interleaved rounds, each handler's sample beside one of c7n's: a burst of load on the shared machine falls
+    # on both sides alike.
     for _ in range(repeats):
+        boto3_ms.append(_import_ms("boto3", plain)[0])
         for name, target in targets.items():
             samples[name].append(_import_ms(target, base | handler_environment(template, name)))
-    boto3_ms = statistics.median(samples.pop("boto3"))
-    handlers = {
-        name: {
-            "median_ms": round(statistics.median(times), 1),
-            "ratio_to_boto3": round(statistics.median(times) / boto3_ms, 2),
+            c7n_ms.append(_import_ms("c7n.handler", plain, c7n)[0])
+    boto3_median, c7n_median = statistics.median(boto3_ms), statistics.median(c7n_ms)
+    handlers = {}
+    for name, pairs in samples.items():
+        imported = statistics.median(p[0] for p in pairs)
+        handlers[name] = {
+            "median_ms": round(imported, 1),
+            "with_first_client_ms": round(statistics.median(p[1] for p in pairs), 1),
+            "ratio_to_boto3": round(imported / boto3_median, 2),
+            "ratio_to_c7n": round(imported / c7n_median, 2),
         }
-        for name, times in samples.items()
-    }
+    slowest = max(handlers, key=lambda n: handlers[n]["median_ms"])
     return {
         "repeats": repeats,
-        "boto3_median_ms": round(boto3_ms, 1),
+        "boto3_median_ms": round(boto3_median, 1),
+        "c7n": {
+            "version": c7n_version(Path(c7n)),
+            "median_ms": round(c7n_median, 1),
+            "samples": len(c7n_ms),
+            "slowest_ratio": handlers[slowest]["ratio_to_c7n"],
+            "slowest_at_most_c7n": handlers[slowest]["median_ms"] <= c7n_median,
+        },
         "handlers": handlers,
-        "slowest": max(handlers, key=lambda n: handlers[n]["median_ms"]),
+        "slowest": slowest,
     }
 
 

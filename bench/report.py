@@ -38,6 +38,7 @@ def readme_block(r: dict[str, Any]) -> str:
             f"{handlers[fastest]['median_ms']:,} ms ({fastest}) to {handlers[slowest]['median_ms']:,} ms "
             f"({slowest}), against {imports['boto3_median_ms']:,} ms for `import boto3` alone in the same run: "
             f"{handlers[fastest]['ratio_to_boto3']} to {handlers[slowest]['ratio_to_boto3']} times boto3."
+            + _against_c7n(imports)
         )
     detectors = r.get("detector_latency")
     if detectors:
@@ -52,20 +53,15 @@ def readme_block(r: dict[str, Any]) -> str:
         for size in SIZES:
             s, c, a = fleet[f"sweep_{size}"], fleet[f"reconcile_{size}"], fleet[f"audit_{size}"]
             lines.append(
-                f"- {int(size):,} GPU instances ({s['gpu_series']:,} GPUs): a sweep makes {s['api_calls_total']} "
-                f"calls ({_calls(s['api_calls'])}), peak {s['peak_rss_mib']:,} MiB; an hourly reconcile "
+                f"- {int(size):,} GPU instances of the mixed fleet (1, 4 and 8 GPUs in equal thirds: "
+                f"{s['gpu_series']:,} GPUs): a sweep makes {s['api_calls_total']} "
+                f"calls ({_calls(s['api_calls'])}), peak {s['peak_rss_mib']:,} MiB; an hourly reconcile (GpuAlarms on) "
                 f"{c['api_calls_total']} ({_calls(c['api_calls'])}), peak {c['peak_rss_mib']:,} MiB; an audit "
                 f"{a['api_calls_total']}, {a['metrics_requested']:,} metrics read, peak {a['peak_rss_mib']:,} MiB."
             )
     costs = r.get("monthly_cost")
     if costs:
-        for size, month in costs["fleets"].items():
-            top = sorted(month["lines"], key=lambda line: -line["usd"])[:2]
-            lines.append(
-                f"- Running costguard for {int(size):,} GPU instances: ${month['total_usd']:,.2f} a month "
-                f"(us-east-1 prices of {costs['prices_as_of']}), mostly {top[0]['item']} "
-                f"(${top[0]['usd']:,.2f}) and {top[1]['item']} (${top[1]['usd']:,.2f})."
-            )
+        lines += cost_lines(costs)
     v = r.get("verdicts_10k_instances")
     if v:
         lines.append(
@@ -109,6 +105,54 @@ def readme_block(r: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def _reads(schedule: dict[str, Any]) -> str:
+    return (
+        f"{schedule['reads_per_instance_hour']:g} reads an instance-hour of "
+        f"{schedule['gpu_metrics_per_instance']:g} GPU metrics, {schedule['evidence_metrics_per_instance_hour']:g} "
+        f"evidence metrics an instance-hour ({schedule['source']})"
+    )
+
+
+def cost_lines(costs: dict[str, Any]) -> list[str]:
+    """The README's monthly bill: each fleet size with the alarms off (the default) and on."""
+    lines = []
+    for size, month in costs["fleets"].items():
+        top = sorted(month["lines"], key=lambda line: -line["usd"])[:2]
+        on = costs["fleets_gpu_alarms_on"][size]["total_usd"]
+        lines.append(
+            f"- Running costguard for {int(size):,} GPU instances of the mixed fleet ({month['gpus']:,} GPUs) with "
+            f"findings: ${month['total_usd']:,.2f} a month with the per-instance alarms off (the default), mostly "
+            f"{top[0]['item']} (${top[0]['usd']:,.2f}) and {top[1]['item']} (${top[1]['usd']:,.2f}); "
+            f"${on:,.2f} with `GpuAlarms=on`."
+        )
+    bare = costs["without_read_schedule"]
+    compared = ""
+    if costs["read_schedule"]["reads_per_instance_hour"] != bare["read_schedule"]["reads_per_instance_hour"]:
+        compared = (
+            f" Reading every instance at every sweep instead, 1,000 instances would cost "
+            f"${bare['total_usd']['1000']:,.2f} a month (${bare['total_usd_gpu_alarms_on']['1000']:,.2f} with the "
+            "alarms on)."
+        )
+    lines.append(
+        f"- The bills above: us-east-1 prices of {costs['prices_as_of']}; the sweep's reads: "
+        f"{_reads(costs['read_schedule'])}.{compared}"
+    )
+    return lines
+
+
+def _against_c7n(imports: dict[str, Any]) -> str:
+    """The slowest handler against Cloud Custodian's ``import c7n.handler``, sampled alternately in the same run."""
+    c7n = imports.get("c7n")
+    if not c7n:
+        return ""
+    slowest = imports["handlers"][imports["slowest"]]
+    return (
+        f" `import c7n.handler` (c7n {c7n['version']}, its own environment, sampled beside each handler's): "
+        f"{c7n['median_ms']:,} ms; the slowest handler {c7n['slowest_ratio']} times that, "
+        f"{slowest['with_first_client_ms']:,} ms with its first client built."
+    )
+
+
 def replace_block(text: str, block: str) -> str:
     pattern = re.compile(re.escape(BEGIN) + r".*?" + re.escape(END), re.DOTALL)
     if not pattern.search(text):
@@ -135,12 +179,28 @@ def results_sections(r: dict[str, Any]) -> str:
             "## Cold import of each handler module",
             "",
             f"Fresh interpreter per import, median of {imports['repeats']}; `import boto3` alone: "
-            f"{imports['boto3_median_ms']} ms.",
-            "",
-            "| function | ms | x boto3 |",
-            "|---|---:|---:|",
+            f"{imports['boto3_median_ms']} ms." + _against_c7n(imports),
         ]
-        out += [f"| {n} | {h['median_ms']} | {h['ratio_to_boto3']} |" for n, h in imports["handlers"].items()]
+        c7n = imports.get("c7n")
+        if c7n:
+            out += [
+                "",
+                "boto3 and botocore load with a handler's first client, not at its import: 'with first client' is "
+                "the import and one client built, what the first event that calls AWS pays.",
+                "",
+                "| function | ms | with first client, ms | x boto3 | x c7n.handler |",
+                "|---|---:|---:|---:|---:|",
+            ]
+            out += [
+                f"| {n} | {h['median_ms']} | {h['with_first_client_ms']} | {h['ratio_to_boto3']} | "
+                f"{h['ratio_to_c7n']} |"
+                for n, h in imports["handlers"].items()
+            ]
+        else:
+            out += ["", "| function | ms | x boto3 |", "|---|---:|---:|"]
+            out += [
+                f"| {n} | {h['median_ms']} | {h['ratio_to_boto3']} |" for n, h in imports["handlers"].items()
+            ]
     detectors = r.get("detector_latency")
     if detectors:
         out += [
@@ -181,29 +241,84 @@ def results_sections(r: dict[str, Any]) -> str:
         ]
     costs = r.get("monthly_cost")
     if costs:
-        out += [
-            "",
-            f"## Monthly cost of running costguard ({costs['region']}, prices of {costs['prices_as_of']})",
-            "",
-        ]
-        out += ["Prices (free tiers not subtracted):", ""]
-        out += [
-            f"- `{k}`: ${format(p['usd'], '.10f').rstrip('0')} per {p['unit']}, as published on {p['source']}"
-            for k, p in costs["prices"].items()
-        ]
-        out += ["", "Assumptions: " + ", ".join(f"{k} = {v}" for k, v in costs["assumptions"].items()) + "."]
-        for size, month in costs["fleets"].items():
-            out += [
-                "",
-                f"### {int(size):,} GPU instances ({month['gpus']:,} GPUs): ${month['total_usd']:,.2f} a month",
-                "",
-                "| item | computation | quantity | USD |",
-                "|---|---|---:|---:|",
-            ]
-            out += [
-                f"| {line['item']} | {line['how']} | {line['quantity']:,} | {line['usd']:,.2f} |"
-                for line in month["lines"]
-            ]
-            p = month["prerequisite"]
-            out += ["", f"Not costguard's own: {p['item']}, {p['how']}: ${p['usd']:,.2f} a month."]
+        out += cost_section(costs)
     return "\n".join(out) + "\n"
+
+
+def _bill_table(title: str, month: dict[str, Any]) -> list[str]:
+    out = [
+        "",
+        f"### {title}: ${month['total_usd']:,.2f} a month",
+        "",
+        "| item | computation | quantity | unit price (USD) | USD | source |",
+        "|---|---|---:|---:|---:|---|",
+    ]
+    out += [
+        f"| {line['item']} | {line['how']} | {line['quantity']:,} | {format(line['unit_usd'], '.10f').rstrip('0')} "
+        f"| {line['usd']:,.2f} | {line['source']} |"
+        for line in month["lines"]
+    ]
+    p = month["prerequisite"]
+    out += ["", f"Not costguard's own: {p['item']}, {p['how']}: ${p['usd']:,.2f} a month."]
+    return out
+
+
+def cost_section(costs: dict[str, Any]) -> list[str]:
+    """RESULTS.md's monthly bill: prices with their sources, assumptions, the read schedule, each fleet's lines
+    with the alarms off (the default) and on."""
+    out = [
+        "",
+        f"## Monthly cost of running costguard ({costs['region']}, prices of {costs['prices_as_of']})",
+        "",
+        f"Fleet: {costs['fleet']}, with findings (the episodes of the assumptions below). The sweep's reads: "
+        f"{_reads(costs['read_schedule'])}.",
+        "",
+        "Prices (free tiers not subtracted):",
+        "",
+    ]
+    out += [
+        f"- `{k}`: ${format(p['usd'], '.10f').rstrip('0')} per {p['unit']}, as published on {p['source']}"
+        for k, p in costs["prices"].items()
+    ]
+    out += ["", "Assumptions: " + ", ".join(f"{k} = {v}" for k, v in costs["assumptions"].items()) + "."]
+    for size, month in costs["fleets"].items():
+        quota = month["metrics_insights_alarms"]["default_quota_per_account_and_region"]
+        on = costs["fleets_gpu_alarms_on"][size]
+        out += _bill_table(
+            f"{int(size):,} GPU instances ({month['gpus']:,} GPUs), GpuAlarms off (the default)", month
+        )
+        out += _bill_table(f"{int(size):,} GPU instances, GpuAlarms on", on)
+        if on["metrics_insights_alarms"]["count"] > quota:
+            out += [
+                "",
+                f"With the alarms on, {on['metrics_insights_alarms']['count']:,} Metrics Insights alarms exceed "
+                f"CloudWatch's default quota of {quota} per account and region: raise it first.",
+            ]
+    bare = costs["without_read_schedule"]
+    out += [
+        "",
+        f"### Without the read schedule ({_reads(bare['read_schedule'])})",
+        "",
+        "| GPU instances | GpuAlarms off | GpuAlarms on |",
+        "|---:|---:|---:|",
+    ]
+    out += [
+        f"| {int(n):,} | ${usd:,.2f} | ${bare['total_usd_gpu_alarms_on'][n]:,.2f} |"
+        for n, usd in bare["total_usd"].items()
+    ]
+    return out
+
+
+def write_cost_section(results: dict[str, Any]) -> None:
+    """Rewrite RESULTS.md's monthly-cost section alone (``python -m bench.costs``: priced again, not measured)."""
+    path = ROOT / "bench" / "RESULTS.md"
+    text = path.read_text()
+    heading = "\n## Monthly cost of running costguard"
+    section = "\n".join(cost_section(results["monthly_cost"]))
+    if heading not in text:
+        path.write_text(text.rstrip("\n") + "\n" + section + "\n")
+        return
+    start = text.index(heading)
+    following = text.find("\n## ", start + len(heading))
+    rest = text[following:] if following != -1 else "\n"
+    path.write_text(text[:start] + section + rest)

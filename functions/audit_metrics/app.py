@@ -10,7 +10,7 @@ from costguard.audit.steps import RegionTask, step_input
 from costguard.aws import clients
 from costguard.entry import REJECT_PERMISSIONS
 from costguard.flows.audit import READ_REGION_METRICS_PERMISSIONS, read_region_metrics
-from costguard.observability import EVENT_ID_PATH, logger, metrics, tracer
+from costguard.handler import lambda_entry
 from costguard.settings import get_settings, require
 
 # The IAM actions this handler's calls need: tests/template/test_iam.py holds the template to them.
@@ -20,8 +20,6 @@ PERMISSIONS = REJECT_PERMISSIONS | READ_REGION_METRICS_PERMISSIONS | clients.ASS
 settings = require(get_settings(), "audit_bucket", "failed_events_queue_url")
 
 
-@logger.inject_lambda_context(correlation_id_path=EVENT_ID_PATH, clear_state=True)
-@tracer.capture_lambda_handler
-@metrics.log_metrics
+@lambda_entry
 def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     return read_region_metrics(step_input(event, RegionTask, function="audit_metrics"), settings)

@@ -11,7 +11,7 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 from costguard.audit.steps import PlanInput, step_input
 from costguard.entry import REJECT_PERMISSIONS
 from costguard.flows.audit import PLAN_PERMISSIONS, account_of_arn, plan
-from costguard.observability import EVENT_ID_PATH, logger, metrics, tracer
+from costguard.handler import lambda_entry
 from costguard.settings import get_settings, require
 
 # The IAM actions this handler's calls need: tests/template/test_iam.py holds the template to them.
@@ -21,9 +21,7 @@ PERMISSIONS = REJECT_PERMISSIONS | PLAN_PERMISSIONS
 settings = require(get_settings(), "failed_events_queue_url")
 
 
-@logger.inject_lambda_context(correlation_id_path=EVENT_ID_PATH, clear_state=True)
-@tracer.capture_lambda_handler
-@metrics.log_metrics
+@lambda_entry
 def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     step = step_input(event, PlanInput, function="audit_plan")
     # The hub's account, should neither the settings nor the state machine's ARN name it: this function's own.

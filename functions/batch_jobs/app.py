@@ -4,13 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from aws_lambda_powertools.utilities.typing import LambdaContext
-
 from costguard import clock
-from costguard.entry import ONCE_PERMISSIONS, PARSE_PERMISSIONS, OncePerEvent, Rejected, parse_event
+from costguard.entry import ONCE_PERMISSIONS, PARSE_PERMISSIONS, OncePerEvent
 from costguard.events.batch import BatchJobStateChange
 from costguard.flows.batch import EVENT_PERMISSIONS, handle_batch_job_event
-from costguard.observability import EVENT_ID_PATH, logger, metrics, tracer
+from costguard.handler import event_handler
 from costguard.runtime import runtime
 from costguard.settings import get_settings, require
 
@@ -26,15 +24,4 @@ def process(event: BatchJobStateChange) -> dict[str, Any]:
 
 
 # A redelivered event must neither alert twice nor count its job twice against the queue.
-process_once = OncePerEvent(process)
-
-
-@logger.inject_lambda_context(correlation_id_path=EVENT_ID_PATH, clear_state=True)
-@tracer.capture_lambda_handler
-@metrics.log_metrics
-def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
-    try:
-        model = parse_event(event, (BatchJobStateChange,), function="batch_jobs")
-    except Rejected as rejected:
-        return rejected.result
-    return process_once(model, context)
+lambda_handler = event_handler("batch_jobs", {BatchJobStateChange: OncePerEvent(process)})

@@ -6,10 +6,8 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from aws_lambda_powertools.utilities.typing import LambdaContext
-
 from costguard import clock
-from costguard.entry import ONCE_PERMISSIONS, PARSE_PERMISSIONS, OncePerEvent, Rejected, parse_event
+from costguard.entry import ONCE_PERMISSIONS, PARSE_PERMISSIONS, OncePerEvent
 from costguard.events.capacity import CapacityBlockEvent, ReservationStateChange
 from costguard.events.health import OdcrUnderutilization
 from costguard.events.scheduled import ScheduledEvent
@@ -21,16 +19,8 @@ from costguard.flows.capacity import (
     handle_reservation_state,
     handle_sweep,
 )
-from costguard.flows.org import (
-    ASSUME_PERMISSIONS,
-    FAN_OUT_PERMISSIONS,
-    SweepItem,
-    check_settings,
-    fan_out,
-    is_work_batch,
-    run_items,
-)
-from costguard.observability import EVENT_ID_PATH, logger, metrics, tracer
+from costguard.flows.org import ASSUME_PERMISSIONS, FAN_OUT_PERMISSIONS, SweepItem, check_settings
+from costguard.handler import OrgSweep, event_handler
 from costguard.pipeline import Report
 from costguard.runtime import runtime
 from costguard.settings import get_settings, require
@@ -45,8 +35,6 @@ settings = require(
     check_settings(get_settings()), "state_table", "decisions_queue_url", "failed_events_queue_url"
 )
 
-ACCEPTED = (OdcrUnderutilization, CapacityBlockEvent, ReservationStateChange, ScheduledEvent)
-
 
 def process(event: OdcrUnderutilization) -> dict[str, Any]:
     return handle_odcr_underutilization(event, runtime(), clock.now()).summary()
@@ -60,10 +48,8 @@ def on_reservation_state(event: ReservationStateChange) -> dict[str, Any]:
     return handle_reservation_state(event, runtime(), clock.now()).summary()
 
 
-# A redelivered event must alert once.
-process_once = OncePerEvent(process)
-on_capacity_block_once = OncePerEvent(on_capacity_block)
-on_reservation_state_once = OncePerEvent(on_reservation_state)
+def on_schedule(event: ScheduledEvent) -> dict[str, Any]:
+    return handle_sweep(runtime(), clock.now(), event.region, event.account, event.id).summary()
 
 
 def sweep_one(item: SweepItem, now: datetime) -> Report:
@@ -71,25 +57,14 @@ def sweep_one(item: SweepItem, now: datetime) -> Report:
     return evaluate(item.region, item.account, runtime(), now, item.event_id, None)
 
 
-@logger.inject_lambda_context(correlation_id_path=EVENT_ID_PATH, clear_state=True)
-@tracer.capture_lambda_handler
-@metrics.log_metrics
-def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
-    if is_work_batch(event):
-        return run_items(
-            event, context, runtime=runtime(), now=clock.now, sweep=sweep_one, function="capacity"
-        )
-    try:
-        model = parse_event(event, ACCEPTED, function="capacity")
-    except Rejected as rejected:
-        return rejected.result
-    if isinstance(model, ScheduledEvent):
-        if settings.organization:
-            return fan_out("capacity", model, settings)
-        return handle_sweep(runtime(), clock.now(), model.region, model.account, model.id).summary()
-    if isinstance(model, CapacityBlockEvent):
-        return on_capacity_block_once(model, context)
-    if isinstance(model, ReservationStateChange):
-        return on_reservation_state_once(model, context)
-    assert isinstance(model, OdcrUnderutilization)
-    return process_once(model, context)
+lambda_handler = event_handler(
+    "capacity",
+    {
+        # A redelivered event must alert once.
+        OdcrUnderutilization: OncePerEvent(process),
+        CapacityBlockEvent: OncePerEvent(on_capacity_block),
+        ReservationStateChange: OncePerEvent(on_reservation_state),
+        ScheduledEvent: on_schedule,
+    },
+    sweep=OrgSweep("capacity", sweep_one, settings),
+)

@@ -4,14 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from aws_lambda_powertools.utilities.typing import LambdaContext
-
-from costguard.aws import clients
-from costguard.entry import PARSE_PERMISSIONS, Rejected, parse_event
+from costguard.aws import alarms, clients
+from costguard.entry import PARSE_PERMISSIONS
 from costguard.events.ec2 import InstanceStateChange
 from costguard.events.scheduled import ScheduledEvent
 from costguard.flows.gpu import ALARMS_PERMISSIONS, handle_state_change, reconcile
-from costguard.observability import EVENT_ID_PATH, logger, metrics, tracer
+from costguard.handler import event_handler
 from costguard.runtime import runtime
 from costguard.settings import get_settings, require
 
@@ -22,15 +20,37 @@ PERMISSIONS = PARSE_PERMISSIONS | ALARMS_PERMISSIONS | clients.ASSUME_PERMISSION
 settings = require(get_settings(), "failed_events_queue_url")
 
 
-@logger.inject_lambda_context(correlation_id_path=EVENT_ID_PATH, clear_state=True)
-@tracer.capture_lambda_handler
-@metrics.log_metrics
-def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
-    try:
-        model = parse_event(event, (InstanceStateChange, ScheduledEvent), function="gpu_alarms")
-    except Rejected as rejected:
-        return rejected.result
+def on_state_change(event: InstanceStateChange) -> dict[str, Any]:
+    if not settings.gpu_alarms:
+        return _alarms_off(event)
+    return handle_state_change(event, runtime())
+
+
+def on_schedule(event: ScheduledEvent) -> dict[str, Any]:
+    if not settings.gpu_alarms:
+        return _alarms_off(event)
+    return {"reconcile": reconcile(runtime(), event.region)}
+
+
+lambda_handler = event_handler(
+    "gpu_alarms", {InstanceStateChange: on_state_change, ScheduledEvent: on_schedule}
+)
+
+
+def _alarms_off(model: InstanceStateChange | ScheduledEvent) -> dict[str, Any]:
+    """GpuAlarms off: the 5-minute sweep alone watches GPUs. A running instance gets no alarm; whatever alarm
+    is left from when they were on goes: a stopped or gone instance's at its state change, and every one under
+    the prefix when a reconcile is run by hand (the hourly schedule is disabled)."""
     if isinstance(model, ScheduledEvent):
-        return {"reconcile": reconcile(runtime(), model.region)}
-    assert isinstance(model, InstanceStateChange)
+        regions = runtime().settings.regions or (model.region,)
+        return {
+            "reconcile": {
+                region: {
+                    "alarms_deleted": alarms.delete_alarms(region, sorted(alarms.alarmed_instances(region)))
+                }
+                for region in regions
+            }
+        }
+    if model.detail.state == "running":
+        return {"ignored": "running: GpuAlarms is off"}
     return handle_state_change(model, runtime())

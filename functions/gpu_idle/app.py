@@ -5,23 +5,13 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from aws_lambda_powertools.utilities.typing import LambdaContext
-
 from costguard import clock
-from costguard.entry import ONCE_PERMISSIONS, PARSE_PERMISSIONS, OncePerEvent, Rejected, parse_event
+from costguard.entry import ONCE_PERMISSIONS, PARSE_PERMISSIONS, OncePerEvent
 from costguard.events.cloudwatch import AlarmNotification, AlarmStateChange
 from costguard.events.scheduled import ScheduledEvent
 from costguard.flows.gpu import VERDICT_PERMISSIONS, evaluate, handle_alarm, handle_sweep
-from costguard.flows.org import (
-    ASSUME_PERMISSIONS,
-    FAN_OUT_PERMISSIONS,
-    SweepItem,
-    check_settings,
-    fan_out,
-    is_work_batch,
-    run_items,
-)
-from costguard.observability import EVENT_ID_PATH, logger, metrics, tracer
+from costguard.flows.org import ASSUME_PERMISSIONS, FAN_OUT_PERMISSIONS, SweepItem, check_settings
+from costguard.handler import OrgSweep, event_handler
 from costguard.pipeline import Report
 from costguard.runtime import runtime
 from costguard.settings import get_settings, require
@@ -41,7 +31,8 @@ def on_alarm(event: AlarmStateChange) -> dict[str, Any]:
     return handle_alarm(event, runtime(), clock.now()).summary()
 
 
-on_alarm_once = OncePerEvent(on_alarm)
+def on_schedule(event: ScheduledEvent) -> dict[str, Any]:
+    return handle_sweep(runtime(), clock.now(), event.region, event.id).summary()
 
 
 def sweep_one(item: SweepItem, now: datetime) -> Report:
@@ -49,22 +40,9 @@ def sweep_one(item: SweepItem, now: datetime) -> Report:
     return evaluate(item.region, runtime(), now, event_id=item.event_id)
 
 
-@logger.inject_lambda_context(correlation_id_path=EVENT_ID_PATH, clear_state=True)
-@tracer.capture_lambda_handler
-@metrics.log_metrics
-def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
-    if is_work_batch(event):
-        return run_items(
-            event, context, runtime=runtime(), now=clock.now, sweep=sweep_one, function="gpu_idle"
-        )
-    try:
-        model = parse_event(event, (AlarmStateChange, AlarmNotification, ScheduledEvent), function="gpu_idle")
-        if isinstance(model, AlarmNotification):  # an SNS alarm action: the same state change
-            model = model.as_state_change()
-    except Rejected as rejected:
-        return rejected.result
-    if isinstance(model, ScheduledEvent):
-        if settings.organization:
-            return fan_out("gpu", model, settings)
-        return handle_sweep(runtime(), clock.now(), model.region, model.id).summary()
-    return on_alarm_once(model, context)
+lambda_handler = event_handler(
+    "gpu_idle",
+    {AlarmStateChange: OncePerEvent(on_alarm), ScheduledEvent: on_schedule},
+    converts={AlarmNotification: AlarmNotification.as_state_change},  # an SNS alarm action: the same change
+    sweep=OrgSweep("gpu", sweep_one, settings),
+)

@@ -10,11 +10,12 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from costguard import clock
 from costguard.aws import clients
+from costguard.handler import lambda_entry
 from costguard.interact.actions import Interactions, UnreadableClick
 from costguard.interact.authorize import allowed_from_environment
 from costguard.interact.consumer import PERMISSIONS as ACTIONS_PERMISSIONS
 from costguard.interact.consumer import handle_record, interactions
-from costguard.observability import EVENT_ID_PATH, logger, metrics, tracer
+from costguard.observability import logger, metrics
 from costguard.settings import get_settings, require
 
 # The IAM actions this handler's calls need: tests/template/test_iam.py holds the template to them.
@@ -48,9 +49,7 @@ def record_handler(record: SQSRecord) -> None:
         raise
 
 
-@logger.inject_lambda_context(correlation_id_path=EVENT_ID_PATH, clear_state=True)
-@tracer.capture_lambda_handler
-@metrics.log_metrics
+@lambda_entry
 def lambda_handler(event: dict[str, object], context: LambdaContext) -> PartialItemFailureResponse:
     return process_partial_response(
         event=event, record_handler=record_handler, processor=processor, context=context

@@ -10,9 +10,9 @@ from typing import Any
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from costguard import clock
+from costguard.handler import lambda_entry
 from costguard.interact.endpoint import PERMISSIONS as ENDPOINT_PERMISSIONS
 from costguard.interact.endpoint import answer, interactions_queue_url, signing_secret
-from costguard.observability import EVENT_ID_PATH, logger, metrics, tracer
 from costguard.settings import get_settings, require
 
 # The IAM actions this handler's calls need: tests/template/test_iam.py holds the template to them.
@@ -22,9 +22,7 @@ PERMISSIONS = ENDPOINT_PERMISSIONS
 settings = require(get_settings(), "state_table", "slack_secret_id")
 
 
-@logger.inject_lambda_context(correlation_id_path=EVENT_ID_PATH, clear_state=True)
-@tracer.capture_lambda_handler
-@metrics.log_metrics
+@lambda_entry
 def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     return answer(
         event,

@@ -13,11 +13,12 @@ from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from costguard.flows.notifier import DELIVER_PERMISSIONS, deliver_batch
+from costguard.handler import lambda_entry
 from costguard.notify.delivery import PermanentDeliveryError, redact
 from costguard.notify.notice import AnyNotice, parse_notice
 from costguard.notify.parked import PERMISSIONS as PARK_PERMISSIONS
 from costguard.notify.parked import ParkError, park
-from costguard.observability import EVENT_ID_PATH, logger, metrics, tracer
+from costguard.observability import logger, metrics
 from costguard.settings import get_settings, require
 
 # The IAM actions this handler's calls need: tests/template/test_iam.py holds the template to them.
@@ -68,9 +69,7 @@ def _delivery_failed(message_id: str, notice: AnyNotice, cause: str) -> None:
     metrics.add_metric(name="DeliveryFailures", unit=MetricUnit.Count, value=1)
 
 
-@logger.inject_lambda_context(correlation_id_path=EVENT_ID_PATH, clear_state=True)
-@tracer.capture_lambda_handler
-@metrics.log_metrics
+@lambda_entry
 def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     failed = handle(event.get("Records", []))
     return {"batchItemFailures": [{"itemIdentifier": mid} for mid in failed]}

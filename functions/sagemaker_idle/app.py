@@ -5,22 +5,12 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from aws_lambda_powertools.utilities.typing import LambdaContext
-
 from costguard import clock
-from costguard.entry import PARSE_PERMISSIONS, Rejected, parse_event
+from costguard.entry import PARSE_PERMISSIONS
 from costguard.events.scheduled import ScheduledEvent
-from costguard.flows.org import (
-    ASSUME_PERMISSIONS,
-    FAN_OUT_PERMISSIONS,
-    SweepItem,
-    check_settings,
-    fan_out,
-    is_work_batch,
-    run_items,
-)
+from costguard.flows.org import ASSUME_PERMISSIONS, FAN_OUT_PERMISSIONS, SweepItem, check_settings
 from costguard.flows.sagemaker import SWEEP_PERMISSIONS, evaluate, handle_sweep
-from costguard.observability import EVENT_ID_PATH, logger, metrics, tracer
+from costguard.handler import OrgSweep, event_handler
 from costguard.pipeline import Report
 from costguard.runtime import runtime
 from costguard.settings import get_settings, require
@@ -34,24 +24,15 @@ settings = require(
 )
 
 
+def on_schedule(event: ScheduledEvent) -> dict[str, Any]:
+    return handle_sweep(runtime(), clock.now(), event.region, event.id).summary()
+
+
 def sweep_one(item: SweepItem, now: datetime) -> Report:
     """An organization sweep's work item: one account and region."""
     return evaluate(item.region, runtime(), now, item.event_id)
 
 
-@logger.inject_lambda_context(correlation_id_path=EVENT_ID_PATH, clear_state=True)
-@tracer.capture_lambda_handler
-@metrics.log_metrics
-def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
-    if is_work_batch(event):
-        return run_items(
-            event, context, runtime=runtime(), now=clock.now, sweep=sweep_one, function="sagemaker_idle"
-        )
-    try:
-        model = parse_event(event, (ScheduledEvent,), function="sagemaker_idle")
-    except Rejected as rejected:
-        return rejected.result
-    assert isinstance(model, ScheduledEvent)
-    if settings.organization:
-        return fan_out("sagemaker", model, settings)
-    return handle_sweep(runtime(), clock.now(), model.region, model.id).summary()
+lambda_handler = event_handler(
+    "sagemaker_idle", {ScheduledEvent: on_schedule}, sweep=OrgSweep("sagemaker", sweep_one, settings)
+)

@@ -4,14 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from aws_lambda_powertools.utilities.typing import LambdaContext
-
 from costguard import clock
 from costguard.aws import clients
-from costguard.entry import ONCE_PERMISSIONS, PARSE_PERMISSIONS, OncePerEvent, Rejected, parse_event
+from costguard.entry import ONCE_PERMISSIONS, PARSE_PERMISSIONS, OncePerEvent
 from costguard.events.ec2 import SpotInterruptionWarning
 from costguard.flows.spot import EVENT_PERMISSIONS, handle_spot_interruption
-from costguard.observability import EVENT_ID_PATH, logger, metrics, tracer
+from costguard.handler import event_handler
 from costguard.runtime import runtime
 from costguard.settings import get_settings, require
 
@@ -27,15 +25,4 @@ def process(event: SpotInterruptionWarning) -> dict[str, Any]:
 
 
 # A redelivered warning must neither alert twice nor count twice toward the workload's interruptions.
-process_once = OncePerEvent(process)
-
-
-@logger.inject_lambda_context(correlation_id_path=EVENT_ID_PATH, clear_state=True)
-@tracer.capture_lambda_handler
-@metrics.log_metrics
-def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
-    try:
-        model = parse_event(event, (SpotInterruptionWarning,), function="spot_interruptions")
-    except Rejected as rejected:
-        return rejected.result
-    return process_once(model, context)
+lambda_handler = event_handler("spot_interruptions", {SpotInterruptionWarning: OncePerEvent(process)})

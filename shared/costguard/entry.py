@@ -1,19 +1,17 @@
-"""What every entry point does first: parse the event into one of the models it accepts, or reject it."""
+"""What every entry point does first: parse the event into one of the models it accepts, or reject it.
+
+powertools' idempotency utility (and the boto3 it loads) is imported by OncePerEvent's first call, not here: a
+handler that rejects its event, or has no OncePerEvent, never loads it.
+"""
 
 from __future__ import annotations
 
 import json
 import re
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from aws_lambda_powertools.metrics import MetricUnit
-from aws_lambda_powertools.utilities.idempotency import (
-    DynamoDBPersistenceLayer,
-    IdempotencyConfig,
-    idempotent_function,
-)
-from aws_lambda_powertools.utilities.typing import LambdaContext
 from pydantic import BaseModel, ValidationError
 
 from costguard.aws import clients
@@ -22,6 +20,10 @@ from costguard.events.registry import model_for, sns_content_of
 from costguard.observability import logger, metrics
 from costguard.permissions import needs
 from costguard.settings import get_settings
+
+if TYPE_CHECKING:
+    from aws_lambda_powertools.utilities.idempotency import IdempotencyConfig
+    from aws_lambda_powertools.utilities.typing import LambdaContext
 
 # Every accepted model is an EventBridge envelope whose region and account become endpoints and ARNs:
 # a region botocore cannot resolve must be rejected here, not fail deep inside a flow.
@@ -162,8 +164,21 @@ class OncePerEvent:
     ) -> None:
         """``key`` is the JMESPath of the event id in the dumped model (SNS deliveries keep it deeper)."""
         self.flow = flow
-        self.config = IdempotencyConfig(event_key_jmespath=key, expires_after_seconds=expires_after_seconds)
+        self.key = key
+        self.expires_after_seconds = expires_after_seconds
+        self._config: IdempotencyConfig | None = None
         self._once: Callable[..., dict[str, Any]] | None = None
+
+    @property
+    def config(self) -> IdempotencyConfig:
+        """The idempotency settings, built (and the utility loaded) at the first use."""
+        if self._config is None:
+            from aws_lambda_powertools.utilities.idempotency import IdempotencyConfig
+
+            self._config = IdempotencyConfig(
+                event_key_jmespath=self.key, expires_after_seconds=self.expires_after_seconds
+            )
+        return self._config
 
     def register(self, context: LambdaContext) -> None:
         """Tell the idempotency layer how long this invocation has left (once per invocation)."""
@@ -171,17 +186,21 @@ class OncePerEvent:
 
     def __call__(self, event: BaseModel, context: LambdaContext | None = None) -> dict[str, Any]:
         if self._once is None:
-            flow = self.flow
-
-            def process(event: Any) -> dict[str, Any]:
-                return _storable(flow(event))
-
-            process.__name__ = process.__qualname__ = f"once_{flow.__name__}"  # the key names the flow
-            persistence = DynamoDBPersistenceLayer(table_name=get_settings().state_table)
-            self._once = idempotent_function(
-                data_keyword_argument="event", persistence_store=persistence, config=self.config
-            )(process)
+            self._once = self._build()
         if context is not None:
             self.register(context)
-        assert self._once is not None
         return self._once(event=event)
+
+    def _build(self) -> Callable[..., dict[str, Any]]:
+        from aws_lambda_powertools.utilities.idempotency import DynamoDBPersistenceLayer, idempotent_function
+
+        flow = self.flow
+
+        def process(event: Any) -> dict[str, Any]:
+            return _storable(flow(event))
+
+        process.__name__ = process.__qualname__ = f"once_{flow.__name__}"  # the key names the flow
+        persistence = DynamoDBPersistenceLayer(table_name=get_settings().state_table)
+        return idempotent_function(  # type: ignore[no-any-return]
+            data_keyword_argument="event", persistence_store=persistence, config=self.config
+        )(process)

@@ -52,6 +52,9 @@ class Reason(StrEnum):
     SPOT_WITHOUT_CHECKPOINT = "spot_without_checkpoint"
     SPOT_RECOMMENDED = "spot_recommended"
     TRAINING_DIGEST = "training_digest"
+    # A run's own loss NaN, rising or flat; a checkpoint location with no new object (detect/training_health.py).
+    TRAINING_DIVERGED = "training_diverged"
+    CHECKPOINT_STALE = "checkpoint_stale"
     CAPACITY_RESERVATION_IDLE = "capacity_reservation_idle"
     CAPACITY_BLOCK_EXPIRING = "capacity_block_expiring"
     CAPACITY_BLOCK_UNUSED = "capacity_block_unused"
@@ -63,6 +66,11 @@ class Reason(StrEnum):
     RIGHTSIZE_MODEL_SIZE = "rightsize_model_size"
     RIGHTSIZE_SPOT = "rightsize_spot"
     TRAINIUM_CANDIDATE = "trainium_candidate"
+    # The audit's holdings (audit/holdings.py): steady usage a Savings Plan would cover, storage left behind by GPU
+    # work, GPU spend without the account's cost-allocation tags.
+    COMMITMENT_CANDIDATE = "commitment_candidate"
+    ORPHANED_STORAGE = "orphaned_storage"
+    UNTAGGED_GPU_SPEND = "untagged_gpu_spend"
     # costguard's own health (template.yaml OpsAlarmRule): a function failing or throttled, work in a queue.
     COSTGUARD_ALARM = "costguard_alarm"
     BUDGET_BREACH = "budget_breach"

@@ -62,13 +62,16 @@ class Report:
         }
 
 
-def _sighting(gate: RepeatGate, key: str, now: datetime, window: timedelta) -> Sighting:
+def _sightings(gate: RepeatGate, windows: dict[str, timedelta], now: datetime) -> dict[str, Sighting]:
+    """Each key's sighting, read in one go; every key NEW when the state table cannot be read."""
+    if not windows:
+        return {}
     try:
-        return gate.sighting(key, now, window)
+        return gate.sightings(windows, now)
     except Exception:  # the state table is unreachable
         # Repeat suppression is a courtesy: a message twice beats a mark or a stop nobody was told of.
-        logger.warning("repeat gate unavailable: notifying anyway", extra={"key": key})
-        return Sighting.NEW
+        logger.warning("repeat gate unavailable: notifying anyway", extra={"keys": len(windows)})
+        return dict.fromkeys(windows, Sighting.NEW)
 
 
 def with_stop_blockers(
@@ -121,7 +124,8 @@ def act_on(
     per channel when a run has many; what stays open past a day goes in that channel's daily digest."""
     findings = with_stop_blockers(findings, policy, now, remediator)
     report = Report(findings=findings)
-    due: list[Notice] = []
+    gated: list[tuple[Notice, str | None]] = []  # in decision order; None: always told
+    windows: dict[str, timedelta] = {}
     for decision in decide_all(findings, policy, now):
         outcome = execute(decision, remediator, limiter)
         report.decisions.append(decision)
@@ -129,33 +133,30 @@ def act_on(
         if decision.action is Action.NONE:
             continue  # waiting out a grace period: the mark message already said so
         notice = Notice(decision=decision, outcome=outcome, protect_tag_key=policy.protect_tag_key)
-        key = f"{decision.resource.key}|{decision.reason}|{decision.action}"
-        if decision.finding.repeat_scope:
-            key += f"|{decision.finding.repeat_scope}"
-        if snooze := decision.resource.tags.get(SNOOZE_TAG_KEY):
-            if snoozed_until(decision.resource.tags, now) is not None and decision.action is Action.NOTIFY:
-                report.suppressed.append(decision)  # kept running by a person: told when they clicked
-                continue
-            key += f"|after-snooze:{snooze[:64]}"  # the snooze is over: what follows is news again
-        window = ONCE_WINDOW if decision.reason in ALERT_ONCE else repeat_window
-        if outcome.refused:
-            # A refusal AWS repeats on every try (stop protection, an IAM deny) is a known blocker: the same
-            # refusal of the same resource is news once per episode, not at every sweep.
-            key += f"|refused:{outcome.refused}"
-        elif outcome.capped:
-            key += "|capped"  # held back by the cap: said once, and again if it is still held a day later
+        key = _repeat_key(decision, outcome, now)
+        if key is None:
+            report.suppressed.append(decision)  # kept running by a person: told when they clicked
+            continue
         # A failed (but not refused) action is always reported; a repeat of the same news is not.
         always = outcome.error is not None and not outcome.refused and not outcome.capped
         if decision.finding.folded and not always and not outcome.capped:
             report.suppressed.append(decision)  # said in the message it belongs to
             continue
-        seen = Sighting.NEW if always else _sighting(gate, key, now, window)
-        if seen is Sighting.NEW:
+        gated.append((notice, None if always else key))
+        if not always:
+            windows[key] = ONCE_WINDOW if decision.reason in ALERT_ONCE else repeat_window
+    # One read of the run's sightings; a write only for news or an episode end that must move.
+    seen = _sightings(gate, windows, now)
+    due: list[Notice] = []
+    for notice, gate_key in gated:
+        # A key twice in one run (the same resource, reason and action) is told once: its later ones repeat.
+        sighting = Sighting.NEW if gate_key is None else seen.pop(gate_key, Sighting.REPEAT)
+        if sighting is Sighting.NEW:
             report.notices.append(notice)
-        elif seen is Sighting.DIGEST:
+        elif sighting is Sighting.DIGEST:
             due.append(notice)
         else:
-            report.suppressed.append(decision)
+            report.suppressed.append(notice.decision)
     if mutes is not None and (report.notices or due):
         report.notices, due = _unmuted(report, due, mutes, now)
     report.digest = due
@@ -165,6 +166,25 @@ def act_on(
     _log_groups(outgoing, report.notices, due, routing_tag_key)
     queue.send(outgoing)
     return report
+
+
+def _repeat_key(decision: Decision, outcome: Outcome, now: datetime) -> str | None:
+    """The repeat gate's key of a decision's notice: the same resource, reason and action (and what else makes
+    it other news); None for a notification someone asked not to get (a snooze not yet over)."""
+    key = f"{decision.resource.key}|{decision.reason}|{decision.action}"
+    if decision.finding.repeat_scope:
+        key += f"|{decision.finding.repeat_scope}"
+    if snooze := decision.resource.tags.get(SNOOZE_TAG_KEY):
+        if snoozed_until(decision.resource.tags, now) is not None and decision.action is Action.NOTIFY:
+            return None
+        key += f"|after-snooze:{snooze[:64]}"  # the snooze is over: what follows is news again
+    if outcome.refused:
+        # A refusal AWS repeats on every try (stop protection, an IAM deny) is a known blocker: the same
+        # refusal of the same resource is news once per episode, not at every sweep.
+        key += f"|refused:{outcome.refused}"
+    elif outcome.capped:
+        key += "|capped"  # held back by the cap: said once, and again if it is still held a day later
+    return key
 
 
 def _unmuted(

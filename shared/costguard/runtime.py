@@ -14,6 +14,7 @@ from costguard.act.limits import DynamoStopLimiter
 from costguard.aws.idle_history import DynamoIdleHistories, IdleHistories
 from costguard.aws.organization import PLACE_PERMISSIONS as ACCOUNT_PLACE_PERMISSIONS
 from costguard.aws.organization import AccountLabels, OrganizationLabels
+from costguard.aws.read_plan import DynamoReadPlans, ReadPlans
 from costguard.model import Finding
 from costguard.notify.dedupe import PERMISSIONS as REPEAT_GATE_PERMISSIONS
 from costguard.notify.dedupe import DynamoRepeatGate, RepeatGate
@@ -51,6 +52,7 @@ class Runtime:
     mutes: MuteReader | None = None
     accounts: AccountLabels | None = None  # an organization deployment: accounts named in messages
     idle_histories: IdleHistories | None = None  # the adaptive idle policy's (COSTGUARD_IDLE_POLICY=adaptive)
+    read_plans: ReadPlans | None = None  # the sweep's read schedule (COSTGUARD_READ_SCHEDULE): None reads all
     # What the flows read (inventory, metrics, SageMaker, budgets): AWS, or in-memory twins in a unit test.
     reads: Reads = field(default_factory=Reads)
 
@@ -102,5 +104,8 @@ def runtime() -> Runtime:
         accounts=OrganizationLabels() if settings.organization else None,
         idle_histories=DynamoIdleHistories(settings.state_table)
         if settings.idle_policy == "adaptive"
+        else None,
+        read_plans=DynamoReadPlans(settings.state_table)
+        if settings.read_schedule and settings.state_table
         else None,
     )

@@ -64,6 +64,15 @@ class Settings(BaseSettings):
     adaptive_floor_minutes: int = Field(default=30, ge=5, le=24 * 60)
     adaptive_horizon_minutes: int = Field(default=60, ge=5, le=24 * 60)
     starved_window_minutes: int = Field(default=120, ge=5, le=7 * 24 * 60)
+    read_schedule: bool = Field(
+        default=True,
+        description="on: the sweep reads an instance's GPU metrics only when a finding could have come "
+        "(detect/read_schedule.py); off: every instance at every sweep",
+    )
+    gpu_alarms: bool = Field(
+        default=False,
+        description="on: one GPU-idle alarm per running GPU instance (GpuAlarms); off: the 5-minute sweep alone",
+    )
     endpoint_idle_hours: int = Field(default=24, ge=1, le=30 * 24)
     price_source: str = Field(default="bundled", pattern="^(bundled|live)$")
     batch_retry_threshold: int = Field(default=2, ge=1, le=10)
@@ -78,6 +87,18 @@ class Settings(BaseSettings):
     default_job_max_hours: float = Field(default=0.0, ge=0, description="0: no default time ceiling")
     max_runtime_hours: float = Field(default=72.0, gt=0, le=28 * 24)
     spot_recommend_hours: float = Field(default=4.0, gt=0, le=28 * 24)
+    divergence_window_minutes: int = Field(
+        default=60, ge=5, le=24 * 60, description="a loss rising over this window is training_diverged"
+    )
+    plateau_tolerance: float = Field(
+        default=0.01, ge=0, le=1, description="relative improvement of a loss below which it is not improving"
+    )
+    plateau_share: float = Field(
+        default=0.5, ge=0.05, le=1, description="the share of the run, to now, with no improvement: a plateau"
+    )
+    checkpoint_stale_minutes: int = Field(
+        default=30, ge=5, le=7 * 24 * 60, description="a checkpoint location with no new object for this long"
+    )
     capacity_window_hours: int = Field(default=24, ge=1, le=14 * 24)
     capacity_idle_threshold_percent: float = Field(default=20.0, ge=0, le=100)
     capacity_block_idle_minutes: int = Field(default=30, ge=5, le=24 * 60)
@@ -113,6 +134,12 @@ class Settings(BaseSettings):
         default="", description="S3 key, in the audit bucket, of a JSON file overriding audit rules"
     )
     audit_link_hours: int = Field(default=12, ge=1, le=168)
+    required_tags: Annotated[tuple[str, ...], NoDecode] = Field(
+        default=(),
+        description="cost-allocation tag keys every GPU or accelerator resource must carry "
+        "(COSTGUARD_REQUIRED_TAGS, e.g. team,project,owner); empty: not checked, since tagging conventions "
+        "differ between accounts and a guessed list would flag every resource of an account that uses others",
+    )
 
     @field_validator("budget_escalation")
     @classmethod
@@ -125,6 +152,13 @@ class Settings(BaseSettings):
     def _split_regions(cls, value: object) -> object:
         if isinstance(value, str):
             return tuple(part.strip() for part in value.split(",") if part.strip())
+        return value
+
+    @field_validator("required_tags", mode="before")
+    @classmethod
+    def _split_tags(cls, value: object) -> object:
+        if isinstance(value, str):
+            return tuple(dict.fromkeys(part.strip() for part in value.split(",") if part.strip()))
         return value
 
     @field_validator("accounts", mode="before")

@@ -61,7 +61,9 @@ def test_without_history_the_adaptive_sweep_decides_exactly_as_the_fixed_one(
             sink=sink,
             mode="remediate",
             until=world.now + timedelta(hours=1),
-            overrides={"COSTGUARD_IDLE_POLICY": policy},
+            # Every instance read at every sweep under both policies (the adaptive one always does): the
+            # decisions of the read schedule are checked apart (tests/unit/test_read_schedule.py).
+            overrides={"COSTGUARD_IDLE_POLICY": policy, "COSTGUARD_READ_SCHEDULE": "off"},
         ) as stack:
             runs[policy] = decisions_of(replay(stack, [sweep_at(tmp_path, t) for t in times]))
     assert runs["adaptive"] == runs["fixed"]
@@ -74,9 +76,9 @@ def test_one_batched_read_and_at_most_one_batched_write_per_sweep(
     counted: dict[str, list[tuple[int, int]]] = {}
     for policy in ("fixed", "adaptive"):
         counted[policy] = []
-        with LocalStack(
-            world, sink=sink, mode="remediate", overrides={"COSTGUARD_IDLE_POLICY": policy}
-        ) as stack:
+        # The read schedule off: its own read and write are not the adaptive store's.
+        overrides = {"COSTGUARD_IDLE_POLICY": policy, "COSTGUARD_READ_SCHEDULE": "off"}
+        with LocalStack(world, sink=sink, mode="remediate", overrides=overrides) as stack:
             for minutes in (0, 5):
                 clients.calls.clear()
                 replay(stack, [sweep_at(tmp_path, world.now + timedelta(minutes=minutes))])

@@ -184,7 +184,8 @@ def test_the_local_run_executes_the_asl_file_itself(demo: AuditRun) -> None:
     # The item's states ran in a child execution of the Distributed Map: what each wrote, under the account.
     run = demo.output["run"]
     assert sorted(demo.keys) == [
-        f"runs/{run}/123456789012/us-east-1/{name}.json" for name in ("result", "subjects", "usage")
+        f"runs/{run}/123456789012/us-east-1/{name}.json"
+        for name in ("holdings", "result", "subjects", "usage")
     ]
 
 

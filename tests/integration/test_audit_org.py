@@ -190,7 +190,7 @@ def test_each_item_wrote_under_its_account(org: AuditRun) -> None:
         for account in NAMES
         for region in ("us-east-1", "us-west-2")
         if (account, region) != MISSING
-        for name in ("subjects", "usage", "result")
+        for name in ("subjects", "holdings", "usage", "result")
     }
     assert set(org.keys) == expected
 

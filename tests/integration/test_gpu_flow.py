@@ -187,7 +187,13 @@ def test_hourly_stop_cap_is_shared_across_invocations(
         assert any("hourly stop cap reached" in str(m) for m in result.slack)
 
 
-def test_instance_state_changes_keep_the_alarms(stack: LocalStack) -> None:
+def test_instance_state_changes_keep_the_alarms(world: World, sink: SlackSink, sleeps: list[float]) -> None:
+    # The alarms are an option (GpuAlarms=on); tests/integration/test_gpu_alarms_option.py has them off.
+    with LocalStack(world, sink=sink, overrides={"COSTGUARD_GPU_ALARMS": "on"}) as stack:
+        _keep_the_alarms(stack)
+
+
+def _keep_the_alarms(stack: LocalStack) -> None:
     replay(stack, [EVENTS / "ec2-instance-running.json"])
     names = {a["AlarmName"] for a in clients.cloudwatch().describe_alarms()["MetricAlarms"]}
     assert names == {f"costguard-gpu-idle-{IDLE}"}

@@ -207,3 +207,43 @@ def test_local_pattern_takes_the_branch_of_its_condition() -> None:
     }
     # AWS::NoValue leaves the key out: any account
     assert local_pattern(pattern, "111122223333", ORGANIZATION) == {"source": ["aws.ec2"]}
+
+
+# --- the per-instance GPU-idle alarms are an option (GpuAlarms, off by default) ------------------------------
+
+ALARMS_ON_ONLY = {"Fn::If": ["GpuAlarmsOn", "ENABLED", "DISABLED"]}
+
+
+def _events(body: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {
+        f"{name}.{event_name}": event
+        for name, resource in body["Resources"].items()
+        for event_name, event in ((resource.get("Properties") or {}).get("Events") or {}).items()
+    }
+
+
+def test_the_alarm_path_runs_only_with_the_alarms_on() -> None:
+    """The rule taking a GPU-idle alarm to GpuIdleFunction and the hourly reconcile exist disabled unless
+    GpuAlarms is on (SAM takes no Condition on one event); every other rule is always enabled."""
+    template = Template.load(TEMPLATE)
+    alarm = json.loads((EVENTS / "cloudwatch-alarm-gpu-idle.json").read_text())
+    alarm_routes = {f"{r.function}.{r.name}" for r in template.route(alarm)}
+    assert alarm_routes == {"GpuIdleFunction.GpuIdleAlarm"}
+    gated = alarm_routes | {"GpuAlarmsFunction.Reconcile"}
+    states = {
+        name: event.get("Properties", {}).get("State") for name, event in _events(template.body).items()
+    }
+    assert {name for name, state in states.items() if state is not None} == gated
+    assert all(states[name] == ALARMS_ON_ONLY for name in gated)
+    # The state changes still reach GpuAlarmsFunction: a stopped instance's leftover alarm is deleted.
+    assert "GpuAlarmsFunction.InstanceStateChange" in states
+    assert template.parameter_defaults()["GpuAlarms"] == "off"
+    assert template.conditions()["GpuAlarmsOn"] is False
+    assert template.conditions({"GpuAlarms": "on"})["GpuAlarmsOn"] is True
+
+
+def test_the_alarm_function_learns_the_option_from_its_environment() -> None:
+    props = Template.load(TEMPLATE).resources["GpuAlarmsFunction"]["Properties"]
+    assert props["Environment"]["Variables"]["COSTGUARD_GPU_ALARMS"] == {"Ref": "GpuAlarms"}
+    spec = Template.load(TEMPLATE).body["Parameters"]["GpuAlarms"]
+    assert spec["AllowedValues"] == ["off", "on"]

@@ -60,6 +60,11 @@ EVERY_RESOURCE_ALLOWED = {
     "sagemaker:ListTags",
     # An organization deployment's account list: Organizations authorizes it on no narrower resource.
     "organizations:ListAccounts",
+    # The audit's unattached volumes, finished training jobs, Savings Plans coverage and Compute Optimizer.
+    "ec2:DescribeVolumes",
+    "sagemaker:Search",
+    "ce:GetSavingsPlansCoverage",
+    "compute-optimizer:GetEC2InstanceRecommendations",
 }
 
 # Stops and cancels: only what costguard marked, and never what carries the protect tag.

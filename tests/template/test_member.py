@@ -323,7 +323,8 @@ def test_forwarded_events_go_to_the_hubs_default_bus_only() -> None:
     template = member_body()
     rendered = MemberRendered(template)
     for name, rule in forward_rules(template).items():
-        assert rule.get("Condition") == "ForwardsToTheHub", name
+        expected = "ForwardsGpuAlarms" if name == "ForwardGpuIdleAlarm" else "ForwardsToTheHub"
+        assert rule.get("Condition") == expected, name
         [target] = rule["Properties"]["Targets"]
         assert rendered.value(target["Arn"]) == HUB_BUS, name
         assert target["RoleArn"] == {"Fn::GetAtt": ["EventsToHubRole", "Arn"]}, name
@@ -348,6 +349,21 @@ def test_the_hubs_own_account_and_region_forward_nothing() -> None:
     )
     assert MemberRendered(member_body()).condition("ForwardsToTheHub")
     assert "Condition" not in Template.load(MEMBER_TEMPLATE).body["Resources"]["MemberRole"]
+
+
+def test_the_gpu_alarms_state_changes_are_forwarded_only_with_the_hubs_alarms_on() -> None:
+    """The hub's GpuAlarms is an option, off by default: with it off there is no alarm here to forward."""
+    on = member_body()
+    on["Parameters"]["GpuAlarms"]["Default"] = "on"
+    assert MemberRendered(on).condition("ForwardsGpuAlarms")
+    assert not MemberRendered(member_body()).condition("ForwardsGpuAlarms")
+    same = member_body(hub_account=MEMBER)
+    same["Parameters"]["GpuAlarms"]["Default"] = "on"
+    assert not MemberRendered(same).condition("ForwardsGpuAlarms")
+    assert (
+        Template.load(MEMBER_TEMPLATE).body["Parameters"]["GpuAlarms"]["Default"]
+        == (body()["Parameters"]["GpuAlarms"]["Default"])
+    )
 
 
 # --- (c) who may come in: the member role's trust and the hub's bus, evaluated ------------------------------
@@ -480,6 +496,7 @@ def test_the_hubs_member_stack_parameters_are_member_yamls() -> None:
         "OrganizationId": ORG,
         "MemberRoleName": "costguard-member",
         "ProtectTagKey": PROTECT_TAG,
+        "GpuAlarms": "off",
     }
     member = Template.load(MEMBER_TEMPLATE).body["Parameters"]
     for name in ("MemberRoleName", "ProtectTagKey"):

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 import costguard.flows.audit as flow
+from costguard.audit.holdings import Holdings
 from costguard.audit.html import render_html
 from costguard.audit.model import Subject
 from costguard.audit.report import build_report, region_result, team_totals
@@ -124,7 +125,12 @@ def test_each_item_discovers_and_reads_in_its_account_under_its_own_prefix(
         seen["metrics"] = clients.acting_account()
         return {}
 
+    def gather(region: str, now: datetime, rules: Any) -> Holdings:
+        seen["gather"] = clients.acting_account()
+        return Holdings()
+
     monkeypatch.setattr(flow, "discover", discover)
+    monkeypatch.setattr(flow, "gather", gather)
     monkeypatch.setattr(flow, "read_usage", read_usage)
     monkeypatch.setattr(
         flow.store, "put_json", lambda bucket, key, value: written.setdefault(key, value) and key
@@ -137,9 +143,10 @@ def test_each_item_discovers_and_reads_in_its_account_under_its_own_prefix(
     out = flow.discover_region(task, settings)
     assert (out["account"], out["account_name"], out["region"]) == ("222222222222", "research", "us-west-2")
     flow.read_region_metrics(RegionTask.model_validate(out), settings)
-    assert seen == {"discover": "222222222222", "metrics": "222222222222"}
+    assert seen == {"discover": "222222222222", "gather": "222222222222", "metrics": "222222222222"}
     assert clients.acting_account() is None  # only inside the steps
     assert sorted(written) == [
+        "runs/run-1/222222222222/us-west-2/holdings.json",
         "runs/run-1/222222222222/us-west-2/subjects.json",
         "runs/run-1/222222222222/us-west-2/usage.json",
     ]

@@ -264,12 +264,13 @@ def test_reports_show_idle_and_unclaimed_beside_reclaimed_and_notices_by_verdict
     assert (row["reclaimable_usd"], row["unclaimed_idle_usd"], row["idle_usd"]) == (44.34, 41.78, 86.12)
     assert (row["stops"], row["near_misses"]) == (5, 1)
     assert document["sweep"][1]["idle_usd"] == 86.12  # the idle time does not depend on the settings
-    # Notices by verdict: each mark and each stop is news; the notifier's 4-hour repeat window folds the rest.
-    assert document["totals"]["notices_by_reason"]["gpu_idle"] == 10
+    # Notices by verdict: a mark or a stop is news unless the same one of the same instance was told within the
+    # notifier's repeat window (an episode ends 4 to 5 hours after its last sighting): it folds the rest.
+    assert document["totals"]["notices_by_reason"]["gpu_idle"] == 6
     assert document["totals"]["findings_by_reason"]["gpu_idle"] >= 10
     text = as_text(result, rows)
     assert "$86.12 of idle time, $41.78 of it left unclaimed" in text
-    assert "by verdict: gpu_idle 10" in text
+    assert "by verdict: gpu_idle 6" in text
     assert "idle $" in text and "86.12" in text.split("Threshold sweep:")[1]
     page = as_html(result, rows)
     assert "<th>Idle $</th>" in page and "<td>86.12</td>" in page

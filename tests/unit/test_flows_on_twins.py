@@ -6,12 +6,14 @@ against the embedded AWS."""
 from __future__ import annotations
 
 import os
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 import pytest
 
 from costguard.act.limits import MemoryStopLimiter
 from costguard.aws.metrics import GPU_METRIC, GPU_NAMESPACE
+from costguard.aws.read_plan import MemoryReadPlans
 from costguard.aws.sagemaker import NOTEBOOK_DIMENSION, TRAINING_GPU_METRIC, TRAINING_NAMESPACE
 from costguard.events.budgets import BudgetNotification
 from costguard.events.budgets import budget_definition as budget
@@ -119,9 +121,75 @@ def test_an_idle_gpu_instance_is_found_and_marked() -> None:
     assert [(d.action, d.resource.id, d.dry_run) for d in report.decisions] == [(Action.MARK, IDLE, False)]
     assert world.remediator.calls == [("mark", IDLE)]
     assert len(world.queue.sent) == 1
-    # One inventory read, one ListMetrics, one GetMetricData for the whole region.
+    # One inventory read, one ListMetrics, one GetMetricData for the whole region's GPU series, and one for the
+    # CPU and network the idle verdict states.
     assert inventory.calls == [("describe_gpu_instances", REGION, ())]
+    assert [c[0] for c in metrics.calls] == ["list_gpu_series", "get_metric_data", "get_metric_data"]
+
+
+def test_a_busy_instance_costs_no_cpu_or_network_read() -> None:
+    world, _, metrics = gpu_world((BUSY, 92.0))
+    gpu_flow.evaluate(REGION, world.runtime, NOW)
     assert [c[0] for c in metrics.calls] == ["list_gpu_series", "get_metric_data"]
+
+
+# -- the read schedule (detect/read_schedule.py) -----------------------------------------------------------
+
+
+def scheduled(world: World) -> MemoryReadPlans:
+    plans = MemoryReadPlans()
+    world.runtime = replace(world.runtime, read_plans=plans)
+    return plans
+
+
+def test_a_busy_instance_is_not_read_again_before_an_idle_verdict_could_come() -> None:
+    world, _, metrics = gpu_world((BUSY, 92.0))
+    plans = scheduled(world)
+    gpu_flow.evaluate(REGION, world.runtime, NOW)
+    # Busy until the minute before NOW: an idle verdict needs the 30-minute window clear of it.
+    entry = plans.read(ACCOUNT, REGION)[BUSY]
+    assert entry.due == NOW - timedelta(minutes=1) + timedelta(minutes=30)
+    for minutes_on in (5, 10, 15, 20, 25):
+        metrics.calls.clear()
+        report = gpu_flow.evaluate(REGION, world.runtime, NOW + timedelta(minutes=minutes_on))
+        assert metrics.calls == [] and report.findings == []
+    metrics.calls.clear()
+    gpu_flow.evaluate(REGION, world.runtime, NOW + timedelta(minutes=30))
+    assert [c[0] for c in metrics.calls] == ["list_gpu_series", "get_metric_data"]
+
+
+def test_a_tag_change_makes_an_instance_due_at_once() -> None:
+    world, inventory, metrics = gpu_world((BUSY, 92.0))
+    scheduled(world)
+    gpu_flow.evaluate(REGION, world.runtime, NOW)
+    inventory.instances[0] = replace(
+        inventory.instances[0], tags={"team": "ml-research", "costguard:protect": "true"}
+    )
+    metrics.calls.clear()
+    gpu_flow.evaluate(REGION, world.runtime, NOW + timedelta(minutes=5))
+    assert [c[0] for c in metrics.calls] == ["list_gpu_series", "get_metric_data"]
+
+
+def test_an_unchanged_standing_idle_finding_rewrites_no_entry() -> None:
+    world, _, metrics = gpu_world((IDLE, 0.0))
+    for index in range(8):  # idle on, for the hour the test sweeps
+        ahead = [(NOW + timedelta(minutes=m), 0.0) for m in range(0, 61)]
+        metrics.put(REGION, GPU_NAMESPACE, GPU_METRIC, {"InstanceId": IDLE, "index": str(index)}, ahead)
+    world.runtime = replace(world.runtime, settings=Settings(mode=Mode.NOTIFY))
+    plans = scheduled(world)
+    first = gpu_flow.evaluate(REGION, world.runtime, NOW)
+    assert [f.reason for f in first.findings] == [Reason.GPU_IDLE]
+    written = plans.items_written
+    # Read again on the idle window's slots only, and found idle again without rewriting its entry.
+    reads = []
+    for minutes_on in range(5, 65, 5):
+        metrics.calls.clear()
+        report = gpu_flow.evaluate(REGION, world.runtime, NOW + timedelta(minutes=minutes_on))
+        if metrics.calls:
+            reads.append(minutes_on)
+            assert [f.reason for f in report.findings] == [Reason.GPU_IDLE]
+    assert reads == [30, 60]
+    assert plans.items_written == written
 
 
 def test_a_busy_gpu_instance_gives_nothing() -> None:

@@ -7,21 +7,31 @@ from datetime import datetime, timedelta
 from costguard.aws import clients
 from costguard.permissions import needs
 
-PERMISSIONS = needs("dynamodb:UpdateItem")  # DynamoStopLimiter.acquire and release
+# DynamoStopLimiter.acquire and release; GetItem: whether an hour found full has room again.
+PERMISSIONS = needs("dynamodb:UpdateItem", "dynamodb:GetItem")
 
 
 class DynamoStopLimiter:
-    """One counter item per clock hour; a conditional increment refuses once the cap is reached."""
+    """One counter item per clock hour; a conditional increment refuses once the cap is reached.
+
+    A stop held back by the cap is decided again at every sweep until the hour turns. Once this process has found
+    the hour full, it does not try the increment again (a refused conditional write is still a write): later stops
+    of the same run are refused without a call, and those of a later run read the counter first and write only if
+    a place came free (a refused stop gave its place back)."""
 
     def __init__(self, table: str, per_hour: int) -> None:
         self.table = table
         self.per_hour = per_hour
+        self._full: tuple[str, datetime] | None = None  # the hour found full, and the run that found it
 
     def acquire(self, at: datetime) -> bool:
         if self.per_hour <= 0:
             return False
         dynamodb = clients.client("dynamodb")
         hour = at.strftime("%Y-%m-%dT%H")
+        full = self._full is not None and self._full[0] == hour
+        if full and (self._full == (hour, at) or self._taken(hour) >= self.per_hour):
+            return False
         try:
             dynamodb.update_item(
                 TableName=self.table,
@@ -35,11 +45,21 @@ class DynamoStopLimiter:
                 },
             )
         except dynamodb.exceptions.ConditionalCheckFailedException:
+            self._full = (hour, at)
             return False
         return True
 
+    def _taken(self, hour: str) -> int:
+        item = (
+            clients.client("dynamodb")
+            .get_item(TableName=self.table, Key={"id": {"S": f"stops#{hour}"}}, ConsistentRead=True)
+            .get("Item", {})
+        )
+        return int(item.get("stops", {}).get("N", "0"))
+
     def release(self, at: datetime) -> None:
         """One stop of the hour given back (AWS refused it): a conditional decrement, never below zero."""
+        self._full = None
         dynamodb = clients.client("dynamodb")
         try:
             dynamodb.update_item(

@@ -6,6 +6,7 @@ from datetime import UTC, datetime, timedelta
 from html import escape
 from typing import Any
 
+from costguard.audit.holdings_html import holdings_html
 from costguard.audit.report import failed_items
 
 _STYLE = """
@@ -297,6 +298,7 @@ usage from {when(window["start"])} to {when(window["end"])} ({window["days"]:g} 
 <table id="findings"><tr><th>Resource</th><th>Rule</th><th>Now</th><th>Recommended</th>
 <th class="num">Projected p95 per GPU</th><th class="num">Monthly saving</th><th>Busiest GPU</th><th>Why</th></tr>
 {rows}</table>
+{holdings_html(report)}
 <h2>Not judged, costliest first</h2>
 <table id="skipped"><tr><th>Resource</th><th>Type</th><th class="num">Hourly cost</th>
 <th class="num">Monthly cost</th><th>Why</th></tr>{skipped_rows}</table>

@@ -10,6 +10,7 @@ from datetime import datetime
 from typing import Any
 
 from costguard.audit.evaluate import RULE_ORDER, Skipped
+from costguard.audit.holdings_report import holdings_sections, holdings_totals
 from costguard.audit.model import AuditFinding, Subject
 from costguard.audit.usage import CHART_HOURS
 
@@ -247,6 +248,7 @@ def build_report(
     )
     accounts = account_totals(regions, region_rows)
     failures = _failures(region_rows, several_accounts=len(accounts) > 1)
+    sections = holdings_sections(regions)
     return {
         "schema": SCHEMA,
         "run": run,
@@ -256,7 +258,7 @@ def build_report(
             "end": window_end.isoformat(),
             "days": round((window_end - window_start).total_seconds() / 86400, 2),
         },
-        "totals": _totals(regions, accounts, findings, failures, skipped),
+        "totals": _totals(regions, accounts, findings, failures, skipped) | holdings_totals(sections),
         "regions": region_rows,
         "accounts": accounts,
         "failures": failures,
@@ -264,6 +266,7 @@ def build_report(
         "by_team": _team_totals(regions, findings),
         "findings": findings,
         "skipped": skipped,
+        **sections,
     }
 
 

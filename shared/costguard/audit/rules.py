@@ -6,7 +6,7 @@ import json
 from functools import cache
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
@@ -85,6 +85,25 @@ class TrainiumRule(_Strict):
     caveat: str
 
 
+class CommitmentRule(_Strict):
+    """``commitment_candidate``: EC2 on-demand usage of a type steady over the window, priced under a plan."""
+
+    min_share: float = Field(
+        default=0.9, gt=0, le=1, description="share of the window a resource must have run"
+    )
+    plan: Literal["compute", "ec2_instance"] = "compute"  # the plan the headline saving is given for
+    term: Literal["1yr", "3yr"] = "1yr"
+
+
+class StorageRule(_Strict):
+    """``orphaned_storage``: volumes and training-job prefixes left behind for longer than ``min_age_days``."""
+
+    min_age_days: float = Field(default=30, ge=0)
+    # Tags whose value names the instance type a volume served (written at launch by a launch template's tag
+    # specification, or by the team): AWS keeps no record of a detached volume's former instance.
+    volume_type_tags: tuple[str, ...] = ("costguard:instance-type",)
+
+
 class Rules(_Strict):
     version: int
     hours_per_month: float = Field(gt=0)
@@ -97,6 +116,8 @@ class Rules(_Strict):
     model_size: ModelSizeRule
     spot: SpotRule
     trainium: TrainiumRule
+    commitment: CommitmentRule = Field(default_factory=CommitmentRule)
+    storage: StorageRule = Field(default_factory=StorageRule)
 
 
 class RulesFileError(ValueError):

@@ -70,6 +70,9 @@ def summary_message(report: dict[str, Any], link: str | None) -> dict[str, Any]:
         if len(accounts) > TOP_ACCOUNTS:
             rows.append(f"… and {len(accounts) - TOP_ACCOUNTS} more accounts in the report")
         blocks.append(_section("*By account*\n" + "\n".join(rows)))
+    also = holdings_line(totals)
+    if also:
+        blocks.append(_section(also))
     teams = [(name, t) for name, t in (report.get("by_team") or {}).items()][:TOP_TEAMS]
     if teams:
         blocks.append(_section("*By team*\n" + "\n".join(_team_line(name, t) for name, t in teams)))
@@ -111,3 +114,18 @@ def _team_line(name: str, team: dict[str, Any]) -> str:
         f"• {escape(name)}: *${team['monthly_saving_usd']:,.2f}/mo* to save, {team['findings']} findings over "
         f"{team.get('resources', 0)} resources (${team.get('monthly_cost_usd', 0.0):,.2f}/mo)"
     )
+
+
+def holdings_line(totals: dict[str, Any]) -> str | None:
+    """The sections beside right-sizing in one line, those with something to say (a report made before them
+    has none)."""
+    parts = []
+    if totals.get("commitment_monthly_saving_usd"):
+        parts.append(f"Savings Plans *${totals['commitment_monthly_saving_usd']:,.2f}/mo* (estimate)")
+    if totals.get("orphaned_storage_monthly_cost_usd"):
+        parts.append(f"orphaned storage ${totals['orphaned_storage_monthly_cost_usd']:,.2f}/mo")
+    if totals.get("untagged_monthly_cost_usd"):
+        parts.append(f"untagged GPU spend ${totals['untagged_monthly_cost_usd']:,.2f}/mo")
+    if totals.get("compute_optimizer_disagreements"):
+        parts.append(f"Compute Optimizer disagrees on {totals['compute_optimizer_disagreements']}")
+    return "*Also:* " + "; ".join(parts) if parts else None

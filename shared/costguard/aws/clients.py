@@ -8,6 +8,9 @@ item's account), else the hub's own. A member account, and the hub's own account
 reached through its ``<MemberRoleName>-<region>`` role (member.yaml), assumed once per account, region and
 role-session lifetime (botocore refreshes the credentials before they expire); a single-account deployment (no
 member role name) never assumes anything.
+
+**What an import costs.** boto3 and botocore are imported by the first client built, not by this module: a
+handler that rejects its event, or answers from its own state, never pays their ~150 ms of import.
 """
 
 from __future__ import annotations
@@ -21,22 +24,26 @@ from datetime import datetime
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
-import boto3
-import botocore.session
-from botocore.config import Config
-from botocore.credentials import DeferredRefreshableCredentials
-
 from costguard.permissions import needs
 
 if TYPE_CHECKING:
+    import boto3
+    from botocore.config import Config
     from mypy_boto3_cloudwatch import CloudWatchClient
     from mypy_boto3_ec2 import EC2Client
     from mypy_boto3_pricing import PricingClient
     from mypy_boto3_sagemaker import SageMakerClient
     from mypy_boto3_sqs import SQSClient
 
-# Standard retry mode backs off on throttling; adaptive adds client-side rate limiting for fleet scans.
-_CONFIG = Config(retries={"mode": "adaptive", "max_attempts": 8}, connect_timeout=5, read_timeout=20)
+
+@lru_cache(maxsize=1)
+def _config() -> Config:
+    """Every client's config: standard retry mode backs off on throttling; adaptive adds client-side rate
+    limiting for fleet scans."""
+    from botocore.config import Config
+
+    return Config(retries={"mode": "adaptive", "max_attempts": 8}, connect_timeout=5, read_timeout=20)
+
 
 # The services whose calls act on the watched account's resources: reached through the member role.
 MEMBER_SERVICES = frozenset({"ec2", "cloudwatch", "sagemaker"})
@@ -109,14 +116,16 @@ def client(service: str, region: str | None = None, account: str | None = None) 
 
 @lru_cache(maxsize=64)
 def _home_client(service: str, region: str | None) -> Any:
-    made = boto3.session.Session().client(service, region_name=region, config=_CONFIG)  # type: ignore[call-overload]
+    import boto3.session
+
+    made = boto3.session.Session().client(service, region_name=region, config=_config())  # type: ignore[call-overload]
     made.meta.events.register("before-call.*.*", _count)
     return made
 
 
 @lru_cache(maxsize=512)
 def _member_client(service: str, region: str, account: str) -> Any:
-    made = _member_session(account, region).client(service, region_name=region, config=_CONFIG)  # type: ignore[call-overload]
+    made = _member_session(account, region).client(service, region_name=region, config=_config())  # type: ignore[call-overload]
     made.meta.events.register("before-call.*.*", _count)
     return made
 
@@ -125,6 +134,10 @@ def _member_client(service: str, region: str, account: str) -> Any:
 def _member_session(account: str, region: str) -> boto3.session.Session:
     """A session whose credentials are the member role's, fetched at the first call and refreshed before they
     expire: one AssumeRole per account, region and role-session lifetime."""
+    import boto3.session
+    import botocore.session
+    from botocore.credentials import DeferredRefreshableCredentials
+
     role_arn = member_role_arn(account, region)
 
     def assume() -> dict[str, str]:

@@ -112,6 +112,11 @@ class MetricSet:
     def measure(self, resource_id: str, measure: str) -> Series:
         return self.of(resource_id).get((measure, ""), [])
 
+    def add(self, other: MetricSet) -> None:
+        """Take in the series of another read (of other measures of the same resources)."""
+        for resource, by_measure in other.series.items():
+            self.series.setdefault(resource, {}).update(by_measure)
+
 
 def get_metric_data(
     region: str, queries: Sequence[Query], start: datetime, end: datetime, period: int
@@ -213,12 +218,26 @@ def metric_queries(
 ) -> list[Query]:
     """One query per published GPU series (its per-minute Maximum), plus CPU and network per instance (the
     starvation evidence). A series whose ``index`` is not a GPU number is logged, counted and skipped."""
+    return gpu_queries(instances, gpu_series) + evidence_queries(instances)
+
+
+def gpu_queries(
+    instances: Sequence[Ec2Instance], gpu_series: dict[str, list[tuple[tuple[str, str], ...]]]
+) -> list[Query]:
+    """One query per published GPU series of these instances (its per-minute Maximum)."""
     queries = []
     for instance in instances:
         for dims in gpu_series.get(instance.id, []):
             index = gpu_index(instance.id, dims)
             if index is not None:
                 queries.append(Query((instance.id, "gpu", index), GPU_NAMESPACE, GPU_METRIC, dims, GPU_STAT))
+    return queries
+
+
+def evidence_queries(instances: Sequence[Ec2Instance]) -> list[Query]:
+    """CPU and network per instance: the evidence an idle or starved verdict states, read for those only."""
+    queries = []
+    for instance in instances:
         ec2_dims = (("InstanceId", instance.id),)
         queries.append(Query((instance.id, "cpu", ""), "AWS/EC2", "CPUUtilization", ec2_dims))
         queries.append(Query((instance.id, "network_in", ""), "AWS/EC2", "NetworkIn", ec2_dims, stat="Sum"))

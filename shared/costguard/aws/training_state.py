@@ -11,9 +11,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from datetime import date, datetime, timedelta
 from decimal import Decimal
+from functools import cache
 from typing import Any
-
-from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
 
 from costguard.aws import clients
 from costguard.detect.job_families import Failure, FailureHistory
@@ -23,8 +22,22 @@ from costguard.permissions import needs
 PERMISSIONS = needs("dynamodb:GetItem", "dynamodb:PutItem")
 
 _ATTEMPTS = 8
-_serialize = TypeSerializer().serialize
-_deserialize = TypeDeserializer().deserialize
+
+
+@cache
+def _types() -> tuple[Callable[[Any], Any], Callable[[Any], Any]]:
+    """boto3's DynamoDB type (de)serializers, loaded with the first item: importing boto3 is the first client's."""
+    from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
+
+    return TypeSerializer().serialize, TypeDeserializer().deserialize
+
+
+def _serialize(value: Any) -> Any:
+    return _types()[0](value)
+
+
+def _deserialize(value: Any) -> Any:
+    return _types()[1](value)
 
 
 def _plain(value: Any) -> Any:

@@ -34,7 +34,7 @@ from typing import Any, NamedTuple
 from costguard import policy as policy_rules
 from costguard.act.limits import MemoryStopLimiter
 from costguard.backtest.history import History, Interval, Subject, SubjectKind, overlap
-from costguard.detect import adaptive
+from costguard.detect import adaptive, read_schedule
 from costguard.detect import gpu as gpu_detect
 from costguard.detect import sagemaker as sagemaker_detect
 from costguard.detect.gpu import GpuReading, Series, Thresholds
@@ -80,6 +80,9 @@ class Params:
     interruption_cost_usd: float = adaptive.AdaptiveParams.interruption_cost_usd
     adaptive_floor: timedelta = adaptive.AdaptiveParams.floor
     adaptive_horizon: timedelta = adaptive.AdaptiveParams.horizon
+    # The sweep's read schedule (COSTGUARD_READ_SCHEDULE, detect/read_schedule.py): instances read only when a
+    # finding could have come. The fixed idle policy only: the adaptive one observes every sweep.
+    read_schedule: bool = True
 
     @classmethod
     def from_settings(cls, settings: Settings, **overrides: Any) -> Params:
@@ -97,6 +100,7 @@ class Params:
             interruption_cost_usd=settings.interruption_cost_usd,
             adaptive_floor=timedelta(minutes=settings.adaptive_floor_minutes),
             adaptive_horizon=timedelta(minutes=settings.adaptive_horizon_minutes),
+            read_schedule=settings.read_schedule,
         )
         return replace(base, **{k: v for k, v in overrides.items() if v is not None})
 
@@ -143,7 +147,13 @@ class Params:
             "max_stops_per_run": self.max_stops_per_run,
             "max_stops_per_hour": self.max_stops_per_hour,
             "repeat_window_minutes": _minutes(self.repeat_window),
+            "read_schedule": self.scheduled,
         }
+
+    @property
+    def scheduled(self) -> bool:
+        """Whether the walk reads by the schedule, as the deployed sweep would with these settings."""
+        return self.read_schedule and self.idle_policy == "fixed"
 
 
 @dataclass(frozen=True)
@@ -187,6 +197,7 @@ class Outcome:
     # episode gap): a verdict that is noisy shows here.
     findings: Counter[str] = field(default_factory=Counter)
     notices: Counter[str] = field(default_factory=Counter)
+    reads: int = 0  # the readings the sweep would have made of it (its metrics read), by the read schedule
 
     @property
     def near_misses(self) -> int:
@@ -423,6 +434,7 @@ class _State:
     # Readings of the steps ahead by step number, and the would-be stop they hid (see _walk).
     ahead: dict[int, GpuReading] = field(default_factory=dict)
     ahead_hidden: Interval | None = None
+    plan: read_schedule.Entry | None = None  # when the read schedule reads it next (EC2 instances)
 
     def __post_init__(self) -> None:
         self.windows = Windows(self.subject)
@@ -493,12 +505,7 @@ def reading_at(
     Only what is known at ``now``: a datapoint stamped t covers [t, t + period), so the reading is that of
     the whole periods before ``now``, as of ``now - period`` (the datapoint stamped ``now`` is not used)."""
     known = now - thresholds.period
-    since = known - thresholds.lookback
-    series = (windows or Windows(subject)).at(since, known)
-    if hidden is not None and hidden[1] > since:
-        # A resource the backtest stopped publishes nothing while stopped: the sweep after its restart
-        # would not have seen the datapoints history has for that span.
-        series = {k: [p for p in s if not hidden[0] <= p[0] < hidden[1]] for k, s in series.items()}
+    series = series_at(subject, now, thresholds, hidden, windows=windows)
     # Only the accelerators of the resource count here, never its tags (the mark): a reading read ahead
     # holds whatever the walk marks meanwhile.
     if isinstance(resource, Ec2Instance):
@@ -507,6 +514,25 @@ def reading_at(
     if isinstance(resource, TrainingJob):
         return sagemaker_detect.read_training_job(series, resource, known, thresholds)
     return gpu_detect.read_gpus(series, known, thresholds, subject.gpu_count)
+
+
+def series_at(
+    subject: Subject,
+    now: datetime,
+    thresholds: Thresholds,
+    hidden: Interval | None = None,
+    *,
+    windows: Windows | None = None,
+) -> dict[int, Series]:
+    """The points the sweep at ``now`` reads of a subject: those of the whole periods of its lookback."""
+    known = now - thresholds.period
+    since = known - thresholds.lookback
+    series = (windows or Windows(subject)).at(since, known)
+    if hidden is not None and hidden[1] > since:
+        # A resource the backtest stopped publishes nothing while stopped: the sweep after its restart
+        # would not have seen the datapoints history has for that span.
+        series = {k: [p for p in s if not hidden[0] <= p[0] < hidden[1]] for k, s in series.items()}
+    return series
 
 
 def findings_of(
@@ -714,6 +740,7 @@ def _walk(history: History, params: Params, progress: Progress | None) -> Result
     steps = history.steps()
     tuning = params.adaptive()
     idle_by_subject, billed, runs, restarts, learning = _columns(history, params, steps, tuning)
+    scheduled = params.scheduled
     for n, now in enumerate(steps):
         if n % READ_AHEAD == 0:
             # Each subject's next steps read in one go: its points stay in the cache from one window to the
@@ -756,8 +783,15 @@ def _walk(history: History, params: Params, progress: Progress | None) -> Result
                 continue  # not running: stopped by its owner, not yet launched, or gone
             if n in restart:
                 state.started(restart[n])
+            if scheduled and not _due(state, now, step, params):
+                continue  # nothing it could say yet: not read (detect/read_schedule.py)
+            outcome.reads += 1
             reading = state.reading(n, now, thresholds)
             found = findings_of(subject, state.current, reading, now, thresholds, state.resource_view)
+            if scheduled and isinstance(state.current, Ec2Instance):
+                state.plan = _planned(
+                    state, found, now, thresholds, params.repeat_window >= params.idle_window
+                )
             if learner is not None and found:
                 advice = adaptive.advise(learner[0], now, subject.hourly_usd, tuning)
                 found = [adaptive.adapt(f, advice, now, tuning) for f in found]
@@ -772,6 +806,41 @@ def _walk(history: History, params: Params, progress: Progress | None) -> Result
         if progress is not None:
             progress(n + 1, len(steps))
     return Result(history, params, [s.outcome for s in states])
+
+
+def _due(state: _State, now: datetime, step: timedelta, params: Params) -> bool:
+    """Whether the deployed sweep at ``now`` would read the subject by its read schedule."""
+    current = state.current
+    if not isinstance(current, Ec2Instance):
+        return True  # the schedule is the EC2 sweep's
+    return read_schedule.is_due(
+        state.plan, now, step, params.idle_window, tags=current.tags, launched=current.launch_time
+    )
+
+
+def _planned(
+    state: _State, found: list[Finding], now: datetime, thresholds: Thresholds, slots: bool
+) -> read_schedule.Entry:
+    """The subject's next read after a reading at ``now``, as the deployed sweep plans it."""
+    current = state.current
+    assert isinstance(current, Ec2Instance)
+    count = current.accelerators.count if current.accelerators else state.subject.gpu_count
+    series = series_at(state.subject, now, thresholds, state.hidden)
+    # The reading at sweep time s is of the points up to s - period (see reading_at).
+    known = now - thresholds.period
+    if found:
+        earliest = read_schedule.idle_bound(series, known, thresholds) + thresholds.period
+    else:
+        earliest = read_schedule.earliest_finding(series, known, thresholds, count) + thresholds.period
+    return read_schedule.next_entry(
+        state.plan,
+        found,
+        now=now,
+        earliest=earliest,
+        tags=current.tags,
+        launched=current.launch_time,
+        slots=slots,
+    )
 
 
 def _apply(

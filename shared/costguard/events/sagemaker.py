@@ -33,6 +33,23 @@ class JobCheckpointConfig(BaseModel):
     LocalPath: str | None = None
 
 
+class JobMetricDefinition(BaseModel):
+    """A metric the algorithm writes to its log; SageMaker publishes its values to CloudWatch under this name."""
+
+    model_config = ConfigDict(extra="allow")
+
+    Name: str = Field(min_length=1, max_length=255)
+    Regex: str | None = None
+
+
+class JobAlgorithmSpecification(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+    TrainingImage: str | None = None
+    AlgorithmName: str | None = None
+    MetricDefinitions: list[JobMetricDefinition] = Field(default_factory=list, max_length=40)
+
+
 class TrainingJobDetail(BaseModel):
     model_config = ConfigDict(extra="allow")
 
@@ -41,6 +58,7 @@ class TrainingJobDetail(BaseModel):
     TrainingJobStatus: Literal["InProgress", "Completed", "Failed", "Stopping", "Stopped"]
     SecondaryStatus: str | None = None
     FailureReason: str | None = None
+    AlgorithmSpecification: JobAlgorithmSpecification | None = None
     ResourceConfig: JobResourceConfig | None = None
     StoppingCondition: JobStoppingCondition | None = None
     EnableManagedSpotTraining: bool = False

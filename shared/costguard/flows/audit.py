@@ -22,25 +22,45 @@ from costguard.audit.discover import (
     priced_options,
 )
 from costguard.audit.evaluate import Catalog, evaluate
+from costguard.audit.gather import PERMISSIONS as GATHER_PERMISSIONS
+from costguard.audit.gather import gather
+from costguard.audit.holdings import (
+    Holdings,
+    commitments,
+    optimizer_comparison,
+    orphaned_prefixes,
+    orphaned_volumes,
+    storage_section,
+    untagged,
+)
 from costguard.audit.html import render_html
-from costguard.audit.model import Subject, Usage
+from costguard.audit.model import AuditFinding, Subject, Usage, family_of
 from costguard.audit.reading import read_usage
 from costguard.audit.report import build_report, region_result, team_totals
 from costguard.audit.rules import Rules, parse_rules, read_override
 from costguard.audit.steps import AuditItem, PlanInput, RegionTask, ReportInput
 from costguard.audit.summary import summary_message
-from costguard.aws import clients, organization
+from costguard.aws import clients, compute_optimizer, organization, savings_plans
 from costguard.aws import metrics as cloudwatch_metrics
 from costguard.events.common import to_datetime
+from costguard.model import Reason
 from costguard.notify.delivery import SECRET_PERMISSIONS, DeliveryError, load_routes, post
 from costguard.observability import logger, metrics
-from costguard.pricing import price_book
+from costguard.pricing import bundled_regions, price_book, region_prices
+from costguard.pricing import holdings as holding_rates
 from costguard.settings import Settings
 
 # plan: an organization deployment with no accounts named lists the organization's accounts; else nothing.
 PLAN_PERMISSIONS = organization.LIST_PERMISSIONS
-# discover_region and read_region_metrics: the watched services' reads, in a member account through its role.
-DISCOVER_REGION_PERMISSIONS = DISCOVER_PERMISSIONS | store.WRITE_PERMISSIONS | clients.ASSUME_PERMISSIONS
+# discover_region and read_region_metrics: the watched services' reads, in a member account through its role;
+# discover_region also lists what GPU work left behind (audit/gather.py), with the rules' age read first.
+DISCOVER_REGION_PERMISSIONS = (
+    DISCOVER_PERMISSIONS
+    | GATHER_PERMISSIONS
+    | store.READ_OPTIONAL_PERMISSIONS
+    | store.WRITE_PERMISSIONS
+    | clients.ASSUME_PERMISSIONS
+)
 READ_REGION_METRICS_PERMISSIONS = (
     cloudwatch_metrics.READ_PERMISSIONS
     | cloudwatch_metrics.LIST_PERMISSIONS
@@ -54,6 +74,8 @@ EVALUATE_REGION_PERMISSIONS = (
     | store.READ_OPTIONAL_PERMISSIONS
     | PRICED_OPTIONS_PERMISSIONS
     | store.WRITE_PERMISSIONS
+    | savings_plans.PERMISSIONS
+    | compute_optimizer.PERMISSIONS
 )
 REPORT_PERMISSIONS = (
     store.READ_PERMISSIONS | store.WRITE_PERMISSIONS | store.LINK_PERMISSIONS | SECRET_PERMISSIONS
@@ -143,12 +165,17 @@ def plan(
 
 def discover_region(step: RegionTask, settings: Settings) -> dict[str, Any]:
     """The item's resources, found in its account (through the member role in an organization deployment)."""
+    rules = audit_rules(settings)
     with clients.acting_in(step.account):
         subjects = discover(step.region, step.now)
+        holdings = gather(step.region, step.now, rules)
     store.put_json(
         settings.audit_bucket,
         f"{_task_prefix(step)}/subjects.json",
         [s.model_dump(mode="json") for s in subjects],
+    )
+    store.put_json(
+        settings.audit_bucket, f"{_task_prefix(step)}/holdings.json", holdings.model_dump(mode="json")
     )
     return step.model_copy(update={"subjects": len(subjects)}).model_dump(mode="json")
 
@@ -211,6 +238,7 @@ def evaluate_region(step: RegionTask, settings: Settings) -> dict[str, Any]:
         instances=sum(s.instance_count for s in subjects),
         teams=team_totals(subjects, prices, settings.routing_tag_key, rules.hours_per_month),
     )
+    result |= holdings_sections(step, settings, subjects, findings, prices, rules)
     key = store.put_json(settings.audit_bucket, f"{_task_prefix(step)}/result.json", result)
     metrics.add_metric(name="AuditFindings", unit=MetricUnit.Count, value=len(findings))
     # Small: a large organization's outcomes all come back in the Map's output, under 256 KB.
@@ -221,6 +249,80 @@ def evaluate_region(step: RegionTask, settings: Settings) -> dict[str, Any]:
         "status": "ok",
         "result_key": key,
         "findings": len(findings),
+    }
+
+
+def accelerated(instance_type: str) -> bool:
+    """A GPU or accelerator type: its family is one the bundled price table holds (only such families)."""
+    families = {family_of(t) for r in bundled_regions() for t in region_prices(r, "ec2")}
+    return family_of(instance_type) in families
+
+
+def holdings_sections(
+    step: RegionTask,
+    settings: Settings,
+    subjects: list[Subject],
+    findings: list[AuditFinding],
+    prices: dict[str, float],
+    rules: Rules,
+) -> dict[str, Any]:
+    """The item's commitments, orphaned storage, untagged GPU spend and Compute Optimizer comparison."""
+    raw = store.get_json(settings.audit_bucket, f"{_task_prefix(step)}/holdings.json")
+    holdings = Holdings.model_validate(raw)
+    start = (step.now - timedelta(days=settings.audit_lookback_days)).date()
+    covered, coverage_note = savings_plans.covered_shares(
+        step.region, start, step.now.date(), step.account if settings.organization else None
+    )
+    rows = commitments(
+        subjects,
+        prices,
+        covered,
+        window_hours=settings.audit_lookback_days * 24.0,
+        rules=rules,
+        rate=holding_rates.savings_plan_rate,
+        exclude=frozenset(f.subject.id for f in findings if f.reason is Reason.RIGHTSIZE_IDLE),
+    )
+    volumes, others = orphaned_volumes(
+        holdings.volumes,
+        region=step.region,
+        account=step.account,
+        now=step.now,
+        rules=rules,
+        accelerated=accelerated,
+        gb_month=lambda kind: holding_rates.ebs_gb_month(kind, step.region),
+    )
+    prefixes = orphaned_prefixes(
+        holdings.prefixes,
+        region=step.region,
+        account=step.account,
+        now=step.now,
+        rules=rules,
+        gb_month=lambda kind: holding_rates.s3_gb_month(kind, step.region),
+    )
+    ec2 = [s for s in subjects if s.kind.value == "ec2_instance"]
+    arns = [compute_optimizer.instance_arn(s.region, s.account, s.id) for s in ec2]
+    recommended, unavailable = compute_optimizer.instance_recommendations(
+        step.region, arns, step.account if settings.organization else None
+    )
+    return {
+        "commitments": {
+            "rows": rows,
+            "coverage_note": coverage_note,
+            "assumptions": holding_rates.savings_plan_assumptions(),
+        },
+        "orphaned_storage": storage_section(volumes, others, prefixes)
+        | {"finished_jobs": holdings.finished_jobs, "rates": holding_rates.storage_source()},
+        "untagged": {
+            "required_tags": list(settings.required_tags),
+            "rows": untagged(
+                subjects,
+                prices,
+                settings.required_tags,
+                hours_per_month=rules.hours_per_month,
+                team_tag=settings.routing_tag_key,
+            ),
+        },
+        "compute_optimizer": optimizer_comparison(ec2, findings, recommended, unavailable=unavailable),
     }
 
 

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -12,12 +13,16 @@ from costguard.act.aws import permissions_for
 from costguard.aws import alarms, budgets, inventory, metrics
 from costguard.aws.idle_history import PERMISSIONS as IDLE_HISTORY_PERMISSIONS
 from costguard.aws.idle_history import history_key
-from costguard.aws.metrics import MetricSet, metric_queries
-from costguard.detect import adaptive
+from costguard.aws.metrics import Dimensions, MetricSet, evidence_queries, gpu_queries
+from costguard.aws.read_plan import PERMISSIONS as READ_PLAN_PERMISSIONS
+from costguard.aws.read_plan import ReadPlans
+from costguard.detect import adaptive, read_schedule
 from costguard.detect.budgets import keep_budget_marks
 from costguard.detect.gpu import (
     PERIOD,
+    GpuReading,
     Thresholds,
+    Verdict,
     gpu_instance_findings,
     mean_of,
     read_gpus,
@@ -46,9 +51,14 @@ VERDICT_PERMISSIONS = (
     | PRICES_PERMISSIONS
     | permissions_for(ResourceKind.EC2_INSTANCE)
     | IDLE_HISTORY_PERMISSIONS  # the adaptive idle policy (COSTGUARD_IDLE_POLICY=adaptive)
+    | READ_PLAN_PERMISSIONS  # the read schedule (COSTGUARD_READ_SCHEDULE)
 )
-# The sweep's period: what each sweep observes for the adaptive policy's histories.
+# The sweep's period: what each sweep observes for the adaptive policy's histories, and the read schedule's step.
 SWEEP_STEP = timedelta(minutes=5)
+# The GPU series read and judged at a time (4 GetMetricData calls): a sweep's memory stays flat at any fleet size.
+CHUNK_SERIES = 2000
+# The verdicts whose message states the instance's CPU and network: read for those only.
+_EVIDENCE_VERDICTS = (Verdict.IDLE, Verdict.STARVED)
 
 _GONE = {"stopping", "stopped", "shutting-down", "terminated"}
 
@@ -61,16 +71,45 @@ def gpu_instances(
 
 
 def read_fleet(
-    region: str, instances: Sequence[Ec2Instance], thresholds: Thresholds, now: datetime, reads: Metrics
+    region: str,
+    instances: Sequence[Ec2Instance],
+    thresholds: Thresholds,
+    now: datetime,
+    reads: Metrics,
+    series: dict[str, list[Dimensions]] | None = None,
 ) -> MetricSet:
-    """Every series the verdicts need, over the longer of the two windows."""
+    """Every GPU series of these instances over the longer of the two windows (``series``: their published
+    GPU series, when listed already)."""
     if not instances:
         return MetricSet()
-    series = reads.list_gpu_series(region, [i.id for i in instances])
+    if series is None:
+        series = reads.list_gpu_series(region, [i.id for i in instances])
     window = max(thresholds.idle_window, thresholds.starved_window)
     return reads.get_metric_data(
-        region, metric_queries(instances, series), now - window, now, int(PERIOD.total_seconds())
+        region, gpu_queries(instances, series), now - window, now, int(PERIOD.total_seconds())
     )
+
+
+def read_evidence(
+    region: str, instances: Sequence[Ec2Instance], thresholds: Thresholds, now: datetime, reads: Metrics
+) -> MetricSet:
+    """CPU and network of these instances over the starved window: read only for the verdicts that state them."""
+    if not instances:
+        return MetricSet()
+    return reads.get_metric_data(
+        region, evidence_queries(instances), now - thresholds.starved_window, now, int(PERIOD.total_seconds())
+    )
+
+
+def readings_of(
+    instances: Sequence[Ec2Instance], data: MetricSet, thresholds: Thresholds, now: datetime
+) -> dict[str, GpuReading]:
+    """Each NVIDIA instance's GPU reading (other accelerators publish other metrics: not judged here)."""
+    return {
+        i.id: read_gpus(data.gpus(i.id), now, thresholds, i.accelerators.count)
+        for i in instances
+        if i.accelerators is not None and i.accelerators.is_nvidia
+    }
 
 
 def findings_for(
@@ -80,13 +119,15 @@ def findings_for(
     thresholds: Thresholds,
     now: datetime,
     event_id: str | None,
+    readings: dict[str, GpuReading] | None = None,
 ) -> list[Finding]:
     findings: list[Finding] = []
     start = now - thresholds.starved_window
+    readings = readings_of(instances, data, thresholds, now) if readings is None else readings
     for instance in instances:
-        if instance.accelerators is None or not instance.accelerators.is_nvidia:
-            continue  # Neuron and other accelerators publish other metrics: not judged here
-        reading = read_gpus(data.gpus(instance.id), now, thresholds, instance.accelerators.count)
+        reading = readings.get(instance.id)
+        if reading is None:
+            continue
         network = mean_of(data.measure(instance.id, "network_in"), start, now)
         findings += gpu_instance_findings(
             instance,
@@ -109,23 +150,161 @@ def evaluate(
     instance_ids: Sequence[str] | None = None,
     event_id: str | None = None,
 ) -> Report:
-    """Re-read the instances and their metrics, then decide. The same path for an alarm and the sweep."""
-    return judge(region, runtime, now, gpu_instances(region, runtime, instance_ids), event_id)
+    """Re-read the instances and their metrics, then decide. The same path for an alarm and the sweep; a sweep
+    (every instance of the region) reads by the read schedule when it is on."""
+    instances = gpu_instances(region, runtime, instance_ids)
+    plans = runtime.read_plans if instance_ids is None and scheduled(runtime.settings) else None
+    return judge(region, runtime, now, instances, event_id, plans=plans)
+
+
+def scheduled(settings: Settings) -> bool:
+    """Whether sweeps read by the read schedule: on, with the fixed idle policy (the adaptive one observes
+    every instance at every sweep)."""
+    return settings.read_schedule and settings.idle_policy == "fixed"
 
 
 def judge(
-    region: str, runtime: Runtime, now: datetime, instances: Sequence[Ec2Instance], event_id: str | None
+    region: str,
+    runtime: Runtime,
+    now: datetime,
+    instances: Sequence[Ec2Instance],
+    event_id: str | None,
+    *,
+    plans: ReadPlans | None = None,
 ) -> Report:
-    """Read the metrics of these instances, then decide."""
+    """Read the metrics of these instances (those due, with ``plans``), a chunk at a time, then decide."""
     thresholds = thresholds_from(runtime.settings)
     nvidia = [i for i in instances if i.accelerators and i.accelerators.is_nvidia]
-    data = read_fleet(region, nvidia, thresholds, now, runtime.reads.metrics)
-    findings = findings_for(instances, data, runtime, thresholds, now, event_id)
-    if runtime.settings.idle_policy == "adaptive" and runtime.idle_histories is not None:
-        findings = adapted(instances, data, findings, runtime, thresholds, now)
+    planner = Planner.load(plans, nvidia, now, thresholds) if plans is not None and nvidia else None
+    if planner is not None:
+        planner.slots = runtime.repeat_window >= thresholds.idle_window
+    due = planner.due(nvidia) if planner is not None else nvidia
+    findings: list[Finding] = []
+    if due:
+        series = runtime.reads.metrics.list_gpu_series(region, [i.id for i in due])
+        for chunk in chunks(due, series):
+            findings += judge_chunk(region, chunk, series, runtime, thresholds, now, event_id, planner)
+    if planner is not None:
+        planner.save()
     # A budget breach at stop_all marks busy instances on purpose: their marks are not cancelled here.
     scopes = budgets.stop_all_scopes_for(findings, runtime.settings.state_table, now)
     return runtime.act(keep_budget_marks(findings, scopes), now)
+
+
+def chunks(
+    instances: Sequence[Ec2Instance], series: dict[str, list[Dimensions]], most: int = CHUNK_SERIES
+) -> Iterator[list[Ec2Instance]]:
+    """The instances in runs of at most ``most`` GPU series (an instance is never split): each run is read,
+    judged and let go before the next, so a sweep's memory stays flat whatever the fleet."""
+    chunk: list[Ec2Instance] = []
+    count = 0
+    for instance in instances:
+        size = len(series.get(instance.id, []))
+        if chunk and count + size > most:
+            yield chunk
+            chunk, count = [], 0
+        chunk.append(instance)
+        count += size
+    if chunk:
+        yield chunk
+
+
+def judge_chunk(
+    region: str,
+    chunk: Sequence[Ec2Instance],
+    series: dict[str, list[Dimensions]],
+    runtime: Runtime,
+    thresholds: Thresholds,
+    now: datetime,
+    event_id: str | None,
+    planner: Planner | None,
+) -> list[Finding]:
+    """One run of instances: their GPU series, the evidence of the verdicts that state it, the findings."""
+    reads = runtime.reads.metrics
+    data = read_fleet(region, chunk, thresholds, now, reads, series)
+    readings = readings_of(chunk, data, thresholds, now)
+    adaptive_on = runtime.settings.idle_policy == "adaptive" and runtime.idle_histories is not None
+    wanted = [
+        i for i in chunk if adaptive_on or getattr(readings.get(i.id), "verdict", None) in _EVIDENCE_VERDICTS
+    ]
+    data.add(read_evidence(region, wanted, thresholds, now, reads))
+    found = findings_for(chunk, data, runtime, thresholds, now, event_id, readings)
+    if adaptive_on:
+        found = adapted(chunk, data, found, runtime, thresholds, now)
+    if planner is not None:
+        planner.read(chunk, data, found)
+    return found
+
+
+@dataclass
+class Planner:
+    """The read schedule of one account and region during a sweep: who is due, and what comes next."""
+
+    plans: ReadPlans
+    account: str
+    region: str
+    now: datetime
+    thresholds: Thresholds
+    before: dict[str, read_schedule.Entry]
+    after: dict[str, read_schedule.Entry]
+    slots: bool = True  # standing findings read on slots: the repeat window is at least the idle window
+
+    @classmethod
+    def load(
+        cls, plans: ReadPlans, instances: Sequence[Ec2Instance], now: datetime, thresholds: Thresholds
+    ) -> Planner:
+        account, region = instances[0].account, instances[0].region
+        try:
+            before = plans.read(account, region)
+        except Exception:  # the state table is unreadable: every instance is read, as without the schedule
+            logger.warning("read schedule unreadable: reading every instance", extra={"region": region})
+            before = {}
+        # Entries of the instances running now only: those of instances gone are dropped at the write.
+        kept = {i.id: before[i.id] for i in instances if i.id in before}
+        return cls(plans, account, region, now, thresholds, before, kept)
+
+    def due(self, instances: Sequence[Ec2Instance]) -> list[Ec2Instance]:
+        return [
+            i
+            for i in instances
+            if read_schedule.is_due(
+                self.before.get(i.id),
+                self.now,
+                SWEEP_STEP,
+                self.thresholds.idle_window,
+                tags=i.tags,
+                launched=i.launch_time,
+            )
+        ]
+
+    def read(self, instances: Sequence[Ec2Instance], data: MetricSet, findings: Sequence[Finding]) -> None:
+        """The next entry of each instance just read, from its points and what was found of it."""
+        found: dict[str, list[Finding]] = {}
+        for finding in findings:
+            found.setdefault(finding.resource.id, []).append(finding)
+        for instance in instances:
+            gpus = data.gpus(instance.id)
+            own = found.get(instance.id, [])
+            count = instance.accelerators.count if instance.accelerators else 1
+            if own:
+                earliest = read_schedule.idle_bound(gpus, self.now, self.thresholds)
+            else:
+                earliest = read_schedule.earliest_finding(gpus, self.now, self.thresholds, count)
+            self.after[instance.id] = read_schedule.next_entry(
+                self.before.get(instance.id),
+                own,
+                now=self.now,
+                earliest=earliest,
+                tags=instance.tags,
+                launched=instance.launch_time,
+                slots=self.slots,
+            )
+
+    def save(self) -> None:
+        try:
+            self.plans.write(self.account, self.region, self.before, self.after)
+        except Exception:  # not kept: the entries stored before are still lower bounds, so nothing is missed
+            logger.warning("read schedule not written", extra={"region": self.region})
 
 
 def adaptive_params(settings: Settings) -> adaptive.AdaptiveParams:
@@ -152,6 +331,8 @@ def adapted(
     store, params = runtime.idle_histories, adaptive_params(runtime.settings)
     assert store is not None
     judged = [i for i in instances if i.accelerators and i.accelerators.is_nvidia]
+    if not judged:
+        return findings
     keys = {i.id: history_key(i.account, i.region, i.id) for i in judged}
     known = store.read(keys.values())
     changed: dict[str, adaptive.IdleHistory] = {}

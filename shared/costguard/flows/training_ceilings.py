@@ -1,16 +1,27 @@
-"""The scheduled training-job sweep: cost ceilings over every in-progress job, and the daily digest."""
+"""The scheduled training-job sweep: cost ceilings over every in-progress job, its health (a diverged run, a
+stale checkpoint), and the daily digest."""
 
 from __future__ import annotations
 
 from datetime import datetime, timedelta
 
+from botocore.exceptions import BotoCoreError, ClientError
 from pydantic import ValidationError
 
 from costguard.act.aws import permissions_for
-from costguard.aws import sagemaker, training_state
+from costguard.aws import checkpoints, clients, metrics, sagemaker, training_metrics, training_state
 from costguard.aws.sagemaker import in_progress_jobs_described
 from costguard.aws.training_state import TrainingState
 from costguard.detect.training_guardrails import digest_finding, guardrail_findings
+from costguard.detect.training_health import (
+    checkpoint_due,
+    checkpoint_location,
+    diverged_finding,
+    divergence,
+    metric_names,
+    split_s3_uri,
+    stale_checkpoint_finding,
+)
 from costguard.events.sagemaker import TrainingJobDetail
 from costguard.model import Finding, ResourceKind
 from costguard.observability import logger, tracer
@@ -19,9 +30,12 @@ from costguard.runtime import ACT_PERMISSIONS, PRICES_PERMISSIONS, Runtime
 
 SCHEDULE_PERIOD = timedelta(minutes=15)  # the template's rate(15 minutes)
 
-# handle_schedule: in-progress jobs, the digest's history, and marks and stops of training jobs.
+# handle_schedule: in-progress jobs, their own metrics and checkpoint locations, the digest's history, and marks
+# and stops of training jobs.
 SCHEDULE_PERMISSIONS = (
     sagemaker.TRAINING_JOB_PERMISSIONS
+    | metrics.READ_PERMISSIONS
+    | checkpoints.LIST_PERMISSIONS
     | training_state.PERMISSIONS
     | ACT_PERMISSIONS
     | PRICES_PERMISSIONS
@@ -29,31 +43,134 @@ SCHEDULE_PERMISSIONS = (
 )
 
 
-def ceiling_findings(region: str, runtime: Runtime, now: datetime, event_id: str | None) -> list[Finding]:
-    """ceil(jobs/100) ListTrainingJobs, then one DescribeTrainingJob and one ListTags per in-progress job."""
-    findings: list[Finding] = []
+def judged_jobs(region: str) -> list[TrainingJobDetail]:
+    """ceil(jobs/100) ListTrainingJobs, then one DescribeTrainingJob and one ListTags per in-progress job; a job
+    whose description does not parse is logged and left out."""
+    jobs = []
     for raw in in_progress_jobs_described(region):
         try:
-            detail = TrainingJobDetail.model_validate(raw)
+            jobs.append(TrainingJobDetail.model_validate(raw))
         except ValidationError as error:
             logger.warning(
                 "training job not judged", extra={"job": raw.get("TrainingJobName"), "problem": str(error)}
             )
-            continue
-        arn = detail.TrainingJobArn or ""
-        account = arn.split(":")[4] if arn.count(":") >= 5 else ""
-        instance_type = detail.ResourceConfig.InstanceType if detail.ResourceConfig else None
+    return jobs
+
+
+def _account(detail: TrainingJobDetail) -> str:
+    arn = detail.TrainingJobArn or ""
+    return arn.split(":")[4] if arn.count(":") >= 5 else ""
+
+
+def _instance_type(detail: TrainingJobDetail) -> str | None:
+    return detail.ResourceConfig.InstanceType if detail.ResourceConfig else None
+
+
+def ceiling_findings(
+    jobs: list[TrainingJobDetail], region: str, runtime: Runtime, now: datetime, event_id: str | None
+) -> list[Finding]:
+    findings: list[Finding] = []
+    for detail in jobs:
         findings += guardrail_findings(
             detail,
-            account=account,
+            account=_account(detail),
             region=region,
-            price=runtime.prices.hourly(instance_type, region),
+            price=runtime.prices.hourly(_instance_type(detail), region),
             settings=runtime.settings,
             now=now,
             observed_at=now,
             event_id=event_id,
             hygiene=False,
         )
+    return findings
+
+
+def divergence_findings(
+    jobs: list[TrainingJobDetail], region: str, runtime: Runtime, now: datetime, event_id: str | None
+) -> list[Finding]:
+    """Every job's own metrics in one batched walk over the runs so far: one query per job and metric, 500 to a
+    GetMetricData request (each followed through its NextToken pages), never a call per job; none when no job
+    defines a metric."""
+    watched = [(job, metric_names(job)) for job in jobs if job.TrainingStartTime is not None]
+    watched = [(job, names) for job, names in watched if names]
+    if not watched:
+        return []
+    settings = runtime.settings
+    start, period = training_metrics.read_span(
+        [job.TrainingStartTime for job, _ in watched if job.TrainingStartTime], now
+    )
+    queries = training_metrics.metric_queries([(job.TrainingJobName, names) for job, names in watched])
+    data = runtime.reads.metrics.get_metric_data(region, queries, start, now, period)
+    findings = []
+    for job, _ in watched:
+        found = divergence(
+            job,
+            training_metrics.series_of(data, job.TrainingJobName),
+            now=now,
+            window=timedelta(minutes=settings.divergence_window_minutes),
+            tolerance=settings.plateau_tolerance,
+            share=settings.plateau_share,
+        )
+        if found:
+            findings.append(
+                diverged_finding(
+                    job,
+                    found,
+                    account=_account(job),
+                    region=region,
+                    price=runtime.prices.hourly(_instance_type(job), region),
+                    now=now,
+                    observed_at=now,
+                    event_id=event_id,
+                )
+            )
+    return findings
+
+
+def checkpoint_findings(
+    jobs: list[TrainingJobDetail], region: str, runtime: Runtime, now: datetime, event_id: str | None
+) -> list[Finding]:
+    """One ListObjectsV2 per job that checkpoints (managed spot, or tagged) and has run longer than the interval;
+    none for any other job. In an organization deployment a member account's buckets are not read: S3 is called
+    with the hub's own role, which a member's bucket does not grant."""
+    interval = timedelta(minutes=runtime.settings.checkpoint_stale_minutes)
+    findings = []
+    for job in jobs:
+        location = checkpoint_location(job)
+        if location is None or not checkpoint_due(job, now, interval):
+            continue
+        where = split_s3_uri(location)
+        account = _account(job)
+        if where is None or clients.is_member(account, region):
+            logger.info("checkpoint not read", extra={"job": job.TrainingJobName, "location": location[:300]})
+            continue
+        try:
+            seen = checkpoints.newest_object(region, *where)
+        except (ClientError, BotoCoreError) as error:
+            logger.warning(
+                "checkpoint location unreadable",
+                extra={"job": job.TrainingJobName, "location": location[:300], "error": str(error)[:300]},
+            )
+            continue
+        if seen.truncated:
+            logger.info(
+                "checkpoint prefix beyond one page",
+                extra={"job": job.TrainingJobName, "location": location[:300]},
+            )
+        found = stale_checkpoint_finding(
+            job,
+            location,
+            seen,
+            account=account,
+            region=region,
+            price=runtime.prices.hourly(_instance_type(job), region),
+            interval=interval,
+            now=now,
+            observed_at=now,
+            event_id=event_id,
+        )
+        if found:
+            findings.append(found)
     return findings
 
 
@@ -123,8 +240,11 @@ def sweep_region(
     event_id: str | None,
     state: TrainingState | None = None,
 ) -> Report:
-    """One account and region: its ceilings, and yesterday's digest at the day's first run."""
+    """One account and region: its ceilings, its jobs' health, and yesterday's digest at the day's first run."""
     state = state or TrainingState(runtime.settings.state_table)
-    findings = ceiling_findings(region, runtime, now, event_id)
+    jobs = judged_jobs(region)
+    findings = ceiling_findings(jobs, region, runtime, now, event_id)
+    findings += divergence_findings(jobs, region, runtime, now, event_id)
+    findings += checkpoint_findings(jobs, region, runtime, now, event_id)
     findings += digest_findings(account, region, scheduled_at, state, event_id)
     return runtime.act(findings, now)

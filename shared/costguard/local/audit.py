@@ -11,6 +11,7 @@ import io
 import json
 import threading
 import time
+from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -19,6 +20,7 @@ from typing import Any
 from unittest import mock
 
 from costguard.aws import clients
+from costguard.local.holdings import HoldingsResponder, seed_holdings
 from costguard.local.stack import PROJECT_ROOT, LocalStack
 from costguard.local.template import LOCAL_STACK_NAME, Template, resolve
 from costguard.local.world import World
@@ -147,8 +149,15 @@ def run_audit(
     if not env.get("COSTGUARD_REGIONS") and world.organization is not None:
         # The template's default (no regions: the home region's) would hide an organization world's other regions.
         env["COSTGUARD_REGIONS"] = ",".join(world.regions)
+    if world.required_tags:
+        env["COSTGUARD_REQUIRED_TAGS"] = ",".join(world.required_tags)
     env |= overrides or {}
     with LocalStack(world, template=template, overrides=env) as stack:
+        seeded = Counter(clients.calls)
+        seed_holdings(world)  # the seeding's own calls are not the audit's
+        clients.calls.clear()
+        clients.calls.update(seeded)
+        HoldingsResponder(world).install()
         s3: Any = clients.client("s3", world.region)
         create = (
             {}
@@ -254,6 +263,7 @@ def print_summary(run: AuditRun, written: list[Path]) -> None:
             + (f" (${cost:,.2f}/month)" if cost is not None else "")
             + ", listed in the report with why"
         )
+    print_holdings(run.report)
     accounts = run.report.get("accounts") or []
     if len(accounts) > 1:
         for account in accounts:
@@ -272,3 +282,38 @@ def print_summary(run: AuditRun, written: list[Path]) -> None:
         )
     for path in written:
         print(f"  wrote {path}")
+
+
+def print_holdings(report: dict[str, Any]) -> None:
+    """The sections beside right-sizing, a line per row (a report made before them has none)."""
+    commitments = report.get("commitments")
+    if commitments:
+        print(f"Commitments: ${commitments['monthly_saving_usd']:,.2f}/month to save (estimated plan rates).")
+        for row in commitments["rows"]:
+            print(f"  ${row['monthly_saving_usd']:>11,.2f}/mo  commitment_candidate   {row['summary']}")
+    storage = report.get("orphaned_storage")
+    if storage:
+        print(f"Orphaned storage: ${storage['monthly_cost_usd']:,.2f}/month, {storage['size_gib']:,g} GiB.")
+        for row in storage["rows"]:
+            cost = row["monthly_cost_usd"]
+            shown = "     unknown" if cost is None else f"${cost:>11,.2f}"
+            print(f"  {shown}/mo  orphaned_storage       {row['id']}: {row['summary']}")
+    untagged = report.get("untagged_gpu_spend")
+    if untagged and untagged.get("checked"):
+        missing = ", ".join(
+            f"{tag} ${t['monthly_cost_usd']:,.2f}" for tag, t in untagged["by_missing_tag"].items()
+        )
+        print(
+            f"Untagged GPU spend: ${untagged['monthly_cost_usd']:,.2f}/month over {len(untagged['rows'])} "
+            f"resources (by missing tag: {missing})."
+        )
+    optimizer = report.get("compute_optimizer")
+    if optimizer and optimizer["rows"]:
+        verdicts = optimizer["verdicts"]
+        print(
+            f"Compute Optimizer alongside: {verdicts['agree']} agree, {verdicts['same direction']} same "
+            f"direction, {verdicts['disagree']} disagree."
+        )
+        for row in optimizer["rows"]:
+            if row["verdict"] != "agree":
+                print(f"  {row['verdict']:<15} {row.get('name') or row['id']}: {row['why']}")

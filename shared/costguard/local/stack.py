@@ -31,6 +31,7 @@ from costguard.local.org import place_client, play_organization, seed_organizati
 from costguard.local.seed_metrics import datum, publish
 from costguard.local.sink import SlackSink
 from costguard.local.template import Function, Template, resolve
+from costguard.local.training_health import seed_training_health
 from costguard.local.world import GpuMetrics, Instance, World, gpu_series
 
 PROJECT_ROOT = Path(__file__).resolve().parents[3]
@@ -452,6 +453,7 @@ def seed_world(world: World, until: datetime | None = None) -> None:
     """Create the world's instances (with the world's own ids) and SageMaker resources, and publish their
     metrics."""
     seed_sagemaker(world, until or world.now)
+    seed_training_health(world, until or world.now)  # the jobs' own metrics and checkpoint objects
     publish_capacity_metrics(world, until or world.now)
     seed_budgets(world)
     if not world.instances:

@@ -187,6 +187,17 @@ class Instance(_Strict):
         return clipped
 
 
+class TrainingMetric(_Strict):
+    """One of a training job's MetricDefinitions and the values SageMaker publishes for it (every
+    ``step_minutes`` from the job's start while it runs): ``falling`` (2 / (1 + minutes / 60), a loss that
+    keeps improving), ``rising`` (0.5 + minutes / 100), ``flat`` (1.2); NaN from ``nan_from`` on."""
+
+    name: str = Field(default="train:loss", min_length=1, max_length=255)
+    shape: Literal["falling", "rising", "flat"] = "falling"
+    step_minutes: int = Field(default=5, ge=1, le=24 * 60)
+    nan_from: AwsTime | None = None
+
+
 class TrainingJob(_Strict):
     name: str
     instance_type: str
@@ -202,6 +213,16 @@ class TrainingJob(_Strict):
     )
     managed_spot: bool = False
     checkpoint_s3_uri: str | None = None
+    ended: AwsTime | None = Field(
+        default=None,
+        description="TrainingEndTime of a Completed, Failed or Stopped job (the audit's storage)",
+    )
+    metrics: list[TrainingMetric] = Field(default_factory=list, description="its MetricDefinitions")
+    checkpoints_written: list[AwsTime] = Field(
+        default_factory=list,
+        description="when an object was written under its checkpoint location (checkpoint_s3_uri, or the "
+        "costguard:checkpoint tag's URI)",
+    )
 
 
 class Notebook(_Strict):
@@ -263,6 +284,35 @@ class Budget(_Strict):
     )
 
 
+class Volume(_Strict):
+    """An EBS volume attached to nothing (status available), e.g. left by a terminated GPU instance."""
+
+    id: Annotated[str, Field(pattern=r"^vol-[0-9a-f]{8,17}$")]
+    size_gib: int = Field(ge=1, le=65536)
+    type: Literal["gp3", "gp2", "io1", "io2", "st1", "sc1", "standard"] = "gp3"
+    created: AwsTime | None = Field(default=None, description="default: the world's now")
+    availability_zone: str | None = Field(default=None, description="default: the region's first zone")
+    tags: dict[str, str] = Field(default_factory=dict)
+
+
+class StoredObject(_Strict):
+    """An S3 object (a checkpoint shard, a model artifact): its bucket is created if the world has none."""
+
+    uri: Annotated[str, Field(pattern=r"^s3://[a-z0-9.-]{3,63}/.+")]
+    size_gib: float = Field(gt=0, le=5 * 1024)
+    modified: AwsTime | None = Field(default=None, description="LastModified; default: the world's now")
+
+
+class OptimizerRecommendation(_Strict):
+    """What AWS Compute Optimizer says of one of the world's EC2 instances (GetEC2InstanceRecommendations)."""
+
+    instance: Annotated[str, Field(pattern=r"^i-[0-9a-f]{8,17}$")]
+    finding: Literal["Underprovisioned", "Overprovisioned", "Optimized", "NotOptimized"]
+    recommended_type: str | None = None
+    monthly_saving_usd: float = Field(default=0.0, ge=0)
+    idle: bool = False
+
+
 AccountId = Annotated[str, Field(pattern=r"^[0-9]{12}$")]
 RegionName = Annotated[str, Field(pattern=r"^[a-z]{2}(-[a-z]+)+-[0-9]{1,2}$")]
 
@@ -291,6 +341,13 @@ class Resources(_Strict):
     notebooks: list[Notebook] = Field(default_factory=list)
     endpoints: list[Endpoint] = Field(default_factory=list)
     capacity_reservations: list[CapacityReservation] = Field(default_factory=list)
+    # What the right-sizing audit reads beside running resources.
+    volumes: list[Volume] = Field(default_factory=list)
+    objects: list[StoredObject] = Field(default_factory=list)
+    savings_plans_coverage: dict[str, Annotated[float, Field(ge=0, le=100)]] = Field(
+        default_factory=dict, description="instance family -> percent of its spend Savings Plans cover"
+    )
+    compute_optimizer: list[OptimizerRecommendation] = Field(default_factory=list)
 
 
 class Member(Resources):
@@ -312,6 +369,10 @@ class World(Resources):
     budgets: list[Budget] = Field(default_factory=list)
     organization: Organization | None = None
     members: list[Member] = Field(default_factory=list)
+    required_tags: list[str] = Field(
+        default_factory=list,
+        description="the account's cost-allocation tags (COSTGUARD_REQUIRED_TAGS locally)",
+    )
 
     def places(self) -> list[World]:
         """Each account and region as a world of its own (the hub's first), for seeding."""
@@ -327,6 +388,10 @@ class World(Resources):
                     notebooks=m.notebooks,
                     endpoints=m.endpoints,
                     capacity_reservations=m.capacity_reservations,
+                    volumes=m.volumes,
+                    objects=m.objects,
+                    savings_plans_coverage=m.savings_plans_coverage,
+                    compute_optimizer=m.compute_optimizer,
                 )
             )
         return out

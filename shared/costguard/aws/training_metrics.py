@@ -1,0 +1,56 @@
+"""The CloudWatch queries behind a training job's own metrics (its MetricDefinitions), read by the training sweep
+in one batched GetMetricData walk.
+
+SageMaker publishes each defined metric under ``/aws/sagemaker/TrainingJobs`` with the single dimension
+``TrainingJobName`` (the instance metrics such as GPUUtilization carry ``Host`` instead): one query per metric
+per job, whatever its instance count.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from datetime import datetime, timedelta
+
+from costguard.aws.metrics import MetricSet, Query, Series
+from costguard.aws.sagemaker import TRAINING_NAMESPACE
+
+JOB_DIMENSION = "TrainingJobName"
+# Each period's Minimum: anyone allowed cloudwatch:PutMetricData can add datapoints to a series, and added
+# values can then only lower a loss reading, which makes a run look better, never diverged (the safe side for
+# an alert that may stop a job). A NaN reading still comes back as NaN.
+METRIC_STAT = "Minimum"
+MAX_POINTS = 1440  # readings per series at most: the period grows with the span read
+LOOKBACK = timedelta(days=14)  # CloudWatch keeps one-minute data for 15 days
+
+
+def job_key(name: str) -> str:
+    return f"training-job/{name}"
+
+
+def metric_queries(jobs: Sequence[tuple[str, Sequence[str]]]) -> list[Query]:
+    """One query per (job name, metric name)."""
+    return [
+        Query(
+            (job_key(name), "metric", metric),
+            TRAINING_NAMESPACE,
+            metric,
+            ((JOB_DIMENSION, name),),
+            METRIC_STAT,
+        )
+        for name, metrics in jobs
+        for metric in metrics
+    ]
+
+
+def read_span(starts: Sequence[datetime], now: datetime) -> tuple[datetime, int]:
+    """Where the walk starts (the oldest job's start, at most LOOKBACK back) and its period in seconds: a whole
+    number of minutes giving at most MAX_POINTS readings per series."""
+    start = max(min(starts), now - LOOKBACK)
+    minutes = max(1, math.ceil((now - start).total_seconds() / 60 / MAX_POINTS))
+    return start, minutes * 60
+
+
+def series_of(data: MetricSet, name: str) -> dict[str, Series]:
+    """A job's metric series by metric name, oldest first."""
+    return {sub: points for (measure, sub), points in data.of(job_key(name)).items() if measure == "metric"}

@@ -1,0 +1,247 @@
+"""The read schedule: when the sweep next needs an instance's GPU metrics. Pure.
+
+GetMetricData is billed per metric requested, so reading every GPU series at every 5-minute sweep is most of
+costguard's own bill. Yet a verdict with something to say cannot come at any time: all GPUs under the idle
+threshold for the whole idle window cannot be true before the last busy datapoint has left the window, a GPU
+cannot be silent for a window before its last datapoint has left it, and the working GPUs' mean cannot fall
+under the starved threshold faster than the fastest possible fall. ``earliest_finding`` works that moment out
+from the points just read; until then the sweep does not read the instance, and its decisions are exactly those
+of a sweep that reads it every time (tests/unit/test_read_schedule.py; the backtest checks it over a week).
+
+An instance with something to say is read again as follows:
+- marked for a stop (a grace period running), or snoozed (the snooze's end changes the decision): at every
+  sweep, since what is decided of it can change at any minute;
+- otherwise (notify-only mode, a protected instance, a notify-only reason such as starved or partial metrics):
+  on fixed slots one idle window apart from the finding's first reading (its ``anchor``), and no later than the
+  moment an idle verdict could come (when the finding is not idle already). So what is *decided* (marks,
+  unmarks, stops) is exactly what a sweep reading every time decides; what is *said* of a standing finding may
+  be seen to end up to one idle window late: a standing finding flickering off and on between two slots is one
+  episode rather than two. Slots that depend on nothing but the anchor mean an unchanged fleet rewrites nothing.
+
+Anything that would change what is decided about an instance without a new datapoint makes it due at once: its
+tags (mark, protect, snooze), a new launch (a restart), no entry yet.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from enum import StrEnum
+
+from costguard.detect.gpu import MIN_COVERAGE, STARVED_MIN_WORKING_SHARE, Series, Thresholds
+from costguard.model import MARK_TAG_KEY, Finding, Reason
+from costguard.policy import SNOOZE_TAG_KEY
+
+
+class Kind(StrEnum):
+    BOUND = "b"  # nothing to say: read again at ``due``, the earliest moment a finding could come
+    STANDING = "s"  # a standing finding, unmarked: on the idle window's slots from ``anchor``, and at ``due``
+    EVERY = "e"  # something that can change at any minute: read at every sweep
+
+
+@dataclass(frozen=True)
+class Entry:
+    """When an instance is next read, and what makes it due sooner. Written only when it changes."""
+
+    kind: Kind
+    due: datetime | None = None  # BOUND, STANDING: the earliest moment a finding (an idle verdict) could come
+    anchor: datetime | None = None  # STANDING: the first reading of the standing finding
+    launched: datetime | None = None  # the launch it was read under: a restart makes it due
+    tags: str = ""  # a digest of its tags when read: a change makes it due
+
+    def encode(self) -> str:
+        """A compact text for the state table: ``kind|due|anchor|launched|tags`` (epoch seconds)."""
+        return "|".join(
+            (self.kind.value, _epoch(self.due), _epoch(self.anchor), _epoch(self.launched), self.tags)
+        )
+
+    @classmethod
+    def decode(cls, text: str) -> Entry | None:
+        """None for a text this version cannot read: the instance is then simply read."""
+        try:
+            kind, due, anchor, launched, tags = text.split("|")
+            return cls(Kind(kind), _moment(due), _moment(anchor), _moment(launched), tags)
+        except ValueError:
+            return None
+
+
+def _epoch(moment: datetime | None) -> str:
+    return str(int(moment.timestamp())) if moment is not None else ""
+
+
+def _moment(text: str) -> datetime | None:
+    return datetime.fromtimestamp(int(text), tz=UTC) if text else None
+
+
+def tags_digest(tags: Mapping[str, str]) -> str:
+    """A short digest of the tags: enough to notice that a mark, protect or snooze tag came or went."""
+    text = "\n".join(f"{k}={v}" for k, v in sorted(tags.items()))
+    return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=6).hexdigest()
+
+
+def is_due(
+    entry: Entry | None,
+    now: datetime,
+    step: timedelta,
+    window: timedelta,
+    *,
+    tags: Mapping[str, str],
+    launched: datetime | None,
+) -> bool:
+    """Whether the sweep at ``now`` (one every ``step``) reads the instance."""
+    if entry is None or entry.kind is Kind.EVERY:
+        return True
+    if entry.launched != launched or entry.tags != tags_digest(tags):
+        return True
+    if entry.due is not None and now >= entry.due:
+        return True
+    if entry.kind is Kind.BOUND:
+        return entry.due is None
+    if entry.anchor is None:
+        return True
+    # The first sweep at or after each slot anchor + k * window: the slot fell in (now - step, now].
+    return (now - entry.anchor) // window > (now - step - entry.anchor) // window
+
+
+def next_entry(
+    previous: Entry | None,
+    findings: Iterable[Finding],
+    *,
+    now: datetime,
+    earliest: datetime,
+    tags: Mapping[str, str],
+    launched: datetime | None,
+    slots: bool = True,
+) -> Entry:
+    """The entry after a read at ``now`` that gave ``findings``. ``earliest`` is, on the sweep's clock,
+    ``earliest_finding``'s moment when there is no finding, ``idle_bound``'s when there are findings.
+    ``slots`` is False when the notifier's repeat window is shorter than the idle window: a standing finding
+    is then news again between two slots, and is read at every sweep."""
+    reasons = {f.reason for f in findings}
+    digest = tags_digest(tags)
+    if not reasons:
+        return Entry(Kind.BOUND, due=earliest, launched=launched, tags=digest)
+    if not slots or MARK_TAG_KEY in tags or SNOOZE_TAG_KEY in tags:
+        return Entry(Kind.EVERY, launched=launched, tags=digest)
+    standing = previous is not None and previous.kind is Kind.STANDING and previous.launched == launched
+    anchor = previous.anchor if standing and previous is not None else now
+    due = None if Reason.GPU_IDLE in reasons else max(earliest, now)
+    return Entry(Kind.STANDING, due=due, anchor=anchor, launched=launched, tags=digest)
+
+
+def idle_bound(gpus: Mapping[int, Series], known: datetime, thresholds: Thresholds) -> datetime:
+    """The earliest reading moment at which an idle verdict could come: when the last datapoint at or over the
+    idle threshold has left the idle window (at the next reading when there is none)."""
+    last_busy = max(
+        (t for s in gpus.values() for t, v in s if v >= thresholds.idle_percent and t <= known), default=None
+    )
+    return known if last_busy is None else last_busy + thresholds.idle_window
+
+
+def earliest_finding(
+    gpus: Mapping[int, Series],
+    known: datetime,
+    thresholds: Thresholds,
+    expected_gpus: int,
+) -> datetime:
+    """The earliest reading moment (the clock ``read_gpus`` is given) at which a reading of these GPUs could
+    give a finding, knowing their points up to ``known`` and that the reading at ``known`` gave none.
+
+    - idle: every GPU under the idle threshold through the idle window, so not before the last datapoint at
+      or over it has left the window;
+    - partial or missing metrics: a GPU silent through the idle window, so not before the last datapoint of
+      the GPU that reported last-but-least recently has left it (a GPU with no point is silent already);
+    - starved: every GPU working but under-fed through the starved window (``starved_bound``).
+
+    A moment at or before ``known`` means "at the next reading".
+    """
+    window, period = thresholds.idle_window, thresholds.period
+    if any(not gpus.get(i) for i in range(max(1, expected_gpus))):
+        return known  # a GPU silent already: partial or missing can be said at any time
+    idle = idle_bound(gpus, known, thresholds)
+    if idle <= known:
+        return known  # nothing busy in sight: idle can come at the next reading
+    last_seen = min(max(t for t, _ in s) for s in gpus.values() if s)
+    silent = last_seen + window
+    return max(known + period, min(idle, silent, starved_bound(gpus, known, thresholds)))
+
+
+def starved_bound(gpus: Mapping[int, Series], known: datetime, thresholds: Thresholds) -> datetime:
+    """The earliest reading moment at which every GPU could be under-fed through the starved window.
+
+    Each of the verdict's conditions on a GPU is bounded on its own, in the fastest way it could come true:
+    its working mean under the starved threshold (each minute after its last point working at the idle
+    threshold, the lowest value that still counts as working, as the oldest points leave the window), its
+    share of working minutes at STARVED_MIN_WORKING_SHARE (each minute after its last point working), its
+    coverage at MIN_COVERAGE (a point each minute after its last). The minutes after a GPU's last point count
+    from that point, not from ``known``: a point published late can only make the verdict later. All must hold
+    at once on every GPU: the latest of these moments bounds the verdict."""
+    bound = known
+    for series in gpus.values():
+        points = [(t, v) for t, v in series if known - thresholds.starved_window < t <= known]
+        origin = points[-1][0] if points else known
+        bound = max(
+            bound,
+            _mean_bound(points, known, origin, thresholds),
+            _share_bound(points, known, origin, thresholds),
+        )
+        needed = math.ceil(MIN_COVERAGE * thresholds.starved_periods) - len(points)
+        bound = max(bound, origin + thresholds.period * max(0, needed))
+    return bound
+
+
+def _slide(
+    times: list[datetime],
+    known: datetime,
+    origin: datetime,
+    thresholds: Thresholds,
+    met: Callable[[int, int], bool],
+) -> datetime:
+    """The first moment, a period at a time from ``known``, at which ``met(first, added)`` holds: ``first`` the
+    index of the oldest of ``times`` still in the starved window then, ``added`` the periods since ``origin``."""
+    period, window = thresholds.period, thresholds.starved_window
+    first = 0
+    for k in range(1, int(window / period) + 2):
+        at = known + period * k
+        while first < len(times) and times[first] <= at - window:
+            first += 1
+        if met(first, int((at - origin) / period)):
+            return at
+    return known + window + period
+
+
+def _suffix_sums(values: list[float]) -> list[float]:
+    """``sums[i]`` is ``sum(values[i:])``."""
+    sums = [0.0] * (len(values) + 1)
+    for i in range(len(values) - 1, -1, -1):
+        sums[i] = sums[i + 1] + values[i]
+    return sums
+
+
+def _mean_bound(points: Series, known: datetime, origin: datetime, thresholds: Thresholds) -> datetime:
+    low, limit = thresholds.idle_percent, thresholds.starved_percent
+    working = [(t, v) for t, v in points if v >= low]
+    if not working or sum(v for _, v in working) / len(working) < limit:
+        return known  # under-fed already (or not working: the share decides)
+    sums = _suffix_sums([v for _, v in working])
+
+    def met(first: int, added: int) -> bool:
+        return (sums[first] + added * low) / (len(working) - first + added) < limit
+
+    return _slide([t for t, _ in working], known, origin, thresholds, met)
+
+
+def _share_bound(points: Series, known: datetime, origin: datetime, thresholds: Thresholds) -> datetime:
+    low = thresholds.idle_percent
+    works = _suffix_sums([1.0 if v >= low else 0.0 for _, v in points])
+
+    def met(first: int, added: int) -> bool:
+        total = len(points) - first + added
+        return total > 0 and (works[first] + added) / total >= STARVED_MIN_WORKING_SHARE
+
+    if met(0, int((known - origin) / thresholds.period)):
+        return known
+    return _slide([t for t, _ in points], known, origin, thresholds, met)

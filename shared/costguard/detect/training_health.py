@@ -1,0 +1,355 @@
+"""Training-job health. Pure: a run whose own metrics diverge (``training_diverged``), and a checkpoint location
+that has gone stale (``checkpoint_stale``).
+
+The metrics are the job's ``MetricDefinitions``, which SageMaker publishes to CloudWatch under
+``/aws/sagemaker/TrainingJobs`` with the dimension ``TrainingJobName``. CloudWatch's PutMetricData refuses NaN
+and infinity, so a NaN in a job's log may never reach CloudWatch as one: the non-finite rule judges whatever comes
+back, and a loss exploding on its way to NaN is the rising rule's. Every figure is hours x instance count x
+on-demand price (``Price``): for a managed spot job an upper bound. An unknown price gives an unknown figure,
+never zero.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from itertools import pairwise
+from typing import Any, Literal
+
+from costguard.detect.training_jobs import training_job_resource
+from costguard.events.sagemaker import TrainingJobDetail
+from costguard.model import Finding, Reason
+from costguard.pricing import Price
+
+STOP_ON_DIVERGENCE_TAG = "costguard:stop-on-divergence"  # "true": a diverged job may be marked and stopped
+LOSS_METRIC_TAG = "costguard:loss-metric"  # names the loss among the job's metrics (default: every "loss")
+CHECKPOINT_TAG = "costguard:checkpoint"  # an s3:// URI, "true" (use CheckpointConfig) or "false"
+_NO = ("false", "no", "0", "off")
+
+# A loss "rises steadily" when at least this share of the steps between its readings in the window go up...
+RISING_STEP_SHARE = 0.8
+# ...over at least this many readings: two or three points going up is noise, not a trend.
+MIN_RISING_POINTS = 4
+# A plateau is judged with at least this many readings before and after the cut.
+MIN_PLATEAU_POINTS = 3
+VALUES_SHOWN = 8  # the metric's latest readings quoted in the alert
+
+Series = Sequence[tuple[datetime, float]]
+DivergenceKind = Literal["non_finite", "rising", "plateau"]
+
+
+# --- training_diverged ---------------------------------------------------------------------------
+
+
+def metric_names(detail: TrainingJobDetail) -> list[str]:
+    """The job's own metrics (its MetricDefinitions), in definition order, each once."""
+    spec = detail.AlgorithmSpecification
+    return list(dict.fromkeys(d.Name for d in spec.MetricDefinitions)) if spec else []
+
+
+def loss_metrics(detail: TrainingJobDetail) -> list[str]:
+    """The metrics judged for a rising or flat loss: the one the tag names, else every metric with "loss" in
+    its name (``train:loss``, ``validation:loss``). Lower is better for each."""
+    names = metric_names(detail)
+    chosen = detail.Tags.get(LOSS_METRIC_TAG, "").strip()
+    if chosen:
+        return [n for n in names if n == chosen]
+    return [n for n in names if "loss" in n.lower()]
+
+
+@dataclass(frozen=True)
+class Divergence:
+    """Why one of the job's metrics says the run is going nowhere."""
+
+    kind: DivergenceKind
+    metric: str
+    why: str  # a sentence fragment, e.g. "train:loss read NaN at 11:55Z"
+    recent: tuple[float, ...]  # the metric's latest readings, oldest first
+
+
+def show(value: float) -> str:
+    """A metric reading as a person reads it."""
+    if math.isnan(value):
+        return "NaN"
+    if math.isinf(value):
+        return "infinity" if value > 0 else "-infinity"
+    return f"{value:.4g}"
+
+
+def _non_finite(metric: str, series: Series, since: datetime) -> Divergence | None:
+    bad = [(at, v) for at, v in series if at >= since and not math.isfinite(v)]
+    if not bad:
+        return None
+    at, value = bad[0]
+    return Divergence(
+        "non_finite",
+        metric,
+        f"{metric} read {show(value)} from {at:%Y-%m-%d %H:%M} UTC on ({len(bad)} readings in the window)",
+        tuple(v for _, v in series[-VALUES_SHOWN:]),
+    )
+
+
+def _rising(
+    metric: str, series: Series, since: datetime, tolerance: float, window: timedelta
+) -> Divergence | None:
+    points = [v for at, v in series if at >= since and math.isfinite(v)]
+    if len(points) < MIN_RISING_POINTS:
+        return None
+    steps = [b - a for a, b in pairwise(points)]
+    up = sum(1 for step in steps if step > 0)
+    first, last = points[0], points[-1]
+    if up / len(steps) < RISING_STEP_SHARE or last - first <= tolerance * max(abs(first), 1e-12):
+        return None
+    minutes = int(window.total_seconds() // 60)
+    return Divergence(
+        "rising",
+        metric,
+        f"{metric} rose in {up} of {len(steps)} steps over the last {minutes} min, from {show(first)} to "
+        f"{show(last)}",
+        tuple(points[-VALUES_SHOWN:]),
+    )
+
+
+def _plateau(
+    metric: str,
+    series: Series,
+    *,
+    started: datetime,
+    now: datetime,
+    share: float,
+    tolerance: float,
+    window: timedelta,
+) -> Divergence | None:
+    """No improvement beyond ``tolerance`` (relative) over the last ``share`` of the run: the best reading since
+    the cut is not below the best before it by more than that. Not judged before the span reaches ``window``."""
+    span = (now - started) * share
+    if span < window:
+        return None
+    cut = now - span
+    before = [v for at, v in series if started <= at < cut and math.isfinite(v)]
+    after = [v for at, v in series if at >= cut and math.isfinite(v)]
+    if len(before) < MIN_PLATEAU_POINTS or len(after) < MIN_PLATEAU_POINTS:
+        return None
+    best_before, best_after = min(before), min(after)
+    if best_before - best_after > tolerance * max(abs(best_before), 1e-12):
+        return None
+    hours = span.total_seconds() / 3600
+    return Divergence(
+        "plateau",
+        metric,
+        f"{metric} has not improved by more than {tolerance:.1%} in the last {hours:.1f}h ({share:.0%} of the "
+        f"run): best {show(best_after)} since, {show(best_before)} before",
+        tuple(after[-VALUES_SHOWN:]),
+    )
+
+
+def divergence(
+    detail: TrainingJobDetail,
+    series_of: Mapping[str, Series],
+    *,
+    now: datetime,
+    window: timedelta,
+    tolerance: float,
+    share: float,
+) -> Divergence | None:
+    """The first sign of divergence, worst first: a NaN or infinite reading of any of the job's metrics in the
+    window, then a loss rising steadily over the window, then a loss flat over the last ``share`` of the run."""
+    since = now - window
+    for metric in metric_names(detail):
+        found = _non_finite(metric, series_of.get(metric, ()), since)
+        if found:
+            return found
+    losses = loss_metrics(detail)
+    for metric in losses:
+        found = _rising(metric, series_of.get(metric, ()), since, tolerance, window)
+        if found:
+            return found
+    started = detail.TrainingStartTime
+    if started is None:
+        return None
+    for metric in losses:
+        found = _plateau(
+            metric,
+            series_of.get(metric, ()),
+            started=started,
+            now=now,
+            share=share,
+            tolerance=tolerance,
+            window=window,
+        )
+        if found:
+            return found
+    return None
+
+
+def remaining_seconds(detail: TrainingJobDetail, now: datetime) -> int | None:
+    """What is left of the job's MaxRuntimeInSeconds (from TrainingStartTime); None without either."""
+    limit = detail.StoppingCondition.MaxRuntimeInSeconds if detail.StoppingCondition else None
+    started = detail.TrainingStartTime
+    if not limit or started is None:
+        return None
+    return max(0, limit - max(0, int((now - started).total_seconds())))
+
+
+def may_stop_on_divergence(detail: TrainingJobDetail) -> bool:
+    return detail.Tags.get(STOP_ON_DIVERGENCE_TAG, "").strip().lower() == "true"
+
+
+def diverged_finding(
+    detail: TrainingJobDetail,
+    found: Divergence,
+    *,
+    account: str,
+    region: str,
+    price: Price | None,
+    now: datetime,
+    observed_at: datetime,
+    event_id: str | None = None,
+) -> Finding:
+    """``training_diverged``: remediable only for a job tagged ``costguard:stop-on-divergence=true``, so the
+    common path marks it, then stops it after the grace period in remediate mode."""
+    resource = training_job_resource(detail, account=account, region=region)
+    hourly = round(price.usd_per_hour * resource.instance_count, 4) if price else None
+    left = remaining_seconds(detail, now)
+    rest = round(left / 3600 * hourly, 2) if left is not None and hourly is not None else None
+    allowed = may_stop_on_divergence(detail)
+    if left is None:
+        cost = "the rest of the run costs an unknown amount (no MaxRuntimeInSeconds)"
+    else:
+        cost = f"the rest of its max runtime ({left / 3600:.1f}h) would cost {_usd(rest)}"
+    advice = (
+        ""
+        if allowed
+        else f" Tag it {STOP_ON_DIVERGENCE_TAG}=true to let costguard stop a diverged run in remediate mode."
+    )
+    evidence: dict[str, Any] = {
+        "metric": found.metric,
+        "rule": {"non_finite": "NaN or infinity", "rising": "rising loss", "plateau": "no improvement"}[
+            found.kind
+        ],
+        "what_was_seen": found.why,
+        "recent_values": [show(v) for v in found.recent],
+        "remaining_hours": round(left / 3600, 2) if left is not None else None,
+        "rest_of_run_usd": rest,
+        "instance_type": resource.instance_type,
+        "instance_count": resource.instance_count,
+        "price_usd_per_hour": price.usd_per_hour if price else None,
+        "managed_spot": detail.EnableManagedSpotTraining,
+        "stop_on_divergence": allowed,
+    }
+    return Finding(
+        reason=Reason.TRAINING_DIVERGED,
+        resource=resource,
+        summary=f"Training job {detail.TrainingJobName} looks diverged: {found.why}; {cost}.{advice}",
+        observed_at=observed_at,
+        event_id=event_id,
+        hourly_usd=hourly,
+        remediable=allowed,
+        evidence=evidence,
+    )
+
+
+# --- checkpoint_stale ----------------------------------------------------------------------------
+
+
+def checkpoint_location(detail: TrainingJobDetail) -> str | None:
+    """Where the job checkpoints, when it is one costguard watches: a managed spot job's
+    ``CheckpointConfig.S3Uri``, or any job's ``costguard:checkpoint`` tag (an s3:// URI, or ``true`` for its
+    CheckpointConfig). ``costguard:checkpoint=false`` opts out; None for a job that does not qualify."""
+    tag = detail.Tags.get(CHECKPOINT_TAG, "").strip()
+    configured = detail.CheckpointConfig.S3Uri if detail.CheckpointConfig else None
+    if tag.lower() in _NO:
+        return None
+    if tag.lower().startswith("s3://"):
+        return tag
+    if tag or detail.EnableManagedSpotTraining:
+        return configured or None
+    return None
+
+
+def split_s3_uri(uri: str) -> tuple[str, str] | None:
+    """(bucket, key prefix) of an s3:// URI; None when it names no bucket."""
+    if not uri.lower().startswith("s3://"):
+        return None
+    bucket, _, prefix = uri[5:].partition("/")
+    return (bucket, prefix) if bucket else None
+
+
+def checkpoint_due(detail: TrainingJobDetail, now: datetime, interval: timedelta) -> bool:
+    """Whether the job has run long enough to owe a checkpoint: no read is made before that."""
+    started = detail.TrainingStartTime
+    return detail.TrainingJobStatus == "InProgress" and started is not None and now - started > interval
+
+
+@dataclass(frozen=True)
+class CheckpointSeen:
+    """What one ListObjectsV2 page under the checkpoint prefix showed."""
+
+    newest: datetime | None  # the latest LastModified on the page
+    objects: int
+    truncated: bool  # more keys than one page: a newer object may sit beyond it
+
+
+def stale_checkpoint_finding(
+    detail: TrainingJobDetail,
+    location: str,
+    seen: CheckpointSeen,
+    *,
+    account: str,
+    region: str,
+    price: Price | None,
+    interval: timedelta,
+    now: datetime,
+    observed_at: datetime,
+    event_id: str | None = None,
+) -> Finding | None:
+    """``checkpoint_stale`` (notify only): no object newer than ``interval`` under the location. The work at
+    risk runs from the newest checkpoint of this run (a checkpoint older than its start is a previous run's:
+    the work at risk then runs from the start). A truncated page whose newest object is old says nothing
+    certain, and gives no finding."""
+    started = detail.TrainingStartTime
+    if started is None or not checkpoint_due(detail, now, interval):
+        return None
+    since = max(seen.newest, started) if seen.newest is not None else started
+    if now - since <= interval or seen.truncated:
+        return None
+    resource = training_job_resource(detail, account=account, region=region)
+    hourly = round(price.usd_per_hour * resource.instance_count, 4) if price else None
+    hours = (now - since).total_seconds() / 3600
+    at_risk = round(hours * hourly, 2) if hourly is not None else None
+    if seen.newest is None:
+        last = "no checkpoint object at all"
+    elif seen.newest < started:
+        last = f"nothing since the run started (the newest object, {seen.newest:%Y-%m-%d %H:%M} UTC, is a previous run's)"
+    else:
+        last = f"the newest object was written at {seen.newest:%Y-%m-%d %H:%M} UTC"
+    return Finding(
+        reason=Reason.CHECKPOINT_STALE,
+        resource=resource,
+        summary=(
+            f"Training job {detail.TrainingJobName} has not checkpointed for {hours:.1f}h ({last} under "
+            f"{location}): an interruption now would lose {hours:.1f}h of work, {_usd(at_risk)}."
+        ),
+        observed_at=observed_at,
+        event_id=event_id,
+        hourly_usd=hourly,
+        remediable=False,
+        evidence={
+            "checkpoint_location": location,
+            "newest_checkpoint_at": seen.newest.isoformat() if seen.newest else None,
+            "objects_seen": seen.objects,
+            "hours_at_risk": round(hours, 2),
+            "at_risk_usd": at_risk,
+            "stale_after_seconds": int(interval.total_seconds()),
+            "managed_spot": detail.EnableManagedSpotTraining,
+            "instance_type": resource.instance_type,
+            "instance_count": resource.instance_count,
+            "price_usd_per_hour": price.usd_per_hour if price else None,
+        },
+    )
+
+
+def _usd(value: float | None) -> str:
+    return "an unknown amount" if value is None else f"${value:,.2f}"

@@ -1,0 +1,208 @@
+"""What the audit reads beside running resources, in the embedded AWS: the world's unattached volumes, its S3
+objects, its finished training jobs' end times (seeded into moto), and Cost Explorer's Savings Plans coverage and
+Compute Optimizer's recommendations (moto has neither: answered in-process from the world).
+
+The answers are given to the real boto3 clients of the cached factory, like local/metric_responder.py does for
+CloudWatch: each request is still validated against the service model and counted in ``clients.calls``; only
+the HTTP exchange is replaced.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from botocore.awsrequest import AWSResponse
+from botocore.compat import HTTPHeaders
+
+from costguard.aws import clients
+from costguard.aws.savings_plans import CE_REGION
+from costguard.local.org import place_client
+from costguard.local.world import World
+
+GIB = 2**30
+# Only the covered share of a family's spend is read from the coverage: each family is answered as this total.
+NOMINAL_FAMILY_SPEND_USD = 1000.0
+
+
+def _naive_utc(at: datetime) -> datetime:
+    """moto keeps its times as naive UTC."""
+    return at.astimezone(UTC).replace(tzinfo=None) if at.tzinfo else at
+
+
+def seed_holdings(world: World) -> None:
+    """Each place's volumes, objects and finished jobs' end times, into moto."""
+    for place in world.places():
+        _seed_volumes(place)
+        _seed_objects(place)
+        _seed_job_ends(place)
+
+
+def _seed_volumes(place: World) -> None:
+    if not place.volumes:
+        return
+    from moto.ec2.models import ec2_backends  # the embedded AWS only
+
+    ec2: Any = place_client("ec2", place.account, place.region)
+    backend = ec2_backends[place.account][place.region]
+    for spec in place.volumes:
+        made = ec2.create_volume(
+            AvailabilityZone=spec.availability_zone or f"{place.region}a",
+            Size=spec.size_gib,
+            VolumeType=spec.type,
+            **(
+                {"TagSpecifications": [{"ResourceType": "volume", "Tags": _tags(spec.tags)}]}
+                if spec.tags
+                else {}
+            ),
+        )
+        volume = backend.volumes.pop(made["VolumeId"])
+        volume.id = spec.id  # the world's own id, as its report names it
+        volume.create_time = _naive_utc(spec.created or place.now)
+        backend.volumes[spec.id] = volume
+        if spec.tags:  # moto keys tags by resource id: move them to the world's id
+            backend.tags[spec.id] = backend.tags.pop(made["VolumeId"], {})
+
+
+def _seed_objects(place: World) -> None:
+    if not place.objects:
+        return
+    from moto.s3.models import s3_backends  # the embedded AWS only
+
+    s3: Any = place_client("s3", place.account, place.region)
+    backend = s3_backends[place.account]["aws"]
+    for spec in place.objects:
+        bucket, key = spec.uri.removeprefix("s3://").split("/", 1)
+        if bucket not in backend.buckets:
+            create = (
+                {}
+                if place.region == "us-east-1"
+                else {"CreateBucketConfiguration": {"LocationConstraint": place.region}}
+            )
+            s3.create_bucket(Bucket=bucket, **create)
+        s3.put_object(Bucket=bucket, Key=key, Body=b"0")
+        stored = backend.buckets[bucket].keys[key]
+        stored.contentsize = int(spec.size_gib * GIB)  # the size without the bytes
+        stored.last_modified = _naive_utc(spec.modified or place.now)
+
+
+def _seed_job_ends(place: World) -> None:
+    ended = {job.name: job.ended for job in place.training_jobs if job.ended is not None}
+    if not ended:
+        return
+    from moto.sagemaker.models import sagemaker_backends  # the embedded AWS only
+
+    backend = sagemaker_backends[place.account][place.region]
+    for name, at in ended.items():
+        made = backend.training_jobs[name]
+        made.training_end_time = made.last_modified_time = at
+
+
+def _tags(tags: dict[str, str]) -> list[dict[str, str]]:
+    return [{"Key": k, "Value": v} for k, v in tags.items()]
+
+
+class HoldingsResponder:
+    """GetSavingsPlansCoverage and GetEC2InstanceRecommendations answered from the world's places."""
+
+    def __init__(self, world: World) -> None:
+        self.places = {(p.account, p.region): p for p in world.places()}
+        self._params: dict[str, dict[str, Any]] = {}
+
+    def install(self) -> None:
+        """On the hub's Cost Explorer client and its Compute Optimizer client of each of the world's regions."""
+        targets = [("ce", CE_REGION, "GetSavingsPlansCoverage")]
+        targets += [
+            ("compute-optimizer", region, "GetEC2InstanceRecommendations")
+            for region in sorted({region for _, region in self.places})
+        ]
+        for service, region, operation in targets:
+            client = clients.client(service, region)
+            name = client.meta.service_model.service_id.hyphenize()
+            client.meta.events.register(f"before-parameter-build.{name}.{operation}", self._keep)
+            client.meta.events.register_last(f"before-call.{name}.{operation}", self._answer)
+
+    def _keep(self, params: dict[str, Any], model: Any, **_: Any) -> None:
+        self._params[model.name] = dict(params)
+
+    def _answer(self, model: Any, **_: Any) -> tuple[AWSResponse, dict[str, Any]]:
+        params = self._params.pop(model.name)
+        if model.name == "GetSavingsPlansCoverage":
+            body = self.coverage(params)
+        else:
+            body = self.recommendations(params)
+        return AWSResponse("https://holdings.invalid/", 200, HTTPHeaders(), None), body
+
+    def coverage(self, params: dict[str, Any]) -> dict[str, Any]:
+        """Per family of the places the filter names (region, and linked account if given), its covered share
+        of a nominal spend, over the asked period."""
+        wanted = _filter_values(params.get("Filter") or {})
+        period = params["TimePeriod"]
+        rows = []
+        for (account, region), place in sorted(self.places.items()):
+            if region not in wanted.get("REGION", [region]) or account not in wanted.get(
+                "LINKED_ACCOUNT", [account]
+            ):
+                continue
+            # Like Cost Explorer, a row for every family with EC2 spend, 0% where the world names none.
+            families = {i.type.split(".")[0]: 0.0 for i in place.instances if i.state == "running"}
+            for family, percent in sorted((families | place.savings_plans_coverage).items()):
+                covered = NOMINAL_FAMILY_SPEND_USD * percent / 100
+                rows.append(
+                    {
+                        "Attributes": {"INSTANCE_FAMILY": family},
+                        "Coverage": {
+                            "SpendCoveredBySavingsPlans": f"{covered:.2f}",
+                            "OnDemandCost": f"{NOMINAL_FAMILY_SPEND_USD - covered:.2f}",
+                            "TotalCost": f"{NOMINAL_FAMILY_SPEND_USD:.2f}",
+                            "CoveragePercentage": f"{percent:.2f}",
+                        },
+                        "TimePeriod": dict(period),
+                    }
+                )
+        return {"SavingsPlansCoverages": rows}
+
+    def recommendations(self, params: dict[str, Any]) -> dict[str, Any]:
+        """The world's recommendations for the asked instance ARNs (none for an instance it says nothing of)."""
+        found = []
+        for arn in params.get("instanceArns", []):
+            _, _, _, region, account, resource = arn.split(":", 5)
+            place = self.places.get((account, region))
+            instance = resource.removeprefix("instance/")
+            for spec in place.compute_optimizer if place else []:
+                if spec.instance != instance:
+                    continue
+                current = next((i.type for i in place.instances if i.id == instance), None) if place else None
+                found.append(_recommendation(arn, account, current, spec))
+        return {"instanceRecommendations": found, "errors": []}
+
+
+def _recommendation(arn: str, account: str, current: str | None, spec: Any) -> dict[str, Any]:
+    option: dict[str, Any] = {
+        "rank": 1,
+        "instanceType": spec.recommended_type or current or "",
+        "performanceRisk": 1.0,
+    }
+    option["savingsOpportunity"] = {
+        "estimatedMonthlySavings": {"currency": "USD", "value": spec.monthly_saving_usd},
+        "savingsOpportunityPercentage": 0.0,
+    }
+    return {
+        "instanceArn": arn,
+        "accountId": account,
+        "currentInstanceType": current or "",
+        "finding": spec.finding,
+        "idle": "True" if spec.idle else "False",
+        "lookBackPeriodInDays": 14.0,
+        "recommendationOptions": [option],
+    }
+
+
+def _filter_values(expression: dict[str, Any]) -> dict[str, list[str]]:
+    """The dimension values a Cost Explorer filter names, flattened over ``And``."""
+    found: dict[str, list[str]] = {}
+    for part in [expression, *expression.get("And", [])]:
+        dimension = part.get("Dimensions")
+        if dimension:
+            found[dimension["Key"]] = list(dimension.get("Values", []))
+    return found

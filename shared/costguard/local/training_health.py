@@ -1,0 +1,92 @@
+"""Seed what the training sweep's health checks read: each world job's MetricDefinitions and their values in the
+embedded CloudWatch, and the objects under its checkpoint location in the embedded S3."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from costguard.detect.training_health import CHECKPOINT_TAG, split_s3_uri
+from costguard.local.org import place_client
+from costguard.local.seed_metrics import datum, publish
+from costguard.local.world import TrainingJob, TrainingMetric, World
+
+NAMESPACE = "/aws/sagemaker/TrainingJobs"
+LOOKBACK = timedelta(minutes=180)  # a job with no start time publishes from here
+
+
+def metric_value(metric: TrainingMetric, minutes: float) -> float:
+    """The value a world metric reads ``minutes`` into the run (before ``nan_from``)."""
+    if metric.shape == "falling":
+        return round(2.0 / (1 + minutes / 60), 4)
+    if metric.shape == "rising":
+        return round(0.5 + minutes / 100, 4)
+    return 1.2
+
+
+def metric_series(
+    job: TrainingJob, metric: TrainingMetric, now: datetime, until: datetime
+) -> list[tuple[datetime, float]]:
+    """Every ``step_minutes`` from the job's start (or LOOKBACK before now) to ``until``, NaN from ``nan_from``."""
+    start = job.started or now - LOOKBACK
+    step = timedelta(minutes=metric.step_minutes)
+    points = []
+    at = start + step
+    while at <= max(now, until):
+        nan = metric.nan_from is not None and at >= metric.nan_from
+        points.append((at, float("nan") if nan else metric_value(metric, (at - start).total_seconds() / 60)))
+        at += step
+    return points
+
+
+def checkpoint_uri(job: TrainingJob) -> str | None:
+    tag = job.tags.get(CHECKPOINT_TAG, "")
+    return tag if tag.lower().startswith("s3://") else job.checkpoint_s3_uri
+
+
+def seed_training_health(world: World, until: datetime) -> None:
+    """Every world job's MetricDefinitions (moto gives each job one of its own, which the world replaces), the
+    values of those of its in-progress jobs, and their checkpoint objects."""
+    if not world.training_jobs:
+        return
+    from moto.sagemaker.models import sagemaker_backends  # the embedded AWS only
+
+    backend = sagemaker_backends[world.account][world.region]
+    data: list[dict[str, Any]] = []
+    for job in world.training_jobs:
+        made: Any = backend.training_jobs[job.name]
+        made.algorithm_specification["MetricDefinitions"] = [
+            {"Name": m.name, "Regex": f"{m.name}=(\\S+)"} for m in job.metrics
+        ]
+        if job.status != "InProgress":
+            continue
+        dims = [{"Name": "TrainingJobName", "Value": job.name}]
+        for metric in job.metrics:
+            for at, value in metric_series(job, metric, world.now, until):
+                data.append(datum(metric.name, dims, at, value, "None"))
+        _write_checkpoints(world, job)
+    publish(world.account, world.region, NAMESPACE, data)
+
+
+def _write_checkpoints(world: World, job: TrainingJob) -> None:
+    uri = checkpoint_uri(job)
+    where = split_s3_uri(uri) if uri else None
+    if where is None or not job.checkpoints_written:
+        return
+    from moto.s3.models import s3_backends  # the embedded AWS only
+
+    bucket, prefix = where
+    s3: Any = place_client("s3", world.account, world.region)
+    buckets = s3_backends[world.account]["global"].buckets
+    if bucket not in buckets:
+        location = (
+            {}
+            if world.region == "us-east-1"
+            else {"CreateBucketConfiguration": {"LocationConstraint": world.region}}
+        )
+        s3.create_bucket(Bucket=bucket, **location)
+    for n, written in enumerate(sorted(job.checkpoints_written)):
+        key = f"{prefix}checkpoint-{n:04d}.pt"
+        s3.put_object(Bucket=bucket, Key=key, Body=b"checkpoint")
+        # moto stamps the upload time: the world's write time goes into its backend (naive UTC, as moto keeps it).
+        buckets[bucket].keys[key].last_modified = written.astimezone(UTC).replace(tzinfo=None)

@@ -1,0 +1,157 @@
+"""The read schedule (detect/read_schedule.py): a bound is never late, and the decisions do not change."""
+
+from __future__ import annotations
+
+import random
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from costguard.backtest.command import world_period
+from costguard.backtest.generate import generate
+from costguard.backtest.walk import Params, Result, backtest
+from costguard.backtest.world_history import world_history
+from costguard.detect import read_schedule
+from costguard.detect.gpu import Thresholds, Verdict, read_gpus
+from costguard.local.world import load_world
+from costguard.model import MARK_TAG_KEY
+from costguard.pricing import PriceBook
+
+ROOT = Path(__file__).resolve().parents[2]
+MINUTE = timedelta(minutes=1)
+T0 = datetime(2026, 11, 20, 12, 0, tzinfo=UTC)
+THRESHOLDS = Thresholds()
+SAYS_SOMETHING = {Verdict.IDLE, Verdict.STARVED, Verdict.PARTIAL, Verdict.NO_METRICS}
+
+
+def _series(
+    rng: random.Random, gpus: int, minutes: int, level: float
+) -> dict[int, list[tuple[datetime, float]]]:
+    """Per-GPU per-minute points up to T0, around ``level`` with some quiet minutes and gaps."""
+    out: dict[int, list[tuple[datetime, float]]] = {}
+    for gpu in range(gpus):
+        points = []
+        for m in range(minutes, 0, -1):
+            if rng.random() < 0.03:
+                continue  # a missing datapoint
+            value = 0.0 if rng.random() < 0.1 else max(0.0, min(100.0, rng.gauss(level, 15)))
+            points.append((T0 - MINUTE * m, value))
+        out[gpu] = points
+    return out
+
+
+def _continue(
+    series: dict[int, list[tuple[datetime, float]]], rng: random.Random, minutes: int, mode: str
+) -> None:
+    """Extend each GPU's series by ``minutes`` in the way that reaches a verdict fastest (``mode``)."""
+    for gpu, points in series.items():
+        for m in range(minutes):
+            at = T0 + MINUTE * m
+            if mode == "silent" and gpu == 0:
+                continue
+            value = {"idle": 0.0, "low": THRESHOLDS.idle_percent, "random": rng.uniform(0, 100)}.get(
+                mode, 0.0
+            )
+            points.append((at, value))
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_no_reading_before_the_bound_gives_a_finding_whatever_comes_next(seed: int) -> None:
+    rng = random.Random(seed)
+    gpus = rng.choice([1, 4, 8])
+    series = _series(rng, gpus, minutes=rng.choice([40, 150, 240]), level=rng.choice([30.0, 60.0, 95.0]))
+    known = T0 - MINUTE
+    if read_gpus(series, known, THRESHOLDS, gpus).verdict in SAYS_SOMETHING:
+        return  # the bound is for a reading that said nothing
+    bound = read_schedule.earliest_finding(series, known, THRESHOLDS, gpus)
+    assert bound > known
+    for mode in ("idle", "low", "silent", "random"):
+        future = {k: list(v) for k, v in series.items()}
+        _continue(future, rng, minutes=240, mode=mode)
+        at = known + MINUTE
+        while at < bound:
+            verdict = read_gpus(future, at, THRESHOLDS, gpus).verdict
+            assert verdict not in SAYS_SOMETHING, (mode, at, bound, verdict)
+            at += MINUTE
+
+
+def test_a_gpu_busy_a_minute_ago_cannot_be_idle_before_the_window_has_passed() -> None:
+    # At 100% the working mean cannot fall under 70% within 37 minutes: the idle window decides.
+    series = {0: [(T0 - MINUTE * m, 100.0) for m in range(120, 0, -1)]}
+    bound = read_schedule.earliest_finding(series, T0 - MINUTE, THRESHOLDS, 1)
+    assert bound == T0 - MINUTE + THRESHOLDS.idle_window
+    # At 90% it can, in 29 (each new minute working at 5% as the oldest leave): the starved bound decides.
+    series = {0: [(T0 - MINUTE * m, 90.0) for m in range(120, 0, -1)]}
+    assert read_schedule.earliest_finding(series, T0 - MINUTE, THRESHOLDS, 1) == T0 - MINUTE + 29 * MINUTE
+
+
+def test_a_silent_gpu_makes_the_next_reading_due() -> None:
+    series = {0: [(T0 - MINUTE * m, 90.0) for m in range(60, 0, -1)], 1: []}
+    assert read_schedule.earliest_finding(series, T0, THRESHOLDS, 2) == T0
+
+
+def test_a_standing_idle_finding_keeps_its_slots_and_a_mark_makes_it_due_every_sweep() -> None:
+    from costguard.detect.gpu import instance_resource
+    from costguard.model import Ec2Instance, Finding, Reason
+
+    instance = Ec2Instance(
+        id="i-0a", type="g5.xlarge", state="running", account="1", region="us-east-1", launch_time=T0
+    )
+    idle = Finding(
+        reason=Reason.GPU_IDLE, resource=instance_resource(instance), summary="idle", observed_at=T0
+    )
+    step, window = timedelta(minutes=5), THRESHOLDS.idle_window
+    first = read_schedule.next_entry(None, [idle], now=T0, earliest=T0, tags={}, launched=None)
+    again = read_schedule.next_entry(first, [idle], now=T0 + window, earliest=T0, tags={}, launched=None)
+    assert again == first  # unchanged: nothing to write
+    due = [
+        m
+        for m in range(5, 65, 5)
+        if read_schedule.is_due(first, T0 + MINUTE * m, step, window, tags={}, launched=None)
+    ]
+    assert due == [30, 60]
+    assert read_schedule.is_due(first, T0 + step, step, window, tags={MARK_TAG_KEY: "x"}, launched=None)
+    marked = read_schedule.next_entry(
+        first, [idle], now=T0, earliest=T0, tags={MARK_TAG_KEY: "x"}, launched=None
+    )
+    assert marked.kind is read_schedule.Kind.EVERY
+    assert read_schedule.Entry.decode(first.encode()) == first
+
+
+def _decisions(result: Result, *, notices: bool = True) -> list[list[tuple[object, ...]]]:
+    return [
+        [(e.at, e.action, e.reason, e.note, e.saved_usd) for e in o.events if notices or e.action != "notify"]
+        for o in result.outcomes
+    ]
+
+
+def test_the_backtest_world_gives_the_same_decisions_at_the_same_times_with_the_schedule() -> None:
+    world = load_world(ROOT / "worlds" / "backtest.yaml")
+    start, step = world_period(world, None, None)
+    history = world_history(world, start, step, PriceBook())
+    every, scheduled = (
+        backtest(history, Params(read_schedule=False)),
+        backtest(history, Params(read_schedule=True)),
+    )
+    assert _decisions(scheduled) == _decisions(every)
+    assert (scheduled.stops, scheduled.reclaimable_usd, scheduled.near_misses) == (
+        every.stops,
+        every.reclaimable_usd,
+        every.near_misses,
+    )
+    assert scheduled.notices == every.notices
+    read_every = sum(o.reads for o in every.outcomes)
+    read_scheduled = sum(o.reads for o in scheduled.outcomes)
+    assert read_scheduled < read_every / 4  # the point of it
+
+
+def test_a_generated_fleet_gets_the_same_marks_unmarks_and_stops_with_the_schedule() -> None:
+    history = generate(5, instances=20, days=2, history_days=0).history
+    every, scheduled = (
+        backtest(history, Params(read_schedule=False)),
+        backtest(history, Params(read_schedule=True)),
+    )
+    assert _decisions(scheduled, notices=False) == _decisions(every, notices=False)
+    assert scheduled.stops == every.stops > 0
+    assert sum(o.reads for o in scheduled.outcomes) < sum(o.reads for o in every.outcomes) / 2
