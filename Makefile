@@ -54,9 +54,9 @@ typecheck: $(VENV)/.ready
 	$(BIN)/mypy
 
 # Independent tests run in parallel, one worker per core; a module's tests stay on one worker (its fixtures are
-# built once).
+# built once) unless they are marked to run apart, and the slowest groups start first (tests/conftest.py).
 unit: setup
-	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/pytest -n auto --dist loadfile
+	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/pytest -n auto --dist loadgroup
 
 test: lint typecheck unit
 
@@ -69,4 +69,4 @@ bench: $(VENV)/.ready bench/.venv-c7n/.ready
 	$(BIN)/python bench/run.py
 
 clean:
-	rm -rf $(VENV) $(SAM_VENV) $(CHECKOV_VENV) .aws-sam .mypy_cache .ruff_cache
+	rm -rf $(VENV) $(SAM_VENV) $(CHECKOV_VENV) bench/.venv-c7n .aws-sam .mypy_cache .ruff_cache

@@ -74,6 +74,7 @@ class FleetAws:
         self._constant: dict[tuple[str, bool, int], list[float | None]] = {}
         self._params: dict[str, dict[str, Any]] = {}
         self.metrics_requested = 0
+        self.items: dict[str, dict[str, Any]] = {}
         self.answers: dict[str, Answer] = {
             "DescribeInstances": self.describe_instances,
             "DescribeInstanceTypes": self.describe_instance_types,
@@ -86,6 +87,16 @@ class FleetAws:
             "ListTrainingJobs": lambda _: {"TrainingJobSummaries": []},
             "ListNotebookInstances": lambda _: {"NotebookInstances": []},
             "ListEndpoints": lambda _: {"Endpoints": []},
+            # The audit's holdings (audit/holdings.py): a fleet with no unattached volume, no finished job, no
+            # Savings Plans and no Compute Optimizer recommendation; their calls are counted all the same.
+            "DescribeVolumes": lambda _: {"Volumes": []},
+            "Search": lambda _: {"Results": []},
+            "ListObjectsV2": lambda p: {"KeyCount": 0, "Name": p.get("Bucket", ""), "IsTruncated": False},
+            "GetSavingsPlansCoverage": lambda _: {"SavingsPlansCoverages": []},
+            "GetEC2InstanceRecommendations": lambda _: {"instanceRecommendations": [], "errors": []},
+            # The state table, for the read schedule's items (aws/read_plan.py).
+            "BatchGetItem": self.batch_get_item,
+            "BatchWriteItem": self.batch_write_item,
             "PutObject": self.put_object,
             "GetObject": self.get_object,
         }
@@ -119,6 +130,20 @@ class FleetAws:
             value = 1.0 if idle and metric == "nvidia_smi_utilization_gpu" else busy
             self._constant[key] = [value] * len(times)
         return self._constant[key]
+
+    def batch_get_item(self, params: dict[str, Any]) -> dict[str, Any]:
+        responses: dict[str, list[dict[str, Any]]] = {}
+        for table, request in params["RequestItems"].items():
+            keys = [k["id"]["S"] for k in request["Keys"]]
+            responses[table] = [self.items[k] for k in keys if k in self.items]
+        return {"Responses": responses, "UnprocessedKeys": {}}
+
+    def batch_write_item(self, params: dict[str, Any]) -> dict[str, Any]:
+        for writes in params["RequestItems"].values():
+            for write in writes:
+                item = write["PutRequest"]["Item"]
+                self.items[item["id"]["S"]] = item
+        return {"UnprocessedItems": {}}
 
     def get_metric_data(self, params: dict[str, Any]) -> dict[str, Any]:
         if "NextToken" not in params:  # CloudWatch bills each metric requested once, however it pages
@@ -192,7 +217,10 @@ def _run(scenario: str, size: int, types: dict[str, Any]) -> dict[str, Any]:
         inventory.catalog = inventory.AcceleratorCatalog()
         for service in ("ec2", "cloudwatch", "sagemaker"):
             aws.install(clients.client(service, REGION))
+        aws.install(clients.client("dynamodb"))  # the state table's client, as the stores ask for it
         aws.install(clients.client("s3"))  # the audit store's client, as it asks for it
+        aws.install(clients.client("ce", "us-east-1"))  # Cost Explorer answers from us-east-1
+        aws.install(clients.client("compute-optimizer", REGION))
         baseline = _maxrss_mib()
         clients.calls.clear()
         start = time.perf_counter()
@@ -223,6 +251,18 @@ def _sweep(aws: FleetAws, size: int) -> dict[str, Any]:
 
     report = evaluate(REGION, runtime(), NOW)
     calls, requested = _calls(), aws.metrics_requested
+    # The sweeps after it, by the read schedule: 5 minutes on (a busy fleet: nothing can have changed), then
+    # each sweep up to the half hour, when the busy instances' idle window has passed their last busy minute.
+    later: dict[str, Any] = {}
+    for minutes in (5, 10, 15, 20, 25, 30):
+        clients.calls.clear()
+        before = aws.metrics_requested
+        evaluate(REGION, runtime(), NOW + timedelta(minutes=minutes))
+        later[f"+{minutes} min"] = {
+            "metrics_requested": aws.metrics_requested - before,
+            "api_calls": _calls(),
+        }
+    clients.calls.clear()
     # What one alarm entering ALARM costs: the same path for the one instance (a p4d.24xlarge, 8 GPUs).
     clients.calls.clear()
     evaluate(REGION, runtime(), NOW, instance_ids=[instance_id(2)])
@@ -232,6 +272,7 @@ def _sweep(aws: FleetAws, size: int) -> dict[str, Any]:
         "findings": len(report.findings),
         "gpu_series": len(aws.metrics.metrics),
         "metrics_requested": requested,
+        "next_sweeps": later,
         "one_alarm": alarm,
     }
 

@@ -6,8 +6,8 @@ Replays worlds/backtest.yaml and a generated week (backtest/generate.py, the pro
 pipelines waiting between jobs, trainers, serving) with the schedule off (every instance at every sweep) and on,
 checks the marks, unmarks and stops are the same at the same times, and writes to bench/results.json's
 ``read_schedule``: GPU series read per series-hour (each read is of all an instance's GPU series), and the CPU and
-network metrics read per instance-hour (two for each reading with an idle or starved verdict, whose message
-states them). The cost model (bench/costs.py) prices the sweep from the harsher of the weeks.
+network metrics read per instance-hour (two for each reading whose idle or starved verdict is news, which its
+message states; a standing finding's repeats read none). The cost model (bench/costs.py) prices the sweep from the harsher of the weeks.
 """
 
 from __future__ import annotations
@@ -48,7 +48,7 @@ def measure(name: str, history: History) -> dict[str, Any]:
     series_reads = sum(b.reads * len(b.subject.tracks) for _, b in with_series)
     # Every sweep reads every running instance without the schedule: its reads / 12 are the instance-hours judged.
     instance_hours = sum(a.reads for a, _ in with_series) / SWEEPS_PER_HOUR
-    verdicts = sum(b.findings.get("gpu_idle", 0) + b.findings.get("gpu_starved", 0) for _, b in with_series)
+    verdicts = sum(b.evidence_reads for _, b in with_series)
     return {
         "week": name,
         "instances": len(with_series),

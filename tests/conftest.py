@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from costguard.local.sink import SlackSink
+from tests.moto_speed import faster_moto
 
 # Powertools reads these when its objects are created, which can be at collection time.
 os.environ.setdefault("POWERTOOLS_METRICS_NAMESPACE", "CostguardTest")
@@ -21,6 +22,63 @@ ROOT = Path(__file__).resolve().parents[1]
 EVENTS = ROOT / "events"
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 DEMO_WORLD = ROOT / "worlds" / "demo.yaml"
+
+
+# `make unit` runs the tests on every core with `--dist loadgroup` and `--no-loadscope-reorder` (pyproject.toml).
+# A test without an xdist_group mark is grouped with its file, as `--dist loadfile` would group it: a module's
+# fixtures are built once, on one worker. A file lets its independent heavy tests run on another worker by giving
+# them a group of their own. The groups below go first, slowest first (as `pytest --durations` measured them), so
+# that no long group starts last while the other worker has nothing left to do; every other group follows in
+# collection order.
+SLOWEST_FIRST = (  # CPU seconds on 2026-12-01, `-n 2`: the groups of 20 s or more
+    "tests/integration/test_organization.py",  # 82
+    "tests/integration/test_demo_payloads.py",  # 56: the demo world played in each mode
+    "tests/integration/test_soak.py",  # 47
+    "tests/integration/test_gpu_flow.py",  # 46
+    "tests/integration/test_launch_detectors.py",  # 45
+    "tests/integration/test_training_health_flow.py",  # 44
+    "tests/integration/test_gpu_scale.py",  # 37: the hub's 1,000-instance fleet, a sweep and two reconciles
+    "demo",  # 34: `costguard demo` in a fresh interpreter, read by test_cli.py and test_sagemaker_flow.py
+    "slack_noise_fleet",  # 32: 1,000 idle instances seeded in moto, one sweep
+    "tests/unit/test_bounded_state.py",  # 27
+    "tests/integration/test_training_guardrails_flow.py",  # 25
+    "tests/integration/test_adaptive_sweep.py",  # 24
+    "tests/integration/test_training_job_flow.py",  # 24
+    "tests/integration/test_replay_real_inputs.py",  # 21
+    "gpu_scale_member_fleet",  # 21: the same fleet in a member account, swept as an organization's work item
+)
+
+# Files whose tests share nothing beyond one test (a stack of their own each, no module or session fixture): each
+# of their tests is a unit of its own, as under `--dist load`, and fills whichever worker is free.
+SPREAD = frozenset(
+    {
+        "tests/integration/test_hostile_slack.py",
+        "tests/integration/test_budgets_flow.py",
+        "tests/integration/test_faults.py",
+        "tests/integration/test_interactions_flow.py",
+        "tests/integration/test_capacity_flow.py",
+    }
+)
+
+
+def xdist_group_of(item: pytest.Item) -> str:
+    """The group a test is scheduled with: its xdist_group mark's name, else its file."""
+    mark = item.get_closest_marker("xdist_group")
+    if mark is None:
+        return item.path.relative_to(ROOT).as_posix()
+    return str(mark.args[0] if mark.args else mark.kwargs.get("name", "default"))
+
+
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the marks
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if config.getoption("dist", "no") != "loadgroup":
+        return
+    for item in items:
+        group = xdist_group_of(item)
+        if item.get_closest_marker("xdist_group") is None and group not in SPREAD:
+            item.add_marker(pytest.mark.xdist_group(group))
+    rank = {group: n for n, group in enumerate(SLOWEST_FIRST)}
+    items.sort(key=lambda item: rank.get(xdist_group_of(item), len(rank)))
 
 
 def load_event(name: str) -> dict[str, Any]:
@@ -39,6 +97,13 @@ def json_lines(text: str) -> list[dict[str, Any]]:
             if isinstance(value, dict):
                 found.append(value)
     return found
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _fast_moto_responses() -> Iterator[None]:
+    """moto with its serializer's per-member work cached and its instance lookup uncopied (tests/moto_speed.py)."""
+    with faster_moto():
+        yield
 
 
 @pytest.fixture(autouse=True)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
@@ -11,6 +12,19 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 MARK_TAG_KEY = "costguard:marked-at"
+
+
+def mark_text(at: datetime, reason: str | None = None) -> str:
+    """The mark tag's value: when the resource was marked and, for a training job marked for something other
+    than idleness (a cost ceiling, a diverged run), why, after a space. The SageMaker idle sweep cancels a mark
+    when the job works again: only the marks that working again answers (an idle one, or one that says nothing)."""
+    return at.isoformat() if reason is None else f"{at.isoformat()} {reason}"
+
+
+def mark_reason(tags: Mapping[str, str]) -> str | None:
+    """Why a resource was marked, when its mark says (``mark_text``)."""
+    parts = tags.get(MARK_TAG_KEY, "").split(maxsplit=1)
+    return parts[1] if len(parts) == 2 else None
 
 
 class ResourceKind(StrEnum):
@@ -51,6 +65,8 @@ class Reason(StrEnum):
     JOB_NO_MAX_RUNTIME = "job_no_max_runtime"
     SPOT_WITHOUT_CHECKPOINT = "spot_without_checkpoint"
     SPOT_RECOMMENDED = "spot_recommended"
+    # A training job reading its S3 input from a bucket in another region (detect/placement.py).
+    DATA_CROSS_REGION = "data_cross_region"
     TRAINING_DIGEST = "training_digest"
     # A run's own loss NaN, rising or flat; a checkpoint location with no new object (detect/training_health.py).
     TRAINING_DIVERGED = "training_diverged"
@@ -70,7 +86,7 @@ class Reason(StrEnum):
     # work, GPU spend without the account's cost-allocation tags.
     COMMITMENT_CANDIDATE = "commitment_candidate"
     ORPHANED_STORAGE = "orphaned_storage"
-    UNTAGGED_GPU_SPEND = "untagged_gpu_spend"
+    UNTAGGED_GPU_SPEND = "untagged_gpu_spend"  # also alerted at launch (detect/tagging.py)
     # costguard's own health (template.yaml OpsAlarmRule): a function failing or throttled, work in a queue.
     COSTGUARD_ALARM = "costguard_alarm"
     BUDGET_BREACH = "budget_breach"

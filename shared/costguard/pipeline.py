@@ -9,9 +9,8 @@ from datetime import datetime, timedelta
 from costguard.act.executor import Outcome, Remediator, StopBlockerReader, StopLimiter, execute
 from costguard.model import Action, Decision, Finding, Reason
 from costguard.notify.dedupe import RepeatGate, Sighting
-from costguard.notify.message import ROWS_SHOWN
 from costguard.notify.mutes import MuteReader
-from costguard.notify.notice import GROUP_ABOVE, AnyNotice, GroupNotice, Notice, by_route
+from costguard.notify.notice import GROUP_ABOVE, ROWS_SHOWN, AnyNotice, GroupNotice, Notice, by_route
 from costguard.notify.queue import NoticeQueue
 from costguard.observability import logger
 from costguard.policy import SNOOZE_TAG_KEY, Policy, decide_all, snoozed_until, stop_candidates

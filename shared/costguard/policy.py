@@ -45,7 +45,8 @@ def _parse_mark(raw: str) -> datetime | None:
     # Cached: a marked resource is decided on at every sweep until its stop (and at every step of a
     # backtest), always with the same mark; a datetime is immutable, so sharing one is safe.
     try:
-        parsed: datetime = to_datetime(raw)
+        # The moment is the value's first word: a training job's mark may say why after it (model.mark_text).
+        parsed: datetime = to_datetime(raw.split(maxsplit=1)[0] if raw.strip() else raw)
     except ValueError:
         return None  # a hand-edited, unreadable mark restarts the grace period
     return parsed

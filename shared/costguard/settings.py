@@ -137,7 +137,8 @@ class Settings(BaseSettings):
     required_tags: Annotated[tuple[str, ...], NoDecode] = Field(
         default=(),
         description="cost-allocation tag keys every GPU or accelerator resource must carry "
-        "(COSTGUARD_REQUIRED_TAGS, e.g. team,project,owner); empty: not checked, since tagging conventions "
+        "(COSTGUARD_REQUIRED_TAGS, e.g. team,project,owner): the audit's table, and an alert at an EC2 instance's or "
+        "training job's launch; empty: not checked, since tagging conventions "
         "differ between accounts and a guessed list would flag every resource of an account that uses others",
     )
 

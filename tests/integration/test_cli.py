@@ -46,6 +46,7 @@ def test_replay_with_a_bad_world_file_exits_2(tmp_path: Path, capsys: pytest.Cap
     assert "instances.0.id" in capsys.readouterr().err
 
 
+@pytest.mark.xdist_group("demo")
 def test_demo_shows_the_training_job_alert(demo_output: str) -> None:
     out = demo_output
     assert "** costguard: Training job failed **" in out
@@ -70,6 +71,7 @@ SPENT_BY_HAND = {
 }
 
 
+@pytest.mark.xdist_group("demo")
 def test_demo_headline_counts_each_resource_once(demo_output: str) -> None:
     [line] = [line for line in demo_output.splitlines() if "already spent by the" in line]
     spent = float(line.split("$", 1)[1].split(" ", 1)[0].replace(",", ""))
@@ -80,6 +82,7 @@ def test_demo_headline_counts_each_resource_once(demo_output: str) -> None:
     assert "job_failure_loop llama-ft-nightly" in context
 
 
+@pytest.mark.xdist_group("demo")
 def test_demo_shows_progress_and_names_its_report(demo_output: str) -> None:
     lines = demo_output.splitlines()
     assert lines[0].startswith("costguard demo: account")  # no stray log line first

@@ -106,6 +106,7 @@ def member_fleet() -> Iterator[LocalStack]:
         yield stack
 
 
+@pytest.mark.xdist_group("gpu_scale_member_fleet")
 def test_a_member_regions_item_reads_at_the_same_floor_plus_one_assume_role(
     member_fleet: LocalStack, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -201,6 +201,7 @@ def test_gpu_notebook_without_metrics_is_reported_never_idle(
         assert "NotebookInstanceName" in json.dumps(result.slack)
 
 
+@pytest.mark.xdist_group("demo")
 def test_demo_shows_the_sagemaker_alerts(demo_output: str) -> None:
     out = demo_output
     # Told with the other findings of their batch: a row each of the group message, under its verdict (the

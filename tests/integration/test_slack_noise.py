@@ -7,6 +7,8 @@ from collections import Counter
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+import pytest
+
 from costguard.local.replay import replay
 from costguard.local.sink import SlackSink
 from costguard.local.stack import LocalStack
@@ -60,6 +62,7 @@ def test_a_day_of_sweeps_over_an_unchanged_world_tells_once_then_one_digest(tmp_
     assert all(f"-idle-{n}" in json.dumps(digest) for n in range(1, 4))
 
 
+@pytest.mark.xdist_group("slack_noise_fleet")
 def test_a_sweep_with_a_thousand_idle_instances_posts_at_most_three_messages_per_channel() -> None:
     fleet = [_idle(n, "vision" if n % 2 else "nlp", lookback_minutes=40) for n in range(1000)]
     world = World.model_validate({"now": NOW, "instances": fleet})

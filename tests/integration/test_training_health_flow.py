@@ -16,6 +16,8 @@ from costguard.local.replay import replay
 from costguard.local.sink import SlackSink
 from costguard.local.stack import LocalStack
 from costguard.local.world import TrainingJob, TrainingMetric, World
+from costguard.model import Reason
+from costguard.notify.message import TITLES
 from costguard.pricing import bundled_table
 from tests.conftest import EVENTS, load_event
 
@@ -23,6 +25,8 @@ CEILINGS = EVENTS / "schedule-training-ceilings-1200.json"
 CHECKPOINTED = EVENTS / "sagemaker-training-job-inprogress-spot-checkpointed.json"
 PRICES = bundled_table()["sagemaker"]
 DIVERGED, STALE = "llm-sft-2026-11-20-09-00-00", "vision-detr-spot-2026-11-20-07-00-00"
+# How a group message counts them: by their titles.
+DIVERGED_TITLE, STALE_TITLE = TITLES[Reason.TRAINING_DIVERGED], TITLES[Reason.CHECKPOINT_STALE]
 
 
 def world_job(world: World, name: str) -> TrainingJob:
@@ -233,7 +237,7 @@ def test_the_demo_stops_the_diverged_run_in_remediate_and_tells_the_stale_checkp
     [told] = [m for m in run.posted if m["text"].startswith(f"costguard checkpoint_stale: {STALE}")]
     assert f"${at_risk_usd(world_job(world, STALE), midnight):,.2f}" in json.dumps(told)  # 14h: $107.10
     [noon_group, *_] = [
-        m for m in run.channel_messages if "training_diverged 1, checkpoint_stale 1" in json.dumps(m)
+        m for m in run.channel_messages if f"{DIVERGED_TITLE} 1, {STALE_TITLE} 1" in json.dumps(m)
     ]
     assert DIVERGED in json.dumps(noon_group) and STALE in json.dumps(noon_group)
 
@@ -260,3 +264,18 @@ def test_the_adapter_reads_one_page_and_says_when_there_is_more() -> None:
     assert (small.objects, small.truncated, small.newest is not None) == (1, False, True)
     assert (empty.objects, empty.truncated, empty.newest) == (0, False, None)
     assert calls == {("s3", "ListObjectsV2"): 3}  # one call each, whatever the prefix holds
+
+
+def test_the_sagemaker_sweep_between_two_training_sweeps_leaves_the_divergence_mark(
+    world: World, sink: SlackSink, sleeps: list[float], tmp_path: Path
+) -> None:
+    """The SageMaker idle sweep runs between two training sweeps and sees the marked job busy: a divergence mark
+    is not the idle sweep's to cancel (model.mark_text), so the stop still comes at the next training sweep."""
+    sagemaker_sweep = later(EVENTS / "schedule-sagemaker-sweep.json", tmp_path, 10)
+    with LocalStack(world, sink=sink, mode="remediate") as stack:
+        results = replay(stack, [CEILINGS, sagemaker_sweep, later(CEILINGS, tmp_path, 20)])
+        status = job_status(DIVERGED)
+    assert all(r.ok for r in results), [r.error for r in results]
+    assert not [d for d in of(results[1:2], "gpu_active_again") if d["resource_id"] == DIVERGED]
+    assert [d["action"] for d in of(results[2:], "training_diverged")] == ["stop"]
+    assert status == "Stopped"

@@ -99,6 +99,7 @@ def test_every_checkov_skip_says_why() -> None:
     assert not skipped_iam, skipped_iam
 
 
+@pytest.mark.xdist_group("checkov_member")
 def test_checkov_finds_no_failed_check_in_member_yaml(tmp_path: Path) -> None:
     """The member stack every account of the organization runs: nothing skipped at all."""
     report = _scan(tmp_path, MEMBER_TEMPLATE)

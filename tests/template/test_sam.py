@@ -189,6 +189,7 @@ def test_template_validates_with_lint(tmp_path: Path) -> None:
     assert result.returncode == 0, _output(result)
 
 
+@pytest.mark.xdist_group("sam_build")
 def test_sam_build_produces_layer_and_functions(tmp_path: Path) -> None:
     build = tmp_path / "build"
     # samconfig.toml turns the cache on: a test builds from scratch, and cwd keeps files out of the repo.

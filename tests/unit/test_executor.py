@@ -98,3 +98,34 @@ def test_long_error_text_is_cut() -> None:
     outcome = execute(_decision(Action.STOP, dry_run=False), remediator)
     assert outcome.error is not None
     assert 0 < len(outcome.error) <= 500
+
+
+class ReasonedRemediator(RecordingRemediator):
+    """A remediator whose marks say why (as AwsRemediator's do for a training job)."""
+
+    marks_say_why = True
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.reasons: list[str | None] = []
+
+    def mark(self, resource: Resource, at: datetime, reason: str | None = None) -> None:  # type: ignore[override]
+        self.reasons.append(reason)
+        super().mark(resource, at)
+
+
+@pytest.mark.parametrize(
+    ("reason", "said"),
+    [
+        (Reason.JOB_COST_CEILING, "job_cost_ceiling"),
+        (Reason.TRAINING_DIVERGED, "training_diverged"),
+        (Reason.JOB_STALLED, None),
+    ],
+)
+def test_a_mark_for_something_other_than_idleness_says_why(reason: Reason, said: str | None) -> None:
+    decision = _decision(Action.MARK, dry_run=False)
+    decision = decision.model_copy(update={"reason": reason})
+    remediator = ReasonedRemediator()
+    assert execute(decision, remediator).done
+    assert remediator.reasons == [said]
+    assert [c[0] for c in remediator.calls] == ["mark"]

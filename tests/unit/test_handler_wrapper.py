@@ -262,21 +262,6 @@ def test_the_shell_loads_no_client_library(module: str) -> None:
 
 FUNCTIONS = sorted(Template.load(ROOT / "template.yaml").functions().values(), key=lambda f: f.logical_id)
 
-# These load costguard.notify.delivery, which imports powertools' parameters utility at load, and it imports boto3:
-# that import belongs inside delivery's secret read. The test below fails once it moves: then empty this set.
-BOTO3_THROUGH_DELIVERY = frozenset(
-    {
-        "AuditDiscoverFunction",
-        "AuditEvaluateFunction",
-        "AuditMetricsFunction",
-        "AuditPlanFunction",
-        "AuditReportFunction",
-        "InteractionActionsFunction",
-        "InteractionsFunction",
-        "NotifierFunction",
-    }
-)
-
 
 @pytest.mark.parametrize("function", FUNCTIONS, ids=[f.logical_id for f in FUNCTIONS])
 def test_no_handler_builds_a_client_or_loads_boto3_at_import(function: Any) -> None:
@@ -284,10 +269,7 @@ def test_no_handler_builds_a_client_or_loads_boto3_at_import(function: Any) -> N
     env = _environment() | handler_environment(template, function.logical_id)
     loaded = _loaded(str(ROOT / function.module_path), env)
     deferred = sorted(m for m in loaded if m.startswith(DEFERRED))
-    if function.logical_id in BOTO3_THROUGH_DELIVERY:
-        assert "aws_lambda_powertools.utilities.parameters" in loaded and "boto3" in loaded
-        deferred = [m for m in deferred if not m.startswith(("boto3", "botocore"))]
-    assert not deferred, function.logical_id
+    assert not deferred, (function.logical_id, deferred[:5])
 
 
 def test_every_app_builds_its_handler_with_the_shell() -> None:

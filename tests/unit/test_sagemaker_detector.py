@@ -25,8 +25,10 @@ from costguard.model import (
     Reason,
     ResourceKind,
     TrainingJob,
+    mark_reason,
+    mark_text,
 )
-from costguard.policy import Policy, decide
+from costguard.policy import Policy, decide, marked_at
 from costguard.pricing import Price
 from costguard.settings import parse_settings
 from tests.conftest import ROOT
@@ -154,6 +156,26 @@ def test_marked_job_that_works_again_cancels_its_stop() -> None:
     _, [finding] = job_findings({1: flat(720.0), 2: flat(720.0)}, marked)
     assert finding.reason is Reason.GPU_ACTIVE_AGAIN
     assert finding.cancels_mark is True
+
+
+def test_a_job_marked_for_its_cost_or_a_diverged_run_keeps_its_mark_while_it_works() -> None:
+    """The SageMaker idle sweep cancels only the marks that working again answers: a job marked by the training
+    sweep for its cost ceiling or a diverged run is busy by nature, and would otherwise never be stopped."""
+    at = NOW - timedelta(minutes=10)
+    for reason in (Reason.JOB_COST_CEILING, Reason.TRAINING_DIVERGED):
+        marked = job(tags={MARK_TAG_KEY: mark_text(at, reason.value)})
+        assert mark_reason(marked.tags) == reason.value
+        _, findings = job_findings({1: flat(720.0), 2: flat(720.0)}, marked)
+        assert findings == []
+    stalled = job(tags={MARK_TAG_KEY: mark_text(at, Reason.JOB_STALLED.value)})
+    _, [finding] = job_findings({1: flat(720.0), 2: flat(720.0)}, stalled)
+    assert finding.reason is Reason.GPU_ACTIVE_AGAIN and finding.cancels_mark
+
+
+def test_a_mark_that_says_why_still_gives_its_moment_to_the_grace_period() -> None:
+    at = NOW - timedelta(minutes=10)
+    assert marked_at({MARK_TAG_KEY: mark_text(at, Reason.JOB_COST_CEILING.value)}) == at
+    assert marked_at({MARK_TAG_KEY: mark_text(at)}) == at
 
 
 # -- notebook instances -------------------------------------------------------------------------

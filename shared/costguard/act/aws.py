@@ -7,7 +7,7 @@ from datetime import datetime
 from costguard.aws import capacity, clients, inventory, sagemaker
 from costguard.aws.capacity import CapacityReservations
 from costguard.aws.sagemaker import TrainingJobStopper
-from costguard.model import MARK_TAG_KEY, Resource, ResourceKind
+from costguard.model import MARK_TAG_KEY, Resource, ResourceKind, mark_text
 from costguard.permissions import NONE, Permissions, needs
 
 # Why a stop of an EC2 instance would be refused, read before deciding (stop_blocker).
@@ -88,8 +88,12 @@ class AwsRemediator:
         else:
             raise UnsupportedAction(f"costguard cannot unmark {resource.kind} {resource.id}")
 
-    def mark(self, resource: Resource, at: datetime) -> None:
-        value = at.isoformat()
+    marks_say_why = True  # the executor passes a mark's reason (model.mark_text)
+
+    def mark(self, resource: Resource, at: datetime, reason: str | None = None) -> None:
+        """Tag the resource with costguard's mark; a training job's says why when ``reason`` is given
+        (model.mark_text), so that the SageMaker idle sweep leaves a mark working again does not answer."""
+        value = mark_text(at, reason if resource.kind is ResourceKind.TRAINING_JOB else None)
         if resource.kind is ResourceKind.EC2_INSTANCE:
             clients.ec2(resource.region, resource.account).create_tags(
                 Resources=[resource.id], Tags=[{"Key": MARK_TAG_KEY, "Value": value}]

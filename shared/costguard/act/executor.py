@@ -8,7 +8,7 @@ from typing import Protocol, runtime_checkable
 from botocore.exceptions import ClientError
 from pydantic import BaseModel, ConfigDict, Field
 
-from costguard.model import Action, Decision, Resource
+from costguard.model import Action, Decision, Reason, Resource
 from costguard.observability import logger
 
 _VERBS = {
@@ -104,7 +104,11 @@ def execute(decision: Decision, remediator: Remediator, limiter: StopLimiter | N
         if decision.action is Action.STOP:
             remediator.stop(resource)
         elif decision.action is Action.MARK:
-            remediator.mark(resource, decision.decided_at)
+            if getattr(remediator, "marks_say_why", False) and decision.reason is not Reason.JOB_STALLED:
+                # A mark for something other than idleness says so (model.mark_text): see AwsRemediator.mark.
+                remediator.mark(resource, decision.decided_at, decision.reason.value)  # type: ignore[call-arg]
+            else:
+                remediator.mark(resource, decision.decided_at)
         else:
             remediator.unmark(resource)
     except Exception as error:  # reported in the alert, never swallowed silently

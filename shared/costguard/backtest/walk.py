@@ -37,7 +37,7 @@ from costguard.backtest.history import History, Interval, Subject, SubjectKind, 
 from costguard.detect import adaptive, read_schedule
 from costguard.detect import gpu as gpu_detect
 from costguard.detect import sagemaker as sagemaker_detect
-from costguard.detect.gpu import GpuReading, Series, Thresholds
+from costguard.detect.gpu import GpuReading, Series, Thresholds, Verdict
 from costguard.model import (
     MARK_TAG_KEY,
     Action,
@@ -198,6 +198,9 @@ class Outcome:
     findings: Counter[str] = field(default_factory=Counter)
     notices: Counter[str] = field(default_factory=Counter)
     reads: int = 0  # the readings the sweep would have made of it (its metrics read), by the read schedule
+    # Of them, those whose idle or starved verdict is news (not a standing finding's repeat): the sweep reads
+    # the CPU and network its message states for those only.
+    evidence_reads: int = 0
 
     @property
     def near_misses(self) -> int:
@@ -788,6 +791,8 @@ def _walk(history: History, params: Params, progress: Progress | None) -> Result
             outcome.reads += 1
             reading = state.reading(n, now, thresholds)
             found = findings_of(subject, state.current, reading, now, thresholds, state.resource_view)
+            if reading.verdict in (Verdict.IDLE, Verdict.STARVED) and not _standing(state):
+                outcome.evidence_reads += 1
             if scheduled and isinstance(state.current, Ec2Instance):
                 state.plan = _planned(
                     state, found, now, thresholds, params.repeat_window >= params.idle_window
@@ -815,6 +820,17 @@ def _due(state: _State, now: datetime, step: timedelta, params: Params) -> bool:
         return True  # the schedule is the EC2 sweep's
     return read_schedule.is_due(
         state.plan, now, step, params.idle_window, tags=current.tags, launched=current.launch_time
+    )
+
+
+def _standing(state: _State) -> bool:
+    """Whether the subject's finding stood unmarked at its last reading (flows/gpu.Planner.standing)."""
+    plan = state.plan
+    return (
+        plan is not None
+        and plan.kind is read_schedule.Kind.STANDING
+        and plan.launched == getattr(state.current, "launch_time", None)
+        and MARK_TAG_KEY not in state.current.tags
     )
 
 

@@ -12,8 +12,8 @@ An instance with something to say is read again as follows:
 - marked for a stop (a grace period running), or snoozed (the snooze's end changes the decision): at every
   sweep, since what is decided of it can change at any minute;
 - otherwise (notify-only mode, a protected instance, a notify-only reason such as starved or partial metrics):
-  on fixed slots one idle window apart from the finding's first reading (its ``anchor``), and no later than the
-  moment an idle verdict could come (when the finding is not idle already). So what is *decided* (marks,
+  a standing idle finding on fixed slots one idle window apart from its first reading (its ``anchor``); any
+  other at the moment an idle verdict could come, which is never more than an idle window on. So what is *decided* (marks,
   unmarks, stops) is exactly what a sweep reading every time decides; what is *said* of a standing finding may
   be seen to end up to one idle window late: a standing finding flickering off and on between two slots is one
   episode rather than two. Slots that depend on nothing but the anchor mean an unchanged fleet rewrites nothing.
@@ -96,11 +96,10 @@ def is_due(
         return True
     if entry.launched != launched or entry.tags != tags_digest(tags):
         return True
-    if entry.due is not None and now >= entry.due:
-        return True
-    if entry.kind is Kind.BOUND:
-        return entry.due is None
-    if entry.anchor is None:
+    if entry.due is not None:
+        # BOUND, and a standing finding that is not idle: its due moment is no later than an idle window on.
+        return now >= entry.due
+    if entry.kind is Kind.BOUND or entry.anchor is None:
         return True
     # The first sweep at or after each slot anchor + k * window: the slot fell in (now - step, now].
     return (now - entry.anchor) // window > (now - step - entry.anchor) // window

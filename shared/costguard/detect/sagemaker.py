@@ -25,6 +25,7 @@ from costguard.model import (
     Resource,
     ResourceKind,
     TrainingJob,
+    mark_reason,
 )
 from costguard.pricing import Price
 
@@ -148,7 +149,9 @@ def training_job_findings(
         **_price_evidence(price),
     }
     finding = _Findings(resource, now, event_id, _hourly(price, job.instance_count), evidence)
-    marked = MARK_TAG_KEY in resource.tags
+    # Working again cancels a mark for idleness only: a job marked for its cost ceiling or a diverged run works
+    # all along, and its own sweep (flows/training_ceilings.py) decides on that mark (model.mark_text).
+    marked = MARK_TAG_KEY in resource.tags and mark_reason(resource.tags) in (None, Reason.JOB_STALLED.value)
     if reading.verdict is Verdict.IDLE:
         busiest = f"{job.name}/algo-{reading.busiest_gpu_index}"
         return [

@@ -42,11 +42,36 @@ class JobMetricDefinition(BaseModel):
     Regex: str | None = None
 
 
+class JobS3DataSource(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+    S3Uri: str | None = None
+    S3DataType: str | None = None  # S3Prefix, ManifestFile, AugmentedManifestFile
+    S3DataDistributionType: str | None = None  # FullyReplicated (each host reads it all) or ShardedByS3Key
+
+
+class JobDataSource(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+    S3DataSource: JobS3DataSource | None = None  # None: a file system (FSx, EFS) channel
+
+
+class JobChannel(BaseModel):
+    """One of InputDataConfig's channels."""
+
+    model_config = ConfigDict(extra="allow")
+
+    ChannelName: str | None = None
+    DataSource: JobDataSource | None = None
+    InputMode: str | None = None  # File, Pipe or FastFile; unset: the algorithm's TrainingInputMode
+
+
 class JobAlgorithmSpecification(BaseModel):
     model_config = ConfigDict(extra="allow")
 
     TrainingImage: str | None = None
     AlgorithmName: str | None = None
+    TrainingInputMode: str | None = None
     MetricDefinitions: list[JobMetricDefinition] = Field(default_factory=list, max_length=40)
 
 
@@ -59,6 +84,8 @@ class TrainingJobDetail(BaseModel):
     SecondaryStatus: str | None = None
     FailureReason: str | None = None
     AlgorithmSpecification: JobAlgorithmSpecification | None = None
+    RoleArn: str | None = None
+    InputDataConfig: list[JobChannel] = Field(default_factory=list, max_length=20)
     ResourceConfig: JobResourceConfig | None = None
     StoppingCondition: JobStoppingCondition | None = None
     EnableManagedSpotTraining: bool = False

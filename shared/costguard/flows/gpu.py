@@ -31,7 +31,7 @@ from costguard.detect.gpu import (
 )
 from costguard.events.cloudwatch import AlarmStateChange
 from costguard.events.ec2 import InstanceStateChange
-from costguard.model import Ec2Instance, Finding, Reason, ResourceKind
+from costguard.model import MARK_TAG_KEY, Ec2Instance, Finding, Reason, ResourceKind
 from costguard.observability import logger
 from costguard.observability import metrics as emf
 from costguard.pipeline import Report
@@ -225,7 +225,13 @@ def judge_chunk(
     readings = readings_of(chunk, data, thresholds, now)
     adaptive_on = runtime.settings.idle_policy == "adaptive" and runtime.idle_histories is not None
     wanted = [
-        i for i in chunk if adaptive_on or getattr(readings.get(i.id), "verdict", None) in _EVIDENCE_VERDICTS
+        i
+        for i in chunk
+        if adaptive_on
+        or (
+            getattr(readings.get(i.id), "verdict", None) in _EVIDENCE_VERDICTS
+            and not (planner is not None and planner.standing(i))
+        )
     ]
     data.add(read_evidence(region, wanted, thresholds, now, reads))
     found = findings_for(chunk, data, runtime, thresholds, now, event_id, readings)
@@ -276,6 +282,17 @@ class Planner:
                 launched=i.launch_time,
             )
         ]
+
+    def standing(self, instance: Ec2Instance) -> bool:
+        """Whether the instance's finding stands unmarked since its last read: told already (its repeats are
+        not news), so its CPU and network, which only the message states, are not read again."""
+        entry = self.before.get(instance.id)
+        return (
+            entry is not None
+            and entry.kind is read_schedule.Kind.STANDING
+            and entry.launched == instance.launch_time
+            and MARK_TAG_KEY not in instance.tags
+        )
 
     def read(self, instances: Sequence[Ec2Instance], data: MetricSet, findings: Sequence[Finding]) -> None:
         """The next entry of each instance just read, from its points and what was found of it."""

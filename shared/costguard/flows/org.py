@@ -11,11 +11,9 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from datetime import datetime
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 from aws_lambda_powertools.metrics import MetricUnit
-from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, process_partial_response
-from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from aws_lambda_powertools.utilities.typing import LambdaContext
 from botocore.exceptions import ClientError
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -29,6 +27,9 @@ from costguard.permissions import needs
 from costguard.pipeline import Report
 from costguard.runtime import Runtime
 from costguard.settings import Settings, SettingsError
+
+if TYPE_CHECKING:
+    from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 
 # fan_out: the accounts, then the items on the sweep's queue. run_items: the member role, per item.
 FAN_OUT_PERMISSIONS = organization.LIST_PERMISSIONS | needs("sqs:SendMessage")
@@ -150,6 +151,9 @@ def run_items(
     function: str,
 ) -> dict[str, Any]:
     """An SQS batch of work items: each succeeds or fails alone (partial batch response)."""
+    # powertools' batch utility, loaded by the work items' path only (a sweep's schedule never needs it).
+    from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, process_partial_response
+
     # A failed item goes back alone (batchItemFailures), also when it is the whole batch: no error to log twice.
     processor = BatchProcessor(event_type=EventType.SQS, raise_on_entire_batch_failure=False)
 

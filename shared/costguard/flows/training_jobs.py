@@ -1,8 +1,9 @@
 """SageMaker Training Job State Change: the training-job detectors on the common path.
 
 - Failed: ``training_job_failed``, and ``job_failure_loop`` once a family keeps failing;
-- InProgress: cost ceilings (``job_cost_warning``, ``job_cost_ceiling``) and launch hygiene
-  (``job_no_max_runtime``, ``spot_without_checkpoint``, ``spot_recommended``);
+- InProgress: cost ceilings (``job_cost_warning``, ``job_cost_ceiling``), launch hygiene
+  (``job_no_max_runtime``, ``spot_without_checkpoint``, ``spot_recommended``), input read from another region
+  (``data_cross_region``) and a GPU job without the account's cost-allocation tags (``untagged_gpu_spend``);
 - Completed and Stopped: what the run cost and what spot saved, kept for the daily digest.
 """
 
@@ -14,11 +15,13 @@ from datetime import datetime, timedelta
 from pydantic import ValidationError
 
 from costguard.act.aws import permissions_for
-from costguard.aws import metrics, sagemaker, training_state
+from costguard.aws import buckets, inventory, metrics, sagemaker, training_state
 from costguard.aws.metrics import MetricSet, Query, get_metric_data
 from costguard.aws.sagemaker import TRAINING_GPU_METRIC, TRAINING_NAMESPACE, in_progress_family_jobs
 from costguard.aws.training_state import TrainingState
 from costguard.detect.job_families import Failure, Family, failure_loop, job_family
+from costguard.detect.placement import cross_region_finding, input_buckets, s3_inputs
+from costguard.detect.tagging import missing_tags, untagged_launch_finding
 from costguard.detect.training_guardrails import (
     GpuUse,
     completed_summary,
@@ -29,7 +32,7 @@ from costguard.detect.training_guardrails import (
     loop_stop_findings,
     name_family_note,
 )
-from costguard.detect.training_jobs import detect_failed_training_job, run_cost_usd
+from costguard.detect.training_jobs import detect_failed_training_job, run_cost_usd, training_job_resource
 from costguard.events.sagemaker import TrainingJobDetail, TrainingJobStateChange
 from costguard.model import Finding, ResourceKind
 from costguard.observability import logger, tracer
@@ -48,6 +51,9 @@ EVENT_PERMISSIONS = (
     | ACT_PERMISSIONS
     | PRICES_PERMISSIONS
     | permissions_for(ResourceKind.TRAINING_JOB)
+    | buckets.REGION_PERMISSIONS  # data_cross_region: each input bucket's region, once per process
+    | buckets.SIZE_PERMISSIONS  # and one listing page of each channel that crosses regions
+    | inventory.TYPES_PERMISSIONS  # untagged_gpu_spend: whether an untagged job's type has accelerators
 )
 
 
@@ -82,9 +88,68 @@ def handle_training_job_event(
             event_id=event.id,
             hygiene=True,
         )
+        findings += launch_findings(event, runtime, price)
     elif status in ("Completed", "Stopped"):
         state.record_finished(event.account, event.region, completed_summary(detail, price, event.time))
     return runtime.act(findings, now)
+
+
+def launch_findings(event: TrainingJobStateChange, runtime: Runtime, price: Price | None) -> list[Finding]:
+    """What an in-progress job was launched with that costs money for nothing: input in another region, and no
+    cost-allocation tags on GPUs. A bucket AWS will not describe is skipped (logged), never a reason to drop the
+    event's other findings."""
+    detail = event.detail
+    findings: list[Finding] = []
+    try:
+        crossing = cross_region(event, price)
+    except Exception:  # S3 throttling or an outage: the job's other alerts still go out
+        logger.warning("input regions not read", extra={"job": detail.TrainingJobName}, exc_info=True)
+        crossing = None
+    if crossing is not None:
+        findings.append(crossing)
+    required = runtime.settings.required_tags
+    instance_type = detail.ResourceConfig.InstanceType if detail.ResourceConfig else None
+    if required and instance_type and missing_tags(detail.Tags, required):
+        # Asked only of a job that would be told: DescribeInstanceTypes once per type per process.
+        accelerators = inventory.catalog.lookup(event.region, [instance_type])[instance_type]
+        resource = training_job_resource(detail, account=event.account, region=event.region)
+        untagged = untagged_launch_finding(
+            resource,
+            required=required,
+            accelerators=accelerators,
+            # CreationTime, not TrainingStartTime: the same in every InProgress event of the job, so its later
+            # state changes (Downloading, Training, a spot restart) are the same launch.
+            launched_at=detail.CreationTime or detail.TrainingStartTime,
+            hourly_usd=round(price.usd_per_hour * resource.instance_count, 4) if price else None,
+            observed_at=event.time,
+            event_id=event.id,
+            runs_as=detail.RoleArn,
+        )
+        if untagged is not None:
+            findings.append(untagged)
+    return findings
+
+
+def cross_region(event: TrainingJobStateChange, price: Price | None) -> Finding | None:
+    """``data_cross_region`` for the job's S3 channels: each bucket's region (cached per process), then one listing
+    page of each channel in another region, for what a pass over it moves."""
+    detail = event.detail
+    regions = buckets.bucket_regions(input_buckets(detail))
+    sizes = {
+        item.uri: buckets.input_size(item.bucket, item.prefix, str(regions[item.bucket]))
+        for item in s3_inputs(detail)
+        if regions.get(item.bucket) not in (None, event.region) and item.data_type == "S3Prefix"
+    }
+    return cross_region_finding(
+        detail,
+        account=event.account,
+        region=event.region,
+        bucket_regions=regions,
+        sizes=sizes,
+        price=price,
+        observed_at=event.time,
+        event_id=event.id,
+    )
 
 
 def failure_loop_findings(

@@ -190,6 +190,18 @@ def _print_human(result: ReplayResult, counter: str = "") -> None:
         print(render(message))
 
 
+def _settings(pairs: list[str]) -> dict[str, str]:
+    """``--set NAME=VALUE`` pairs: costguard's own settings only (COSTGUARD_*), each validated when a function
+    starts, as in a deployed stack."""
+    settings: dict[str, str] = {}
+    for pair in pairs:
+        name, equals, value = pair.partition("=")
+        if not equals or not name.startswith("COSTGUARD_"):
+            raise SystemExit(f"costguard: --set takes COSTGUARD_NAME=VALUE, not {pair!r}")
+        settings[name] = value
+    return settings
+
+
 def cmd_replay(args: argparse.Namespace) -> int:
     world = _world(args.world, args.now)
     until = latest_event_time(args.events)
@@ -201,7 +213,8 @@ def cmd_replay(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
     ok = True
-    with LocalStack(world, mode=args.mode, overrides=_log_level(args), until=until) as stack:
+    overrides = _log_level(args) | _settings(args.set or [])
+    with LocalStack(world, mode=args.mode, overrides=overrides, until=until) as stack:
         # Each event's result as soon as it has run: a handler that raises does not hide the ones before it.
         for result in replay_each(stack, args.events, args.function):
             if args.json:
@@ -337,6 +350,13 @@ def parser() -> argparse.ArgumentParser:
         type=_function,
         metavar="NAME",
         help="run every event through this function (logical id or functions/ directory), not the routing",
+    )
+    rp.add_argument(
+        "--set",
+        action="append",
+        metavar="NAME=VALUE",
+        help="a function setting for this run, as a deployed stack's parameter would set it "
+        "(COSTGUARD_REQUIRED_TAGS=team,project,owner, say); repeatable",
     )
     rp.add_argument("--json", action="store_true", help="one JSON object per event")
     rp.add_argument("--verbose", action="store_true", help="the functions' INFO logs on stderr")

@@ -23,6 +23,7 @@ from moto import mock_aws
 
 from costguard import clock
 from costguard.aws import clients
+from costguard.local.buckets import seed_buckets
 from costguard.local.budgets import seed_budgets
 from costguard.local.capacity import publish_capacity_metrics, world_capacity_reservations
 from costguard.local.fast_metrics import indexed_metrics
@@ -150,6 +151,7 @@ class LocalStack:
         seed_organization(self.world)
         for place in self.world.places():  # the hub's account and region, then each member's
             seed_world(place, self.until)
+        seed_buckets(self.world)  # where the training jobs' inputs live (data_cross_region)
         clock.freeze(self.world.now)
         clients.calls.clear()
         return self

@@ -317,6 +317,16 @@ AccountId = Annotated[str, Field(pattern=r"^[0-9]{12}$")]
 RegionName = Annotated[str, Field(pattern=r"^[a-z]{2}(-[a-z]+)+-[0-9]{1,2}$")]
 
 
+class Bucket(_Strict):
+    """An S3 bucket in a region of its own (where a training job's input lives, say), with its objects."""
+
+    name: Annotated[str, Field(pattern=r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")]
+    region: RegionName
+    objects: dict[str, Annotated[float, Field(gt=0, le=5 * 1024)]] = Field(
+        default_factory=dict, description="key -> size in GiB"
+    )
+
+
 class OrgAccount(_Strict):
     """An account of the organization: its id, name and the OU it sits in (an OU id, ``ou-<root>-<suffix>``)."""
 
@@ -348,6 +358,9 @@ class Resources(_Strict):
         default_factory=dict, description="instance family -> percent of its spend Savings Plans cover"
     )
     compute_optimizer: list[OptimizerRecommendation] = Field(default_factory=list)
+    buckets: list[Bucket] = Field(
+        default_factory=list, description="buckets with a region of their own (GetBucketLocation answers it)"
+    )
 
 
 class Member(Resources):
@@ -392,6 +405,7 @@ class World(Resources):
                     objects=m.objects,
                     savings_plans_coverage=m.savings_plans_coverage,
                     compute_optimizer=m.compute_optimizer,
+                    buckets=m.buckets,
                 )
             )
         return out

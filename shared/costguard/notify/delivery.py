@@ -7,11 +7,8 @@ import os
 import re
 from collections.abc import Callable
 from functools import lru_cache
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from aws_lambda_powertools.utilities import parameters
-from aws_lambda_powertools.utilities.parameters.exceptions import GetParameterError
-from botocore.exceptions import ClientError
 from slack_sdk.http_retry.builtin_handlers import (
     ConnectionErrorRetryHandler,
     RateLimitErrorRetryHandler,
@@ -21,6 +18,9 @@ from slack_sdk.webhook import WebhookClient
 
 from costguard.notify.routing import SecretFormatError, SlackRoutes, parse_routes
 from costguard.permissions import needs
+
+if TYPE_CHECKING:
+    from aws_lambda_powertools.utilities.parameters.exceptions import GetParameterError
 
 SECRET_MAX_AGE_SECONDS = 300
 SECRET_PERMISSIONS = needs("secretsmanager:GetSecretValue")  # load_routes
@@ -105,6 +105,11 @@ def load_routes(secret_id: str, extra_hosts: tuple[str, ...] | None = None) -> S
     A malformed secret raises MalformedSecretError (EmptySecretError when it holds only blanks): retrying would
     read the same secret. A secret with no value yet raises UnsetSecretError, which is retried.
     """
+    # Loaded here, not at import: powertools' parameters load boto3, which a function that reads no secret on
+    # its path (a rejected event, the audit's steps) does not pay for at its cold start.
+    from aws_lambda_powertools.utilities import parameters
+    from aws_lambda_powertools.utilities.parameters.exceptions import GetParameterError
+
     try:
         raw = parameters.get_secret(secret_id, max_age=SECRET_MAX_AGE_SECONDS)
     except GetParameterError as error:
@@ -123,6 +128,8 @@ def load_routes(secret_id: str, extra_hosts: tuple[str, ...] | None = None) -> S
 
 def _has_no_value(error: GetParameterError) -> bool:
     """Secrets Manager's answer for a secret that exists but holds no version (AWSCURRENT) yet."""
+    from botocore.exceptions import ClientError
+
     cause = error.__cause__ or error.__context__
     if isinstance(cause, ClientError):
         code = cause.response.get("Error", {}).get("Code", "")

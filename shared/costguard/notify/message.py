@@ -28,7 +28,7 @@ from slack_sdk.models.blocks import (
 from costguard.interact.values import action_value
 from costguard.model import Action, Finding, Reason, Resource, ResourceKind
 from costguard.notify.links import console_url, is_region
-from costguard.notify.notice import GroupNotice, Notice
+from costguard.notify.notice import ROWS_SHOWN, GroupNotice, Notice
 from costguard.policy import is_protected
 
 TITLES: dict[Reason, str] = {
@@ -45,9 +45,13 @@ TITLES: dict[Reason, str] = {
     Reason.JOB_FAILURE_LOOP: "Training job failing in a loop",
     Reason.JOB_COST_WARNING: "Training job nearing its cost ceiling",
     Reason.JOB_COST_CEILING: "Training job over its cost ceiling",
+    Reason.TRAINING_DIVERGED: "Training run diverged",
+    Reason.CHECKPOINT_STALE: "Checkpoints stopped",
     Reason.JOB_NO_MAX_RUNTIME: "Training job without a sane max runtime",
     Reason.SPOT_WITHOUT_CHECKPOINT: "Spot training job without checkpoints",
     Reason.SPOT_RECOMMENDED: "Long on-demand training job: spot recommended",
+    Reason.DATA_CROSS_REGION: "Training input read from another region",
+    Reason.UNTAGGED_GPU_SPEND: "GPU launched without cost-allocation tags",
     Reason.TRAINING_DIGEST: "Daily training digest",
     Reason.CAPACITY_RESERVATION_IDLE: "Capacity reservation paid for but unused",
     Reason.CAPACITY_BLOCK_EXPIRING: "Capacity Block ending: checkpoint now",
@@ -454,7 +458,6 @@ KEEP_HOURS = ((4, "4 hours"), (24, "1 day"), (72, "3 days"), (168, "1 week"))
 MUTE_HOURS = ((24, "1 day"), (168, "1 week"), (720, "30 days"))
 # What a person can keep running, stop now or protect from a message: what costguard itself may stop.
 _CLICKABLE_KINDS = frozenset({ResourceKind.EC2_INSTANCE, ResourceKind.NOTEBOOK, ResourceKind.TRAINING_JOB})
-ROWS_SHOWN = 10  # a group message's rows, each with its own buttons
 ROWS_BRIEF = 40  # the next rows, a line each; the rest are counted and linked
 
 

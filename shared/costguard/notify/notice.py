@@ -15,6 +15,7 @@ from costguard.act.executor import Outcome
 from costguard.model import Decision
 
 # A run with more than this many notices for one channel sends them as one message (notify/message.py).
+ROWS_SHOWN = 10  # a group message's rows, each with its own buttons (notify/message.py)
 GROUP_ABOVE = 3
 # The rows a GroupNotice carries (costliest first), so one SQS message stays well under its 256 KiB; the totals
 # count every row, and the rest are in the producing function's log.
