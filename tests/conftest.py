@@ -88,6 +88,27 @@ def load_event(name: str) -> dict[str, Any]:
     return event
 
 
+def later(path: Path, tmp_path: Path, minutes: int) -> Path:
+    """Another delivery of a shipped event (its own id), ``minutes`` after it, written under ``tmp_path``."""
+    from datetime import datetime, timedelta
+
+    event = load_event(path.name)
+    event["id"] = f"{event['id'][:-4]}{minutes:04d}"
+    event["time"] = (
+        datetime.fromisoformat(event["time"].replace("Z", "+00:00")) + timedelta(minutes=minutes)
+    ).isoformat()
+    out = tmp_path / f"{path.stem}-{minutes}.json"
+    out.write_text(json.dumps(event))
+    return out
+
+
+def job_status(name: str) -> str:
+    """A training job's status in the embedded AWS."""
+    from costguard.aws import clients
+
+    return str(clients.sagemaker().describe_training_job(TrainingJobName=name)["TrainingJobStatus"])
+
+
 def json_lines(text: str) -> list[dict[str, Any]]:
     """The JSON objects among the lines of captured output (powertools' log lines, EMF metrics)."""
     found = []

@@ -14,7 +14,7 @@ from costguard.local.sink import SlackSink
 from costguard.local.stack import LocalStack
 from costguard.local.world import TrainingJob, World
 from costguard.pricing import bundled_table
-from tests.conftest import EVENTS, load_event
+from tests.conftest import EVENTS, job_status, later, load_event
 
 LOOP = [
     EVENTS / "sagemaker-training-job-failed-llama-0300.json",
@@ -67,21 +67,6 @@ def test_two_families_never_merge(stack: LocalStack, tmp_path: Path) -> None:
     results = replay(stack, [LOOP[0], LOOP[1], LOOP[2]])
     assert all(r.ok for r in results)
     assert loop_decisions(results) == []
-
-
-def later(path: Path, tmp_path: Path, minutes: int) -> Path:
-    event = load_event(path.name)
-    event["id"] = f"{event['id'][:-4]}{minutes:04d}"
-    event["time"] = (
-        datetime.fromisoformat(event["time"].replace("Z", "+00:00")) + timedelta(minutes=minutes)
-    ).isoformat()
-    out = tmp_path / f"{path.stem}-{minutes}.json"
-    out.write_text(json.dumps(event))
-    return out
-
-
-def job_status(name: str) -> str:
-    return str(clients.sagemaker().describe_training_job(TrainingJobName=name)["TrainingJobStatus"])
 
 
 def ceiling_run(world: World, sink: SlackSink, mode: str | None, tmp_path: Path) -> tuple[list[Any], str]:

@@ -19,7 +19,7 @@ from costguard.local.world import TrainingJob, TrainingMetric, World
 from costguard.model import Reason
 from costguard.notify.message import TITLES
 from costguard.pricing import bundled_table
-from tests.conftest import EVENTS, load_event
+from tests.conftest import EVENTS, job_status, later, load_event
 
 CEILINGS = EVENTS / "schedule-training-ceilings-1200.json"
 CHECKPOINTED = EVENTS / "sagemaker-training-job-inprogress-spot-checkpointed.json"
@@ -49,21 +49,6 @@ def at_risk_usd(job: TrainingJob, now: datetime) -> float:
 
 def of(results: list[Any], reason: str, kind: str = "decisions") -> list[dict[str, Any]]:
     return [d for r in results for d in getattr(r, kind) if d["reason"] == reason]
-
-
-def later(path: Path, tmp_path: Path, minutes: int) -> Path:
-    event = load_event(path.name)
-    event["id"] = f"{event['id'][:-4]}{minutes:04d}"
-    event["time"] = (
-        datetime.fromisoformat(event["time"].replace("Z", "+00:00")) + timedelta(minutes=minutes)
-    ).isoformat()
-    out = tmp_path / f"{path.stem}-{minutes}.json"
-    out.write_text(json.dumps(event))
-    return out
-
-
-def job_status(name: str) -> str:
-    return str(clients.sagemaker().describe_training_job(TrainingJobName=name)["TrainingJobStatus"])
 
 
 def test_the_noon_sweep_reports_the_diverged_run_and_the_stale_checkpoint(
