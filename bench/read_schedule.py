@@ -6,7 +6,7 @@ Replays worlds/backtest.yaml and a generated week (backtest/generate.py, the pro
 pipelines waiting between jobs, trainers, serving) with the schedule off (every instance at every sweep) and on,
 checks the marks, unmarks and stops are the same at the same times, and writes to bench/results.json's
 ``read_schedule``: GPU series read per series-hour (each read is of all an instance's GPU series), and the CPU and
-network metrics read per instance-hour (two for each reading whose idle or starved verdict is news, which its
+network metrics read per instance-hour (the CPU for each reading whose idle verdict is news, the CPU and network for a starved one, which its
 message states; a standing finding's repeats read none). The cost model (bench/costs.py) prices the sweep from the harsher of the weeks.
 """
 
@@ -48,7 +48,7 @@ def measure(name: str, history: History) -> dict[str, Any]:
     series_reads = sum(b.reads * len(b.subject.tracks) for _, b in with_series)
     # Every sweep reads every running instance without the schedule: its reads / 12 are the instance-hours judged.
     instance_hours = sum(a.reads for a, _ in with_series) / SWEEPS_PER_HOUR
-    verdicts = sum(b.evidence_reads for _, b in with_series)
+    evidence = sum(b.evidence_metrics for _, b in with_series)
     return {
         "week": name,
         "instances": len(with_series),
@@ -56,7 +56,7 @@ def measure(name: str, history: History) -> dict[str, Any]:
         "series_reads_without_schedule": series_reads_every,
         "series_reads_with_schedule": series_reads,
         "reads_per_instance_hour": round(SWEEPS_PER_HOUR * series_reads / series_reads_every, 3),
-        "evidence_metrics_per_instance_hour": round(2 * verdicts / instance_hours, 3),
+        "evidence_metrics_per_instance_hour": round(evidence / instance_hours, 3),
         "same_marks_unmarks_and_stops": _changes(every) == _changes(scheduled),
         "stops": [every.stops, scheduled.stops],
         "notices_without_and_with": [every.notices, scheduled.notices],

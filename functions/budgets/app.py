@@ -7,13 +7,9 @@ from typing import Any
 from costguard import clock
 from costguard.aws import clients
 from costguard.entry import ONCE_PERMISSIONS, PARSE_PERMISSIONS, OncePerEvent
-from costguard.events.budgets import (
-    SNS_MESSAGE_ID_PATH,
-    AnomalyDetected,
-    BudgetNotification,
-    CostAnomalyNotification,
-)
+from costguard.events.budgets import AnomalyDetected, BudgetNotification, CostAnomalyNotification
 from costguard.events.scheduled import ScheduledEvent
+from costguard.events.sns import SNS_MESSAGE_ID_PATH
 from costguard.flows.budgets import PERMISSIONS as BUDGETS_PERMISSIONS
 from costguard.flows.budgets import follow_up, handle_anomaly_event, handle_budget_notification
 from costguard.handler import event_handler

@@ -84,6 +84,12 @@ def decide(finding: Finding, policy: Policy, now: datetime) -> Decision:
     return _decision(finding, policy, now, *_choose(finding, policy, now))
 
 
+def waits_out_grace(findings: Sequence[Finding], policy: Policy, now: datetime) -> bool:
+    """Whether every one of these findings is decided by waiting: a marked resource in its grace period, of
+    which nothing is said or done until its stop is due."""
+    return bool(findings) and all(_choose(f, policy, now)[0] is Action.NONE for f in findings)
+
+
 def _choose(finding: Finding, policy: Policy, now: datetime) -> tuple[Action, str, datetime | None]:
     """The action for one finding, with its note and, for a mark or a stop, when the stop is due."""
     resource = finding.resource

@@ -5,10 +5,8 @@ from __future__ import annotations
 import os
 from enum import StrEnum
 from functools import lru_cache
-from typing import Annotated
 
-from pydantic import Field, ValidationError, field_validator
-from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from costguard.detect.escalation import DEFAULT_ESCALATION, parse_levels
 
@@ -26,13 +24,16 @@ class SettingsError(ValueError):
     """A setting is missing or invalid; the message names the environment variable."""
 
 
-class Settings(BaseSettings):
+class Settings(BaseModel):
     """Everything a costguard function reads from its environment.
 
-    Each field is read from ``COSTGUARD_<FIELD NAME IN UPPER CASE>``.
+    Each field is read from ``COSTGUARD_<FIELD NAME IN UPPER CASE>`` (the name's case does not matter), as the
+    text the variable holds; a value given to the constructor wins over the environment's. Lists are
+    comma-separated. (pydantic-settings reads an environment the same way, but loads asyncio and its CLI and
+    cloud sources with it: tens of milliseconds of every function's cold start for one prefix.)
     """
 
-    model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, extra="ignore", frozen=True)
+    model_config = ConfigDict(extra="ignore", frozen=True)
 
     mode: Mode = Mode.NOTIFY
     protect_tag_key: str = Field(default="costguard:protect", min_length=1, max_length=128)
@@ -102,7 +103,7 @@ class Settings(BaseSettings):
     capacity_window_hours: int = Field(default=24, ge=1, le=14 * 24)
     capacity_idle_threshold_percent: float = Field(default=20.0, ge=0, le=100)
     capacity_block_idle_minutes: int = Field(default=30, ge=5, le=24 * 60)
-    capacity_state_notices: Annotated[tuple[str, ...], NoDecode] = Field(
+    capacity_state_notices: tuple[str, ...] = Field(
         default=CAPACITY_STATES,
         description="future-dated reservation states that give a message; empty: none",
     )
@@ -110,7 +111,7 @@ class Settings(BaseSettings):
         default=DEFAULT_ESCALATION,
         description="What a budget breach allows: comma-separated '<forecast|actual>[>=PERCENT]:<action>'",
     )
-    regions: Annotated[tuple[str, ...], NoDecode] = ()
+    regions: tuple[str, ...] = ()
     home_account: str = Field(
         default="", pattern=r"^([0-9]{12})?$", description="the account the stack runs in (the hub's)"
     )
@@ -120,7 +121,7 @@ class Settings(BaseSettings):
         description="an organization deployment: member.yaml's role name prefix (<name>-<region>); empty: "
         "this account only",
     )
-    accounts: Annotated[tuple[str, ...], NoDecode] = Field(
+    accounts: tuple[str, ...] = Field(
         default=(),
         description="an organization deployment's accounts to sweep; empty: every ACTIVE account of the "
         "organization (organizations:ListAccounts)",
@@ -134,13 +135,25 @@ class Settings(BaseSettings):
         default="", description="S3 key, in the audit bucket, of a JSON file overriding audit rules"
     )
     audit_link_hours: int = Field(default=12, ge=1, le=168)
-    required_tags: Annotated[tuple[str, ...], NoDecode] = Field(
+    required_tags: tuple[str, ...] = Field(
         default=(),
         description="cost-allocation tag keys every GPU or accelerator resource must carry "
         "(COSTGUARD_REQUIRED_TAGS, e.g. team,project,owner): the audit's table, and an alert at an EC2 instance's or "
         "training job's launch; empty: not checked, since tagging conventions "
         "differ between accounts and a guessed list would flag every resource of an account that uses others",
     )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _from_environment(cls, given: object) -> object:
+        if not isinstance(given, dict):
+            return given
+        prefix = ENV_PREFIX.lower()
+        environment = {k.lower(): v for k, v in os.environ.items() if k.lower().startswith(prefix)}
+        found = {
+            name: environment[prefix + name] for name in cls.model_fields if prefix + name in environment
+        }
+        return found | given
 
     @field_validator("budget_escalation")
     @classmethod
@@ -203,7 +216,7 @@ def _describe(error: ValidationError) -> str:
 def parse_settings(**overrides: object) -> Settings:
     """Read the settings from the environment (overrides win), raising SettingsError on bad input."""
     try:
-        return Settings(**overrides)  # type: ignore[arg-type]
+        return Settings(**overrides)
     except ValidationError as error:
         raise SettingsError(_describe(error)) from None
 

@@ -59,3 +59,38 @@ def test_broken_samples_fail_validation_naming_the_field(name: str, field: str) 
     assert model is not None
     with pytest.raises(ValidationError, match=field):
         model.model_validate(event)
+
+
+def test_the_registry_names_each_model_with_its_module_s_own_detail_types() -> None:
+    from costguard.events import batch, budgets, capacity, cloudwatch, ec2, health, sagemaker, scheduled
+    from costguard.events.registry import EVENTBRIDGE_MODELS, EVENTBRIDGE_PREFIXES, model_named
+
+    expected = {
+        ("aws.sagemaker", sagemaker.TRAINING_JOB_DETAIL_TYPE): sagemaker.TrainingJobStateChange,
+        ("aws.ec2", ec2.INSTANCE_STATE_DETAIL_TYPE): ec2.InstanceStateChange,
+        ("aws.ec2", ec2.SPOT_INTERRUPTION_DETAIL_TYPE): ec2.SpotInterruptionWarning,
+        ("aws.batch", batch.BATCH_JOB_DETAIL_TYPE): batch.BatchJobStateChange,
+        ("aws.cloudwatch", cloudwatch.ALARM_DETAIL_TYPE): cloudwatch.AlarmStateChange,
+        ("aws.health", health.HEALTH_DETAIL_TYPE): health.OdcrUnderutilization,
+        ("aws.ce", budgets.ANOMALY_DETAIL_TYPE): budgets.AnomalyDetected,
+        ("aws.events", scheduled.SCHEDULED_DETAIL_TYPE): scheduled.ScheduledEvent,
+        ("aws.scheduler", scheduled.SCHEDULED_DETAIL_TYPE): scheduled.ScheduledEvent,
+        **{("aws.ec2", t): capacity.ReservationStateChange for t in capacity.RESERVATION_STATE_DETAIL_TYPES},
+    }
+    assert {key: model_named(name) for key, name in EVENTBRIDGE_MODELS.items()} == expected
+    assert [(s, p, model_named(n)) for s, p, n in EVENTBRIDGE_PREFIXES] == [
+        ("aws.ec2", capacity.CAPACITY_BLOCK_PREFIX, capacity.CapacityBlockEvent)
+    ]
+
+
+def test_a_function_loads_only_the_event_models_it_takes() -> None:
+    import subprocess
+    import sys
+
+    probe = (
+        "import sys; from costguard.events.registry import model_for; import costguard.entry; "
+        "import json; print(json.dumps(sorted(m for m in sys.modules if m.startswith('costguard.events.'))))"
+    )
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True, cwd=ROOT)
+    loaded = set(json.loads(out.stdout))
+    assert loaded <= {"costguard.events.registry", "costguard.events.sns", "costguard.events.common"}

@@ -20,7 +20,16 @@ from costguard.events.budgets import budget_definition as budget
 from costguard.flows import budgets as budget_flow
 from costguard.flows import gpu as gpu_flow
 from costguard.flows import sagemaker as sagemaker_flow
-from costguard.model import Accelerators, Action, Ec2Instance, NotebookInstance, Reason, TrainingJob
+from costguard.model import (
+    MARK_TAG_KEY,
+    Accelerators,
+    Action,
+    Ec2Instance,
+    NotebookInstance,
+    Reason,
+    TrainingJob,
+    mark_text,
+)
 from costguard.notify.dedupe import MemoryRepeatGate
 from costguard.notify.queue import MemoryNoticeQueue
 from costguard.pricing import price_book
@@ -122,7 +131,7 @@ def test_an_idle_gpu_instance_is_found_and_marked() -> None:
     assert world.remediator.calls == [("mark", IDLE)]
     assert len(world.queue.sent) == 1
     # One inventory read, one ListMetrics, one GetMetricData for the whole region's GPU series, and one for the
-    # CPU and network the idle verdict states.
+    # CPU the idle verdict states.
     assert inventory.calls == [("describe_gpu_instances", REGION, ())]
     assert [c[0] for c in metrics.calls] == ["list_gpu_series", "get_metric_data", "get_metric_data"]
 
@@ -131,6 +140,48 @@ def test_a_busy_instance_costs_no_cpu_or_network_read() -> None:
     world, _, metrics = gpu_world((BUSY, 92.0))
     gpu_flow.evaluate(REGION, world.runtime, NOW)
     assert [c[0] for c in metrics.calls] == ["list_gpu_series", "get_metric_data"]
+
+
+def idle_ahead(metrics: MemoryMetrics, instance_id: str, minutes_on: int = 60) -> None:
+    """Its GPUs idle on from NOW for ``minutes_on`` minutes, as the sweeps after NOW read them."""
+    for index in range(8):
+        ahead = [(NOW + timedelta(minutes=m), 0.0) for m in range(0, minutes_on + 1)]
+        metrics.put(
+            REGION, GPU_NAMESPACE, GPU_METRIC, {"InstanceId": instance_id, "index": str(index)}, ahead
+        )
+
+
+def queries_read(metrics: MemoryMetrics) -> list[int]:
+    """The number of queries of each GetMetricData call, in order."""
+    return [c[2] for c in metrics.calls if c[0] == "get_metric_data"]
+
+
+def test_an_idle_verdict_reads_its_cpu_alone_and_no_evidence_while_its_stop_waits() -> None:
+    world, inventory, metrics = gpu_world((IDLE, 0.0))
+    idle_ahead(metrics, IDLE)
+    first = gpu_flow.evaluate(REGION, world.runtime, NOW)
+    assert [d.action for d in first.decisions] == [Action.MARK]
+    assert queries_read(metrics) == [8, 1]  # its 8 GPUs, then the CPU its message states (no network)
+    tags = {**inventory.instances[0].tags, MARK_TAG_KEY: mark_text(NOW)}
+    inventory.instances[0] = replace(inventory.instances[0], tags=tags)
+    # In its 15-minute grace period nothing is said of it: its GPUs are read, its CPU is not.
+    for minutes_on, action, queries in (
+        (5, Action.NONE, [8]),
+        (10, Action.NONE, [8]),
+        (15, Action.STOP, [8, 1]),
+    ):
+        metrics.calls.clear()
+        report = gpu_flow.evaluate(REGION, world.runtime, NOW + timedelta(minutes=minutes_on))
+        assert [d.action for d in report.decisions] == [action]
+        assert queries_read(metrics) == queries
+    assert report.decisions[0].finding.evidence["cpu_percent"] == 2.0  # the stop's message states it
+
+
+def test_a_starved_verdict_reads_its_cpu_and_network() -> None:
+    world, _, metrics = gpu_world((BUSY, 30.0))
+    report = gpu_flow.evaluate(REGION, world.runtime, NOW)
+    assert [f.reason for f in report.findings] == [Reason.GPU_STARVED]
+    assert queries_read(metrics) == [8, 2]
 
 
 # -- the read schedule (detect/read_schedule.py) -----------------------------------------------------------
@@ -168,6 +219,22 @@ def test_a_tag_change_makes_an_instance_due_at_once() -> None:
     metrics.calls.clear()
     gpu_flow.evaluate(REGION, world.runtime, NOW + timedelta(minutes=5))
     assert [c[0] for c in metrics.calls] == ["list_gpu_series", "get_metric_data"]
+
+
+def test_an_instance_working_again_is_unmarked_and_not_read_again_before_its_bound() -> None:
+    world, inventory, metrics = gpu_world((BUSY, 92.0))
+    plans = scheduled(world)
+    tags = inventory.instances[0].tags
+    inventory.instances[0] = replace(
+        inventory.instances[0], tags={**tags, MARK_TAG_KEY: mark_text(NOW - timedelta(minutes=5))}
+    )
+    report = gpu_flow.evaluate(REGION, world.runtime, NOW)
+    assert [d.action for d in report.decisions] == [Action.UNMARK]
+    inventory.instances[0] = replace(inventory.instances[0], tags=tags)  # the mark removed, as AWS has it now
+    metrics.calls.clear()
+    assert gpu_flow.evaluate(REGION, world.runtime, NOW + timedelta(minutes=5)).findings == []
+    assert metrics.calls == []
+    assert plans.read(ACCOUNT, REGION)[BUSY].due == NOW - timedelta(minutes=1) + timedelta(minutes=30)
 
 
 def test_an_unchanged_standing_idle_finding_rewrites_no_entry() -> None:

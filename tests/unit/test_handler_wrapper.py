@@ -231,13 +231,18 @@ else:
 print(json.dumps(sorted(sys.modules)))
 """
 
-# Loaded by the first client, the first OncePerEvent call, the first traced call: never by an import.
+# Loaded by the first client, the first OncePerEvent call, the first traced call, the first Slack post: never by
+# an import. Nor powertools' parser (every model it ships, for the one envelope events/envelope.py declares) or
+# pydantic-settings (asyncio and its CLI, for one prefix: settings.py reads it).
 DEFERRED = (
     "boto3",
     "botocore.session",
     "botocore.client",
     "aws_lambda_powertools.utilities.idempotency",
+    "aws_lambda_powertools.utilities.parser",
     "aws_xray_sdk",
+    "pydantic_settings",
+    "slack_sdk.webhook",
 )
 
 

@@ -119,6 +119,42 @@ def test_a_standing_idle_finding_keeps_its_slots_and_a_mark_makes_it_due_every_s
     assert read_schedule.Entry.decode(first.encode()) == first
 
 
+def test_costguard_s_own_mark_makes_no_entry_due_again_but_a_marked_instance_is_read_every_sweep() -> None:
+    from costguard.detect.gpu import instance_resource
+    from costguard.model import Ec2Instance, Finding, Reason
+
+    step, window = timedelta(minutes=5), THRESHOLDS.idle_window
+    marked = {"team": "a", MARK_TAG_KEY: "2026-11-20T12:00:00+00:00"}
+    assert read_schedule.tags_digest(marked) == read_schedule.tags_digest({"team": "a"})
+    assert read_schedule.tags_digest({"team": "b"}) != read_schedule.tags_digest({"team": "a"})
+    # Working again: the pending stop is cancelled, and the entry waits for the next idle bound.
+    instance = Ec2Instance(
+        id="i-0a",
+        type="g5.xlarge",
+        state="running",
+        account="1",
+        region="us-east-1",
+        launch_time=T0,
+        tags=marked,
+    )
+    again = Finding(
+        reason=Reason.GPU_ACTIVE_AGAIN,
+        resource=instance_resource(instance),
+        summary="working again",
+        observed_at=T0,
+        cancels_mark=True,
+    )
+    bound = T0 + window
+    entry = read_schedule.next_entry(None, [again], now=T0, earliest=bound, tags=marked, launched=T0)
+    assert (entry.kind, entry.due) == (read_schedule.Kind.BOUND, bound)
+    # Unmarked, as the decision left it: not read before its bound, whose read the mark's removal does not force.
+    unmarked = {"team": "a"}
+    assert not read_schedule.is_due(entry, T0 + step, step, window, tags=unmarked, launched=T0)
+    assert read_schedule.is_due(entry, bound, step, window, tags=unmarked, launched=T0)
+    # Still marked (the unmark failed, or a budget breach marked it): read at every sweep.
+    assert read_schedule.is_due(entry, T0 + step, step, window, tags=marked, launched=T0)
+
+
 def _decisions(result: Result, *, notices: bool = True) -> list[list[tuple[object, ...]]]:
     return [
         [(e.at, e.action, e.reason, e.note, e.saved_usd) for e in o.events if notices or e.action != "notify"]

@@ -114,11 +114,30 @@ def client(service: str, region: str | None = None, account: str | None = None) 
     return _home_client(service, region)
 
 
+@lru_cache(maxsize=4)
+def _loader(data_path: str | None) -> Any:
+    """botocore's data loader, one for the process: each session reads a service's model (a few MB of JSON) once
+    through it, not once per session (a member account's session, or a client rebuilt after ``reset``)."""
+    from botocore.loaders import create_loader
+
+    return create_loader(data_path)
+
+
+def _core_session() -> Any:
+    """A botocore session of its own (credentials, configuration) whose service models are the process's."""
+    import botocore.session
+
+    core = botocore.session.get_session()
+    core.register_component("data_loader", _loader(core.get_config_variable("data_path")))
+    return core
+
+
 @lru_cache(maxsize=64)
 def _home_client(service: str, region: str | None) -> Any:
     import boto3.session
 
-    made = boto3.session.Session().client(service, region_name=region, config=_config())  # type: ignore[call-overload]
+    session = boto3.session.Session(botocore_session=_core_session())
+    made = session.client(service, region_name=region, config=_config())  # type: ignore[call-overload]
     made.meta.events.register("before-call.*.*", _count)
     return made
 
@@ -135,7 +154,6 @@ def _member_session(account: str, region: str) -> boto3.session.Session:
     """A session whose credentials are the member role's, fetched at the first call and refreshed before they
     expire: one AssumeRole per account, region and role-session lifetime."""
     import boto3.session
-    import botocore.session
     from botocore.credentials import DeferredRefreshableCredentials
 
     role_arn = member_role_arn(account, region)
@@ -153,9 +171,9 @@ def _member_session(account: str, region: str) -> boto3.session.Session:
             "expiry_time": expiry.isoformat() if isinstance(expiry, datetime) else str(expiry),
         }
 
-    core = botocore.session.get_session()
+    core = _core_session()
     credentials = DeferredRefreshableCredentials(refresh_using=assume, method="sts-assume-role")
-    core._credentials = credentials  # type: ignore[attr-defined]  # botocore's way to hand a session credentials
+    core._credentials = credentials  # botocore's way to hand a session credentials
     return boto3.session.Session(botocore_session=core, region_name=region)
 
 

@@ -6,7 +6,7 @@ import logging
 import re
 import sys
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Container, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -234,11 +234,17 @@ def gpu_queries(
     return queries
 
 
-def evidence_queries(instances: Sequence[Ec2Instance]) -> list[Query]:
-    """CPU and network per instance: the evidence an idle or starved verdict states, read for those only."""
+def evidence_queries(
+    instances: Sequence[Ec2Instance], *, network: Container[str] | None = None
+) -> list[Query]:
+    """CPU per instance, and network for the instances in ``network`` (every one when None): the evidence an
+    idle verdict (CPU) or a starved one (CPU and network) states, read for those only."""
     queries = []
     for instance in instances:
         ec2_dims = (("InstanceId", instance.id),)
         queries.append(Query((instance.id, "cpu", ""), "AWS/EC2", "CPUUtilization", ec2_dims))
-        queries.append(Query((instance.id, "network_in", ""), "AWS/EC2", "NetworkIn", ec2_dims, stat="Sum"))
+        if network is None or instance.id in network:
+            queries.append(
+                Query((instance.id, "network_in", ""), "AWS/EC2", "NetworkIn", ec2_dims, stat="Sum")
+            )
     return queries

@@ -198,9 +198,10 @@ class Outcome:
     findings: Counter[str] = field(default_factory=Counter)
     notices: Counter[str] = field(default_factory=Counter)
     reads: int = 0  # the readings the sweep would have made of it (its metrics read), by the read schedule
-    # Of them, those whose idle or starved verdict is news (not a standing finding's repeat): the sweep reads
-    # the CPU and network its message states for those only.
-    evidence_reads: int = 0
+    # The CPU and network metrics read for the messages of its idle (CPU) and starved (CPU, network) verdicts
+    # that are news: not a standing finding's repeat, not a marked instance waiting out its grace period
+    # (flows/gpu.evidence_wanted).
+    evidence_metrics: int = 0
 
     @property
     def near_misses(self) -> int:
@@ -791,8 +792,7 @@ def _walk(history: History, params: Params, progress: Progress | None) -> Result
             outcome.reads += 1
             reading = state.reading(n, now, thresholds)
             found = findings_of(subject, state.current, reading, now, thresholds, state.resource_view)
-            if reading.verdict in (Verdict.IDLE, Verdict.STARVED) and not _standing(state):
-                outcome.evidence_reads += 1
+            outcome.evidence_metrics += _evidence_metrics(state, reading.verdict, found, policy, now)
             if scheduled and isinstance(state.current, Ec2Instance):
                 state.plan = _planned(
                     state, found, now, thresholds, params.repeat_window >= params.idle_window
@@ -823,6 +823,18 @@ def _due(state: _State, now: datetime, step: timedelta, params: Params) -> bool:
     )
 
 
+def _evidence_metrics(
+    state: _State, verdict: Verdict, found: list[Finding], policy: Policy, now: datetime
+) -> int:
+    """The CPU and network metrics the sweep reads for this reading's message (flows/gpu.evidence_wanted)."""
+    if verdict not in (Verdict.IDLE, Verdict.STARVED) or _standing(state):
+        return 0
+    if verdict is Verdict.IDLE:
+        waiting = MARK_TAG_KEY in state.current.tags and policy_rules.waits_out_grace(found, policy, now)
+        return 0 if waiting else 1
+    return 2
+
+
 def _standing(state: _State) -> bool:
     """Whether the subject's finding stood unmarked at its last reading (flows/gpu.Planner.standing)."""
     plan = state.plan
@@ -844,7 +856,7 @@ def _planned(
     series = series_at(state.subject, now, thresholds, state.hidden)
     # The reading at sweep time s is of the points up to s - period (see reading_at).
     known = now - thresholds.period
-    if found:
+    if any(not f.cancels_mark for f in found):
         earliest = read_schedule.idle_bound(series, known, thresholds) + thresholds.period
     else:
         earliest = read_schedule.earliest_finding(series, known, thresholds, count) + thresholds.period

@@ -77,8 +77,10 @@ def _moment(text: str) -> datetime | None:
 
 
 def tags_digest(tags: Mapping[str, str]) -> str:
-    """A short digest of the tags: enough to notice that a mark, protect or snooze tag came or went."""
-    text = "\n".join(f"{k}={v}" for k, v in sorted(tags.items()))
+    """A short digest of the tags but costguard's mark: enough to notice that a protect or snooze tag came or
+    went. The mark is not in it (``is_due`` reads a marked instance at every sweep): the mark a read's own
+    decision adds or removes does not make the instance due again at the next sweep."""
+    text = "\n".join(f"{k}={v}" for k, v in sorted(tags.items()) if k != MARK_TAG_KEY)
     return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=6).hexdigest()
 
 
@@ -92,7 +94,7 @@ def is_due(
     launched: datetime | None,
 ) -> bool:
     """Whether the sweep at ``now`` (one every ``step``) reads the instance."""
-    if entry is None or entry.kind is Kind.EVERY:
+    if entry is None or entry.kind is Kind.EVERY or MARK_TAG_KEY in tags:
         return True
     if entry.launched != launched or entry.tags != tags_digest(tags):
         return True
@@ -119,7 +121,8 @@ def next_entry(
     ``earliest_finding``'s moment when there is no finding, ``idle_bound``'s when there are findings.
     ``slots`` is False when the notifier's repeat window is shorter than the idle window: a standing finding
     is then news again between two slots, and is read at every sweep."""
-    reasons = {f.reason for f in findings}
+    # A pending stop cancelled (working again) says nothing of when the next finding can come.
+    reasons = {f.reason for f in findings if not f.cancels_mark}
     digest = tags_digest(tags)
     if not reasons:
         return Entry(Kind.BOUND, due=earliest, launched=launched, tags=digest)

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import Literal
 
-from aws_lambda_powertools.utilities.parser.models import EventBridgeModel
 from pydantic import BaseModel, ConfigDict, Field
 
 from costguard.events.common import AwsTime
+from costguard.events.envelope import EventBridgeModel
 
 BATCH_JOB_DETAIL_TYPE = "Batch Job State Change"
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Literal
 
-from aws_lambda_powertools.utilities.parser.models import EventBridgeModel
 from pydantic import BaseModel, ConfigDict, Field
 
 from costguard.events.common import AwsTime
+from costguard.events.envelope import EventBridgeModel
 
 # Current docs say "Capacity Block Delivered" / "Capacity Block Expiration Warning"; older revisions said
 # "Capacity Block Reservation ...": both are matched by this prefix (the template rule uses it too).

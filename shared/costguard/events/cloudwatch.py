@@ -5,11 +5,11 @@ from __future__ import annotations
 import contextlib
 from typing import Any, Literal
 
-from aws_lambda_powertools.utilities.parser.models import EventBridgeModel
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from costguard.events.budgets import SnsDelivery, json_object
 from costguard.events.common import to_datetime
+from costguard.events.envelope import EventBridgeModel
+from costguard.events.sns import SnsDelivery, json_object
 
 ALARM_DETAIL_TYPE = "CloudWatch Alarm State Change"
 

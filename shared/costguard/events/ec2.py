@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from typing import Literal
 
-from aws_lambda_powertools.utilities.parser.models import EventBridgeModel
 from pydantic import BaseModel, ConfigDict, Field
+
+from costguard.events.envelope import EventBridgeModel
 
 INSTANCE_STATE_DETAIL_TYPE = "EC2 Instance State-change Notification"
 

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from typing import Literal
 
-from aws_lambda_powertools.utilities.parser.models import EventBridgeModel
 from pydantic import BaseModel, ConfigDict, Field
+
+from costguard.events.envelope import EventBridgeModel
 
 HEALTH_DETAIL_TYPE = "AWS Health Event"
 ODCR_UNDERUTILIZATION_CODES = (

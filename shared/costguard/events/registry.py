@@ -3,53 +3,44 @@
 from __future__ import annotations
 
 import re
+from importlib import import_module
 from typing import Any, Final, Literal
 
 from pydantic import BaseModel
 
-from costguard.events.batch import BATCH_JOB_DETAIL_TYPE, BatchJobStateChange
-from costguard.events.budgets import (
-    ANOMALY_DETAIL_TYPE,
-    AnomalyDetected,
-    BudgetNotification,
-    CostAnomalyNotification,
-    json_object,
-    sns_message,
-)
-from costguard.events.capacity import (
-    CAPACITY_BLOCK_PREFIX,
-    RESERVATION_STATE_DETAIL_TYPES,
-    CapacityBlockEvent,
-    ReservationStateChange,
-)
-from costguard.events.cloudwatch import ALARM_DETAIL_TYPE, AlarmNotification, AlarmStateChange
-from costguard.events.ec2 import (
-    INSTANCE_STATE_DETAIL_TYPE,
-    SPOT_INTERRUPTION_DETAIL_TYPE,
-    InstanceStateChange,
-    SpotInterruptionWarning,
-)
-from costguard.events.health import HEALTH_DETAIL_TYPE, OdcrUnderutilization
-from costguard.events.sagemaker import TRAINING_JOB_DETAIL_TYPE, TrainingJobStateChange
-from costguard.events.scheduled import SCHEDULED_DETAIL_TYPE, ScheduledEvent
+from costguard.events.sns import json_object, sns_message
 
+# The models are named, not imported: a function loads the models of the events it takes (its app.py imports
+# them), never every model of the project. "module:Class" under costguard.events; tests/contract/test_events.py
+# holds each name to its module's own detail-type constants.
+_RESERVATION_STATES = ("Scheduled", "Active", "Delayed", "Unsupported", "Failed", "Expired", "Cancelled")
 # (source, detail-type) of EventBridge events -> model.
-EVENTBRIDGE_MODELS: dict[tuple[str, str], type[BaseModel]] = {
-    ("aws.sagemaker", TRAINING_JOB_DETAIL_TYPE): TrainingJobStateChange,
-    ("aws.ec2", INSTANCE_STATE_DETAIL_TYPE): InstanceStateChange,
-    ("aws.ec2", SPOT_INTERRUPTION_DETAIL_TYPE): SpotInterruptionWarning,
-    ("aws.batch", BATCH_JOB_DETAIL_TYPE): BatchJobStateChange,
-    ("aws.cloudwatch", ALARM_DETAIL_TYPE): AlarmStateChange,
-    ("aws.health", HEALTH_DETAIL_TYPE): OdcrUnderutilization,
-    ("aws.ce", ANOMALY_DETAIL_TYPE): AnomalyDetected,
-    ("aws.events", SCHEDULED_DETAIL_TYPE): ScheduledEvent,
-    ("aws.scheduler", SCHEDULED_DETAIL_TYPE): ScheduledEvent,
-    **{("aws.ec2", detail_type): ReservationStateChange for detail_type in RESERVATION_STATE_DETAIL_TYPES},
+EVENTBRIDGE_MODELS: dict[tuple[str, str], str] = {
+    ("aws.sagemaker", "SageMaker Training Job State Change"): "sagemaker:TrainingJobStateChange",
+    ("aws.ec2", "EC2 Instance State-change Notification"): "ec2:InstanceStateChange",
+    ("aws.ec2", "EC2 Spot Instance Interruption Warning"): "ec2:SpotInterruptionWarning",
+    ("aws.batch", "Batch Job State Change"): "batch:BatchJobStateChange",
+    ("aws.cloudwatch", "CloudWatch Alarm State Change"): "cloudwatch:AlarmStateChange",
+    ("aws.health", "AWS Health Event"): "health:OdcrUnderutilization",
+    ("aws.ce", "Anomaly Detected"): "budgets:AnomalyDetected",
+    ("aws.events", "Scheduled Event"): "scheduled:ScheduledEvent",
+    ("aws.scheduler", "Scheduled Event"): "scheduled:ScheduledEvent",
+    **{
+        ("aws.ec2", f"EC2 Capacity Reservation {state}"): "capacity:ReservationStateChange"
+        for state in _RESERVATION_STATES
+    },
 }
 # (source, detail-type prefix) -> model, for families AWS has renamed (tried after the exact matches).
-EVENTBRIDGE_PREFIXES: list[tuple[str, str, type[BaseModel]]] = [
-    ("aws.ec2", CAPACITY_BLOCK_PREFIX, CapacityBlockEvent),
+EVENTBRIDGE_PREFIXES: list[tuple[str, str, str]] = [
+    ("aws.ec2", "Capacity Block", "capacity:CapacityBlockEvent"),
 ]
+
+
+def model_named(name: str) -> type[BaseModel]:
+    """The model a registry name (``module:Class``) stands for, its module imported on first use."""
+    module, attribute = name.split(":")
+    model: type[BaseModel] = getattr(import_module(f"costguard.events.{module}"), attribute)
+    return model
 
 
 # What an SNS message holds, read from its content (SNS deliveries carry no type).
@@ -89,10 +80,10 @@ def sns_model_for(message: str) -> type[BaseModel]:
     alert (whose parser forwards wording it cannot read instead of dropping it)."""
     content = sns_content(message)
     if content == COST_ANOMALY:
-        return CostAnomalyNotification
+        return model_named("budgets:CostAnomalyNotification")
     if content == CLOUDWATCH_ALARM:
-        return AlarmNotification
-    return BudgetNotification
+        return model_named("cloudwatch:AlarmNotification")
+    return model_named("budgets:BudgetNotification")
 
 
 def model_for(event: dict[str, Any]) -> type[BaseModel] | None:
@@ -102,11 +93,11 @@ def model_for(event: dict[str, Any]) -> type[BaseModel] | None:
     source, detail_type = str(event.get("source")), str(event.get("detail-type"))
     exact = EVENTBRIDGE_MODELS.get((source, detail_type))
     if exact is not None:
-        return exact
+        return model_named(exact)
     return next(
         (
-            model
-            for src, prefix, model in EVENTBRIDGE_PREFIXES
+            model_named(name)
+            for src, prefix, name in EVENTBRIDGE_PREFIXES
             if src == source and detail_type.startswith(prefix)
         ),
         None,

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from aws_lambda_powertools.utilities.parser.models import EventBridgeModel
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from costguard.events.common import AwsTime
+from costguard.events.envelope import EventBridgeModel
 
 TRAINING_JOB_DETAIL_TYPE = "SageMaker Training Job State Change"
 

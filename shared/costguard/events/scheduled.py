@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from aws_lambda_powertools.utilities.parser.models import EventBridgeModel
 from pydantic import Field
+
+from costguard.events.envelope import EventBridgeModel
 
 SCHEDULED_DETAIL_TYPE = "Scheduled Event"
 

@@ -33,13 +33,11 @@ from costguard.audit.holdings import (
     storage_section,
     untagged,
 )
-from costguard.audit.html import render_html
 from costguard.audit.model import AuditFinding, Subject, Usage, family_of
 from costguard.audit.reading import read_usage
 from costguard.audit.report import build_report, region_result, team_totals
 from costguard.audit.rules import Rules, parse_rules, read_override
 from costguard.audit.steps import AuditItem, PlanInput, RegionTask, ReportInput
-from costguard.audit.summary import summary_message
 from costguard.aws import clients, compute_optimizer, organization, savings_plans
 from costguard.aws import metrics as cloudwatch_metrics
 from costguard.events.common import to_datetime
@@ -329,6 +327,11 @@ def holdings_sections(
 def report(step: ReportInput, settings: Settings) -> dict[str, Any]:
     """Merge the (account, region) results, write report.json and report.html, link the page and post the
     Slack summary."""
+    # The page and the Block Kit summary (slack_sdk's models) are the report step's alone: loaded here, not by
+    # the other audit steps that import this module.
+    from costguard.audit.html import render_html
+    from costguard.audit.summary import summary_message
+
     regions: list[dict[str, Any]] = []
     for outcome in step.regions:
         if outcome.status == "ok" and outcome.result_key:

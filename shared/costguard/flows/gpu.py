@@ -35,6 +35,7 @@ from costguard.model import MARK_TAG_KEY, Ec2Instance, Finding, Reason, Resource
 from costguard.observability import logger
 from costguard.observability import metrics as emf
 from costguard.pipeline import Report
+from costguard.policy import waits_out_grace
 from costguard.reads import Metrics
 from costguard.runtime import ACT_PERMISSIONS, PRICES_PERMISSIONS, Runtime
 from costguard.settings import Settings
@@ -91,14 +92,50 @@ def read_fleet(
 
 
 def read_evidence(
-    region: str, instances: Sequence[Ec2Instance], thresholds: Thresholds, now: datetime, reads: Metrics
+    region: str,
+    instances: Sequence[Ec2Instance],
+    thresholds: Thresholds,
+    now: datetime,
+    reads: Metrics,
+    *,
+    network: frozenset[str] | None = None,
 ) -> MetricSet:
-    """CPU and network of these instances over the starved window: read only for the verdicts that state them."""
+    """CPU of these instances over the starved window, and network of those in ``network`` (all when None):
+    read only for the verdicts that state them."""
     if not instances:
         return MetricSet()
+    queries = evidence_queries(instances, network=network)
     return reads.get_metric_data(
-        region, evidence_queries(instances), now - thresholds.starved_window, now, int(PERIOD.total_seconds())
+        region, queries, now - thresholds.starved_window, now, int(PERIOD.total_seconds())
     )
+
+
+def evidence_wanted(
+    chunk: Sequence[Ec2Instance],
+    readings: dict[str, GpuReading],
+    runtime: Runtime,
+    thresholds: Thresholds,
+    now: datetime,
+    planner: Planner | None,
+) -> tuple[list[Ec2Instance], frozenset[str]]:
+    """The instances whose CPU a message will state, and of those the ones whose network it will state too.
+
+    An idle verdict states the CPU, a starved one the CPU and network; only when it is news: not the repeat of
+    a finding standing unmarked since the last read, and not a marked instance waiting out its grace period
+    (nothing is said of it until its stop, when it is read again). The decisions never depend on them."""
+    wanted: list[Ec2Instance] = []
+    for instance in chunk:
+        reading = readings.get(instance.id)
+        if reading is None or reading.verdict not in _EVIDENCE_VERDICTS:
+            continue
+        if planner is not None and planner.standing(instance):
+            continue
+        if MARK_TAG_KEY in instance.tags and reading.verdict is Verdict.IDLE:
+            found = gpu_instance_findings(instance, reading, price=None, thresholds=thresholds, now=now)
+            if waits_out_grace(found, runtime.policy, now):
+                continue
+        wanted.append(instance)
+    return wanted, frozenset(i.id for i in wanted if readings[i.id].verdict is Verdict.STARVED)
 
 
 def readings_of(
@@ -224,16 +261,11 @@ def judge_chunk(
     data = read_fleet(region, chunk, thresholds, now, reads, series)
     readings = readings_of(chunk, data, thresholds, now)
     adaptive_on = runtime.settings.idle_policy == "adaptive" and runtime.idle_histories is not None
-    wanted = [
-        i
-        for i in chunk
-        if adaptive_on
-        or (
-            getattr(readings.get(i.id), "verdict", None) in _EVIDENCE_VERDICTS
-            and not (planner is not None and planner.standing(i))
-        )
-    ]
-    data.add(read_evidence(region, wanted, thresholds, now, reads))
+    if adaptive_on:  # the adaptive policy learns from every instance's CPU
+        wanted, network = list(chunk), None
+    else:
+        wanted, network = evidence_wanted(chunk, readings, runtime, thresholds, now, planner)
+    data.add(read_evidence(region, wanted, thresholds, now, reads, network=network))
     found = findings_for(chunk, data, runtime, thresholds, now, event_id, readings)
     if adaptive_on:
         found = adapted(chunk, data, found, runtime, thresholds, now)
@@ -303,7 +335,7 @@ class Planner:
             gpus = data.gpus(instance.id)
             own = found.get(instance.id, [])
             count = instance.accelerators.count if instance.accelerators else 1
-            if own:
+            if any(not f.cancels_mark for f in own):
                 earliest = read_schedule.idle_bound(gpus, self.now, self.thresholds)
             else:
                 earliest = read_schedule.earliest_finding(gpus, self.now, self.thresholds, count)

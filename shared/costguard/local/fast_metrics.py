@@ -40,10 +40,7 @@ def get_metric_data(
     start_time, end_time = start_time.replace(microsecond=0), end_time.replace(microsecond=0)
     if start_time >= end_time:
         raise ValidationError("The parameter EndTime must be greater than StartTime.")
-    index: dict[Key, list[MetricDatumBase]] = defaultdict(list)
-    for datum in self.get_all_metrics():
-        if start_time <= datum.timestamp < end_time:
-            index[_key(datum.namespace, datum.name, datum.dimensions)].append(datum)
+    own, provided = _series(self)
     results = []
     for query in queries:
         stat = query["MetricStat"]
@@ -51,7 +48,10 @@ def get_metric_data(
         period = timedelta(seconds=int(stat["Period"]))
         dims = frozenset((d["Name"], d["Value"]) for d in metric.get("Dimensions", []))
         buckets: dict[int, list[MetricDatumBase]] = defaultdict(list)
-        for datum in index.get((metric["Namespace"], metric["MetricName"], dims), []):
+        key = (metric["Namespace"], metric["MetricName"], dims)
+        for datum in [*own.get(key, ()), *provided.get(key, ())]:
+            if not start_time <= datum.timestamp < end_time:
+                continue
             if stat.get("Unit") and datum.unit != stat["Unit"]:
                 continue
             buckets[int((datum.timestamp - start_time) / period)].append(datum)
@@ -76,6 +76,26 @@ def get_metric_data(
                 }
             )
     return results
+
+
+def _series(
+    backend: CloudWatchBackend,
+) -> tuple[dict[Key, list[MetricDatumBase]], dict[Key, list[MetricDatumBase]]]:
+    """Every datapoint of the backend by series. Its own (PutMetricData's, which moto only ever appends) are
+    indexed as they come, once each, rather than at every call: a sweep's calls each scanned them all. The
+    services' own metrics (moto's providers) are read afresh at each call."""
+    data = backend.metric_data
+    state = backend.__dict__.get("_costguard_series")
+    if state is None or state[0] is not data or state[1] > len(data):
+        state = backend.__dict__["_costguard_series"] = [data, 0, defaultdict(list)]
+    own: defaultdict[Key, list[MetricDatumBase]] = state[2]
+    for datum in data[state[1] :]:
+        own[_key(datum.namespace, datum.name, datum.dimensions)].append(datum)
+    state[1] = len(data)
+    provided: dict[Key, list[MetricDatumBase]] = defaultdict(list)
+    for datum in backend.aws_metric_data:
+        provided[_key(datum.namespace, datum.name, datum.dimensions)].append(datum)
+    return own, provided
 
 
 def get_filtered_metrics(

@@ -6,11 +6,14 @@ more, so the history is hourly and ends where the instance's recent per-minute s
 
 from __future__ import annotations
 
+import json
 import math
 from datetime import datetime, timedelta
 from typing import Any
 
-from costguard.local.seed_metrics import datum, publish
+from moto.cloudwatch.models import MetricDatum
+
+from costguard.local.seed_metrics import datum, datums, remembered, store
 from costguard.local.world import Instance, World
 
 IDLE_GPU_PERCENT = 1.0
@@ -45,6 +48,11 @@ def gpu_value(spec: Instance, index: int, at: datetime) -> tuple[float, float]:
 
 
 def publish_usage_history(world: World, gpu_info: dict[str, dict[str, Any]]) -> None:
+    key = ("usage history", world.model_dump_json(), json.dumps(gpu_info, sort_keys=True, default=str))
+    store(world.account, world.region, remembered(key, lambda: _history_datums(world, gpu_info)))
+
+
+def _history_datums(world: World, gpu_info: dict[str, dict[str, Any]]) -> list[MetricDatum]:
     batches: dict[str, list[dict[str, Any]]] = {"CWAgent": [], "AWS/EC2": []}
     for spec in world.instances:
         if spec.usage is None or spec.state != "running":
@@ -65,5 +73,4 @@ def publish_usage_history(world: World, gpu_info: dict[str, dict[str, Any]]) -> 
                 batches["CWAgent"].append(datum("nvidia_smi_memory_used", dims, at, memory, "Megabytes"))
             ec2_dims = [{"Name": "InstanceId", "Value": spec.id}]
             batches["AWS/EC2"].append(datum("CPUUtilization", ec2_dims, at, cpu, "Percent"))
-    for namespace, data in batches.items():
-        publish(world.account, world.region, namespace, data)
+    return [d for namespace, data in batches.items() for d in datums(namespace, data)]

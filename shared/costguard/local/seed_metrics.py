@@ -7,7 +7,8 @@ reads back still goes through the real boto3 client and moto's GetMetricData and
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections import OrderedDict
+from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
 from typing import Any
 
@@ -21,8 +22,12 @@ def datum(name: str, dims: list[dict[str, str]], at: datetime, value: float, uni
 
 def publish(account: str, region: str, namespace: str, data: Iterable[dict[str, Any]]) -> None:
     """Store PutMetricData entries as moto does (naive UTC timestamps, float values)."""
-    backend = cloudwatch_backends[account][region]
-    backend.metric_data.extend(
+    store(account, region, datums(namespace, data))
+
+
+def datums(namespace: str, data: Iterable[dict[str, Any]]) -> list[MetricDatum]:
+    """PutMetricData entries as moto keeps them."""
+    return [
         MetricDatum(
             namespace=namespace,
             name=entry["MetricName"],
@@ -32,7 +37,29 @@ def publish(account: str, region: str, namespace: str, data: Iterable[dict[str, 
             unit=entry.get("Unit"),
         )
         for entry in data
-    )
+    ]
+
+
+def store(account: str, region: str, data: Iterable[MetricDatum]) -> None:
+    cloudwatch_backends[account][region].metric_data.extend(data)
+
+
+# The series a world seeds depend on the world and the moment they run to alone: a process that starts the same
+# world again (a test suite, the demo's modes) builds them once. moto only reads a datum once it is stored.
+_REMEMBERED: OrderedDict[tuple[Any, ...], list[MetricDatum]] = OrderedDict()
+_REMEMBER_AT_MOST = 8
+
+
+def remembered(key: tuple[Any, ...], build: Callable[[], list[MetricDatum]]) -> list[MetricDatum]:
+    """The datums ``build`` gives for ``key``, built once per process (the latest few keys are kept)."""
+    found = _REMEMBERED.get(key)
+    if found is None:
+        found = _REMEMBERED[key] = build()
+        while len(_REMEMBERED) > _REMEMBER_AT_MOST:
+            _REMEMBERED.popitem(last=False)
+    else:
+        _REMEMBERED.move_to_end(key)
+    return found
 
 
 def _naive_utc(at: datetime) -> datetime:

@@ -35,6 +35,8 @@ API_ERRORS = {
     500: "internal_error",
 }
 _API_TS_BASE = 1_700_000_000
+# How often the serving loop looks up from waiting for a request: how long stop() waits at most.
+POLL_SECONDS = 0.01
 
 
 def _units(text: str) -> int:
@@ -289,7 +291,11 @@ class SlackSink:
                 pass
 
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        threading.Thread(target=self._server.serve_forever, daemon=True).start()
+        # stop() waits for the serving loop to look up from its poll: at the default half-second, every stack
+        # (every test and demo) waited that long to end.
+        threading.Thread(
+            target=self._server.serve_forever, kwargs={"poll_interval": POLL_SECONDS}, daemon=True
+        ).start()
         return self
 
     def stop(self) -> None:

@@ -10,9 +10,11 @@ functions get ``COSTGUARD_MEMBER_ROLE_NAME``.
 
 from __future__ import annotations
 
+import copy
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -20,8 +22,11 @@ import yaml
 from moto.core.models import DEFAULT_ACCOUNT_ID
 from moto.events.models import EventPattern
 
+# libyaml's parser where PyYAML was built with it (the same documents, several times faster), else PyYAML's own.
+_SafeLoader: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
-class _CfnLoader(yaml.SafeLoader):
+
+class _CfnLoader(_SafeLoader):  # type: ignore[misc]
     """YAML with CloudFormation's short-form intrinsic functions kept as {"Fn": value} maps."""
 
 
@@ -34,11 +39,17 @@ def _intrinsic(loader: _CfnLoader, suffix: str, node: yaml.Node) -> dict[str, An
     elif isinstance(node, yaml.SequenceNode):
         value = loader.construct_sequence(node, deep=True)
     else:
-        value = loader.construct_mapping(node, deep=True)  # type: ignore[arg-type]
+        value = loader.construct_mapping(node, deep=True)
     return {name: value}
 
 
 _CfnLoader.add_multi_constructor("!", _intrinsic)
+
+
+@lru_cache(maxsize=8)
+def _parsed(path: Path, _mtime_ns: int, _size: int) -> dict[str, Any]:
+    body: dict[str, Any] = yaml.load(path.read_text(encoding="utf-8"), Loader=_CfnLoader)  # noqa: S506
+    return body
 
 
 @dataclass(frozen=True)
@@ -99,8 +110,11 @@ class Template:
 
     @classmethod
     def load(cls, path: str | Path) -> Template:
+        """The template at ``path``: parsed once per version of the file (every local stack, replay and test
+        loads it), and a copy of its own for each caller."""
         path = Path(path)
-        return cls(path, yaml.load(path.read_text(encoding="utf-8"), Loader=_CfnLoader))  # noqa: S506
+        stat = path.stat()
+        return cls(path, copy.deepcopy(_parsed(path.resolve(), stat.st_mtime_ns, stat.st_size)))
 
     @property
     def resources(self) -> dict[str, Any]:

@@ -9,18 +9,12 @@ from collections.abc import Callable
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
-from slack_sdk.http_retry.builtin_handlers import (
-    ConnectionErrorRetryHandler,
-    RateLimitErrorRetryHandler,
-    ServerErrorRetryHandler,
-)
-from slack_sdk.webhook import WebhookClient
-
 from costguard.notify.routing import SecretFormatError, SlackRoutes, parse_routes
 from costguard.permissions import needs
 
 if TYPE_CHECKING:
     from aws_lambda_powertools.utilities.parameters.exceptions import GetParameterError
+    from slack_sdk.webhook import WebhookClient
 
 SECRET_MAX_AGE_SECONDS = 300
 SECRET_PERMISSIONS = needs("secretsmanager:GetSecretValue")  # load_routes
@@ -142,7 +136,15 @@ def _has_no_value(error: GetParameterError) -> bool:
 
 @lru_cache(maxsize=32)
 def webhook_client(url: str, timeout: int = 10, max_retries: int = 2) -> WebhookClient:
-    """One client per webhook; it retries 429 (honouring Retry-After), 5xx and connection errors."""
+    """One client per webhook; it retries 429 (honouring Retry-After), 5xx and connection errors. slack_sdk is
+    loaded here, by the first post: a function that never posts never loads it."""
+    from slack_sdk.http_retry.builtin_handlers import (
+        ConnectionErrorRetryHandler,
+        RateLimitErrorRetryHandler,
+        ServerErrorRetryHandler,
+    )
+    from slack_sdk.webhook import WebhookClient
+
     return WebhookClient(
         url,
         timeout=timeout,

@@ -1,0 +1,95 @@
+"""The SNS delivery a Lambda subscription receives, and reading its message: shared by every alert that comes by
+SNS (AWS Budgets, Cost Anomaly Detection, CloudWatch alarm actions)."""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator
+
+from costguard.events.common import LenientAwsTime
+
+# What the entry point's idempotency keys on for an SNS delivery (the model's field names, dumped).
+SNS_MESSAGE_ID_PATH = "records[0].sns.message_id"
+
+
+def _text_or_none(value: Any) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+class SnsMessage(BaseModel):
+    """The SNS envelope. What costguard acts on is strict: the message id (idempotency), the topic (account and
+    region) and the message. The rest is lenient: a malformed Timestamp (stray spaces, a typo) or a Subject that
+    is not text never rejects the alert it carries; it reads as None (the subject only names a budget the
+    message does not, and the time is never used)."""
+
+    model_config = ConfigDict(extra="allow", populate_by_name=True)
+
+    message_id: str = Field(alias="MessageId")
+    topic_arn: str = Field(alias="TopicArn", min_length=1)
+    subject: Annotated[str | None, BeforeValidator(_text_or_none)] = Field(default=None, alias="Subject")
+    message: str = Field(alias="Message")
+    timestamp: LenientAwsTime = Field(default=None, alias="Timestamp")
+
+    @field_validator("message_id")
+    @classmethod
+    def _message_id_given(cls, value: str) -> str:
+        # The idempotency key of every SNS alert (SNS_MESSAGE_ID_PATH): with none, a redelivery acts twice.
+        if not value.strip():
+            raise ValueError("the message id is empty: a redelivery could not be told apart")
+        return value
+
+
+class SnsRecord(BaseModel):
+    model_config = ConfigDict(extra="allow", populate_by_name=True)
+
+    event_source: Literal["aws:sns"] = Field(alias="EventSource")
+    sns: SnsMessage = Field(alias="Sns")
+
+
+class SnsDelivery(BaseModel):
+    """What Lambda receives from an SNS subscription: always exactly one record."""
+
+    model_config = ConfigDict(extra="allow", populate_by_name=True)
+
+    records: list[SnsRecord] = Field(alias="Records", min_length=1, max_length=1)
+
+    @property
+    def sns(self) -> SnsMessage:
+        return self.records[0].sns
+
+    @property
+    def id(self) -> str:
+        return self.sns.message_id
+
+    @property
+    def account(self) -> str:
+        parts = self.sns.topic_arn.split(":")
+        return parts[4] if len(parts) > 5 else ""
+
+    @property
+    def region(self) -> str:
+        parts = self.sns.topic_arn.split(":")
+        return parts[3] if len(parts) > 5 else ""
+
+
+def sns_message(event: dict[str, Any]) -> str | None:
+    """The message text of an SNS delivery, or None when the event is not one."""
+    records = event.get("Records")
+    if not isinstance(records, list) or len(records) != 1 or not isinstance(records[0], dict):
+        return None
+    record = records[0]
+    sns = record.get("Sns")
+    if record.get("EventSource") != "aws:sns" or not isinstance(sns, dict):
+        return None
+    message = sns.get("Message")
+    return message if isinstance(message, str) else None
+
+
+def json_object(text: str) -> dict[str, Any] | None:
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return None
+    return value if isinstance(value, dict) else None
