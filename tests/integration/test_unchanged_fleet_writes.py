@@ -16,7 +16,7 @@ from costguard import clock
 from costguard.aws import clients
 from costguard.local.metric_responder import Dimensions, MetricResponder
 from costguard.local.sink import SlackSink
-from costguard.local.stack import LocalStack
+from costguard.local.stack import STAND_IN_IMAGE, LocalStack
 from costguard.local.world import World
 from costguard.notify.notice import GroupNotice, Notice
 
@@ -37,10 +37,8 @@ def launch_fleet(stack: LocalStack, size: int) -> list[str]:
     from moto.ec2.models import ec2_backends  # the embedded AWS only
 
     ec2 = clients.ec2(REGION)
-    amazon_linux = [{"Name": "name", "Values": ["amzn2-ami-hvm-*"]}]
-    image = ec2.describe_images(Owners=["amazon"], Filters=amazon_linux)["Images"][0]["ImageId"]
     made = ec2.run_instances(
-        ImageId=image,
+        ImageId=STAND_IN_IMAGE,
         InstanceType="g5.xlarge",
         MinCount=size,
         MaxCount=size,

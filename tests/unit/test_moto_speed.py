@@ -15,6 +15,7 @@ import pytest
 from moto import mock_aws
 from moto.core import serialize
 
+from costguard.local.stack import STAND_IN_IMAGE
 from tests import moto_speed
 
 REGION = "us-east-1"
@@ -39,7 +40,7 @@ def both_ways(call: Callable[[], Any]) -> tuple[dict[str, Any], dict[str, Any]]:
 
 def test_ec2_instances_with_tags_are_described_alike(aws: None) -> None:
     ec2: Any = boto3.client("ec2", region_name=REGION)
-    image = ec2.describe_images(Owners=["amazon"])["Images"][0]["ImageId"]
+    image = STAND_IN_IMAGE
     made = ec2.run_instances(ImageId=image, InstanceType="g5.xlarge", MinCount=3, MaxCount=3)
     ids = [i["InstanceId"] for i in made["Instances"]]
     ec2.create_tags(Resources=ids, Tags=[{"Key": "team", "Value": "ml"}, {"Key": "Name", "Value": "a <b>"}])
@@ -127,7 +128,7 @@ def test_an_instance_is_found_by_id_as_moto_finds_it(aws: None) -> None:
     from moto.ec2.models import ec2_backends
 
     ec2: Any = boto3.client("ec2", region_name=REGION)
-    image = ec2.describe_images(Owners=["amazon"])["Images"][0]["ImageId"]
+    image = STAND_IN_IMAGE
     for _ in range(3):  # three reservations of two
         ec2.run_instances(ImageId=image, InstanceType="g5.xlarge", MinCount=2, MaxCount=2)
     backend = ec2_backends["123456789012"][REGION]
