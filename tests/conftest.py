@@ -33,22 +33,21 @@ DEMO_WORLD = ROOT / "worlds" / "demo.yaml"
 # them a group of their own. The groups below go first, slowest first (as `pytest --durations` measured them), so
 # that no long group starts last while the other worker has nothing left to do; every other group follows in
 # collection order.
-SLOWEST_FIRST = (  # CPU seconds on 2026-12-01, `-n 2`: the groups of 20 s or more
-    "tests/integration/test_organization.py",  # 82
-    "tests/integration/test_demo_payloads.py",  # 56: the demo world played in each mode
-    "tests/integration/test_soak.py",  # 47
-    "tests/integration/test_gpu_flow.py",  # 46
-    "tests/integration/test_launch_detectors.py",  # 45
-    "tests/integration/test_training_health_flow.py",  # 44
-    "tests/integration/test_gpu_scale.py",  # 37: the hub's 1,000-instance fleet, a sweep and two reconciles
-    "demo",  # 34: `costguard demo` in a fresh interpreter, read by test_cli.py and test_sagemaker_flow.py
-    "slack_noise_fleet",  # 32: 1,000 idle instances seeded in moto, one sweep
-    "tests/unit/test_bounded_state.py",  # 27
-    "tests/integration/test_training_guardrails_flow.py",  # 25
-    "tests/integration/test_adaptive_sweep.py",  # 24
-    "tests/integration/test_training_job_flow.py",  # 24
-    "tests/integration/test_replay_real_inputs.py",  # 21
-    "gpu_scale_member_fleet",  # 21: the same fleet in a member account, swept as an organization's work item
+SLOWEST_FIRST = (  # seconds on 2026-12-01, `-n 2`: the groups of 10 s or more
+    "tests/integration/test_soak.py",  # 50
+    "tests/integration/test_demo_payloads.py",  # 40: the demo world played in each mode
+    "demo",  # 32: `costguard demo` in a fresh interpreter, read by test_cli.py and test_sagemaker_flow.py
+    "tests/integration/test_organization.py",  # 29
+    "tests/integration/test_gpu_scale.py",  # 29: the hub's 1,000-instance fleet, a sweep and two reconciles
+    "slack_noise_fleet",  # 26: 1,000 idle instances seeded in moto, one sweep
+    "tests/unit/test_bounded_state.py",  # 23
+    "tests/integration/test_training_health_flow.py",  # 20
+    "tests/integration/test_gpu_flow.py",  # 17
+    "tests/integration/test_adaptive_sweep.py",  # 17
+    "gpu_scale_member_fleet",  # 16: the same fleet in a member account, swept as an organization's work item
+    "tests/integration/test_launch_detectors.py",  # 16
+    "tests/property/test_hostile_events.py",  # 13
+    "tests/integration/test_training_guardrails_flow.py",  # 11
 )
 
 # Files whose tests share nothing beyond one test (a stack of their own each, no module or session fixture): each

@@ -15,8 +15,8 @@ from aws_lambda_powertools.metrics import MetricUnit
 from pydantic import BaseModel, ValidationError
 
 from costguard.aws import clients
+from costguard.events.common import sns_message
 from costguard.events.registry import model_for, sns_content_of
-from costguard.events.sns import sns_message
 from costguard.observability import logger, metrics
 from costguard.permissions import needs
 from costguard.settings import get_settings

@@ -93,4 +93,4 @@ def test_a_function_loads_only_the_event_models_it_takes() -> None:
     )
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True, cwd=ROOT)
     loaded = set(json.loads(out.stdout))
-    assert loaded <= {"costguard.events.registry", "costguard.events.sns", "costguard.events.common"}
+    assert loaded <= {"costguard.events.registry", "costguard.events.common"}

@@ -243,9 +243,10 @@ DEFERRED = (
     "aws_xray_sdk",
     "pydantic_settings",
 )
-# The functions that talk to Slack: every other one never loads slack_sdk (the audit's report step loads it when
-# it posts its summary).
-SLACK_FUNCTIONS = {"NotifierFunction", "InteractionsFunction", "InteractionActionsFunction"}
+# The functions that load slack_sdk at import: the notifier (its Block Kit messages) and the interactions endpoint
+# (its signature check). The others load it when they first call Slack (the queued clicks, the audit's summary),
+# or never.
+SLACK_FUNCTIONS = {"NotifierFunction", "InteractionsFunction"}
 
 
 def _loaded(target: str, env: dict[str, str]) -> set[str]:

@@ -7,9 +7,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from costguard.events.common import to_datetime
+from costguard.events.common import json_object, to_datetime
 from costguard.events.envelope import EventBridgeModel
-from costguard.events.sns import SnsDelivery, json_object
+from costguard.events.sns import SnsDelivery
 
 ALARM_DETAIL_TYPE = "CloudWatch Alarm State Change"
 

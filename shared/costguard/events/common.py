@@ -1,7 +1,8 @@
-"""Types shared by event models: AWS timestamps in their several spellings, strict or lenient."""
+"""Shared by event models: AWS timestamps in their several spellings, strict or lenient; an SNS delivery's message."""
 
 from __future__ import annotations
 
+import json
 import math
 from datetime import UTC, datetime
 from typing import Annotated, Any
@@ -55,3 +56,24 @@ LenientAwsTime = Annotated[datetime | None, BeforeValidator(time_or_none)]
 
 Only for fields costguard does not need (an SNS envelope's ``Timestamp``); a field a decision depends on stays
 ``AwsTime`` and rejects the event when it is malformed."""
+
+
+def sns_message(event: dict[str, Any]) -> str | None:
+    """The message text of an SNS delivery, or None when the event is not one."""
+    records = event.get("Records")
+    if not isinstance(records, list) or len(records) != 1 or not isinstance(records[0], dict):
+        return None
+    record = records[0]
+    sns = record.get("Sns")
+    if record.get("EventSource") != "aws:sns" or not isinstance(sns, dict):
+        return None
+    message = sns.get("Message")
+    return message if isinstance(message, str) else None
+
+
+def json_object(text: str) -> dict[str, Any] | None:
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return None
+    return value if isinstance(value, dict) else None

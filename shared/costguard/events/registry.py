@@ -8,7 +8,7 @@ from typing import Any, Final, Literal
 
 from pydantic import BaseModel
 
-from costguard.events.sns import json_object, sns_message
+from costguard.events.common import json_object, sns_message
 
 # The models are named, not imported: a function loads the models of the events it takes (its app.py imports
 # them), never every model of the project. "module:Class" under costguard.events; tests/contract/test_events.py

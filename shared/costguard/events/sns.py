@@ -3,7 +3,6 @@ SNS (AWS Budgets, Cost Anomaly Detection, CloudWatch alarm actions)."""
 
 from __future__ import annotations
 
-import json
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator
@@ -72,24 +71,3 @@ class SnsDelivery(BaseModel):
     def region(self) -> str:
         parts = self.sns.topic_arn.split(":")
         return parts[3] if len(parts) > 5 else ""
-
-
-def sns_message(event: dict[str, Any]) -> str | None:
-    """The message text of an SNS delivery, or None when the event is not one."""
-    records = event.get("Records")
-    if not isinstance(records, list) or len(records) != 1 or not isinstance(records[0], dict):
-        return None
-    record = records[0]
-    sns = record.get("Sns")
-    if record.get("EventSource") != "aws:sns" or not isinstance(sns, dict):
-        return None
-    message = sns.get("Message")
-    return message if isinstance(message, str) else None
-
-
-def json_object(text: str) -> dict[str, Any] | None:
-    try:
-        value = json.loads(text)
-    except ValueError:
-        return None
-    return value if isinstance(value, dict) else None

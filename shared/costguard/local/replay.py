@@ -14,14 +14,13 @@ from typing import Any
 from costguard import clock
 from costguard.events.budgets import ANOMALY_DETAIL_TYPE
 from costguard.events.cloudwatch import ALARM_DETAIL_TYPE
-from costguard.events.common import to_datetime
+from costguard.events.common import sns_message, to_datetime
 from costguard.events.registry import (
     BUDGETS_TEXT,
     CLOUDWATCH_ALARM,
     COST_ANOMALY,
     sns_content_of,
 )
-from costguard.events.sns import sns_message
 from costguard.local.interactions import is_function_url_event, replay_interaction
 from costguard.local.stack import SEED_AHEAD, LocalStack
 from costguard.local.template import Function, Route, Template, sns_topic_name

@@ -9,21 +9,18 @@ import threading
 import time
 from collections.abc import Callable
 from functools import lru_cache
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 from urllib.parse import urlsplit
-
-from slack_sdk.errors import SlackApiError
-from slack_sdk.http_retry import RetryHandler
-from slack_sdk.http_retry.builtin_handlers import (
-    ConnectionErrorRetryHandler,
-    RateLimitErrorRetryHandler,
-    ServerErrorRetryHandler,
-)
-from slack_sdk.web import SlackResponse, WebClient
-from slack_sdk.webhook import WebhookClient
 
 from costguard.notify.delivery import DeliveryError, PermanentDeliveryError, RedactingFilter
 from costguard.notify.routing import LOCAL_HOSTS, SlackRoutes, check_url
+
+if (
+    TYPE_CHECKING
+):  # slack_sdk is loaded by the first client built: a cold start that never calls Slack skips it
+    from slack_sdk.errors import SlackApiError
+    from slack_sdk.http_retry import RetryHandler
+    from slack_sdk.web import SlackResponse
 
 # Only for the local sink: the Web API's base URL, accepted when it is plain http on this machine.
 API_URL_VARIABLE = "COSTGUARD_SLACK_API_URL"
@@ -80,6 +77,12 @@ class ApiPermanentError(PermanentDeliveryError):
 
 
 def _retry_handlers() -> list[RetryHandler]:
+    from slack_sdk.http_retry.builtin_handlers import (
+        ConnectionErrorRetryHandler,
+        RateLimitErrorRetryHandler,
+        ServerErrorRetryHandler,
+    )
+
     return [
         RateLimitErrorRetryHandler(max_retry_count=_MAX_RETRIES),
         ServerErrorRetryHandler(max_retry_count=_MAX_RETRIES),
@@ -106,6 +109,8 @@ class SlackApi:
     """
 
     def __init__(self, token: str, base_url: str | None = None, timeout: int = 10) -> None:
+        from slack_sdk.web import WebClient
+
         self._client = WebClient(
             token=token,
             timeout=timeout,
@@ -124,6 +129,8 @@ class SlackApi:
     __str__ = __repr__
 
     def _call(self, method: str, call: Callable[[], SlackResponse]) -> SlackResponse:
+        from slack_sdk.errors import SlackApiError
+
         try:
             return call()
         except SlackApiError as error:
@@ -169,6 +176,8 @@ class SlackApi:
             url = check_url(response_url)
         except ValueError as error:
             raise ApiPermanentError(f"not a Slack response_url: {error}") from None
+        from slack_sdk.webhook import WebhookClient
+
         client = WebhookClient(
             url, timeout=self._timeout, logger=_api_logger, retry_handlers=_retry_handlers()
         )
