@@ -25,7 +25,7 @@ from typing import Any
 from costguard.local.template import Template, resolve
 
 ROOT = Path(__file__).resolve().parents[1]
-REPEATS = 5
+REPEATS = 9
 C7N_VENV = ROOT / "bench" / ".venv-c7n"
 C7N_REQUIREMENTS = ROOT / "bench" / "requirements-c7n.txt"
 

@@ -180,3 +180,34 @@ def test_a_lazy_import_inside_a_function_is_allowed() -> None:
     assert load_time_imports(source) == set()
     guarded = "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from costguard.aws import clients\n"
     assert load_time_imports(guarded) == {"typing", "typing.TYPE_CHECKING"}
+
+
+LONGEST_FUNCTION = 80  # lines, decorators and docstring included
+
+
+def test_no_function_of_the_package_is_longer_than_a_screen() -> None:
+    long = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                first = min([node.lineno, *(d.lineno for d in node.decorator_list)])
+                lines = (node.end_lineno or node.lineno) - first + 1
+                if lines > LONGEST_FUNCTION:
+                    long.append(f"{path.relative_to(PACKAGE)}:{node.lineno} {node.name} ({lines} lines)")
+    assert not long, long
+
+
+def test_the_readme_layout_names_every_module_and_package_of_the_package() -> None:
+    import re
+
+    layout = (
+        (ROOT / "README.md").read_text(encoding="utf-8").split("## Project layout", 1)[1].split("```", 2)[1]
+    )
+    entries = [
+        p.name if p.suffix == ".py" else f"{p.name}/"
+        for p in sorted(PACKAGE.iterdir())
+        if (p.suffix == ".py" and p.name != "__init__.py") or (p / "__init__.py").is_file()
+    ]
+    assert entries
+    missing = [e for e in entries if not re.search(rf"(^|\s){re.escape(e)}", layout, re.MULTILINE)]
+    assert not missing, missing
