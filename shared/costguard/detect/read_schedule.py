@@ -19,7 +19,9 @@ An instance with something to say is read again as follows:
   episode rather than two. Slots that depend on nothing but the anchor mean an unchanged fleet rewrites nothing.
 
 Anything that would change what is decided about an instance without a new datapoint makes it due at once: its
-tags (mark, protect, snooze), a new launch (a restart), no entry yet.
+tags (protect, snooze; any other tag too), a new launch (a restart), no entry yet. A mark makes it due at every
+sweep while it stands; the mark a read's own decision adds or removes is left out of the tags' digest, so it
+forces no read of its own (a read that cancels a mark waits for the next bound).
 """
 
 from __future__ import annotations
