@@ -51,7 +51,8 @@ def test_sweep_reads_the_fleet_within_the_batching_floor(fleet: LocalStack) -> N
     clients.calls.clear()
     report = evaluate("us-east-1", runtime(), clock.now())
     gpu_series = FLEET  # one GPU per g5.xlarge
-    queries = gpu_series + 2 * FLEET  # plus CPU and network per instance
+    # At most the CPU and network of every instance (an idle verdict reads its CPU only).
+    queries = gpu_series + 2 * FLEET
     assert calls("ec2", "DescribeInstances") <= math.ceil(FLEET / 1000) + 1
     assert calls("cloudwatch", "GetMetricData") <= math.ceil(queries / 500) + 1
     assert calls("cloudwatch", "ListMetrics") <= math.ceil(gpu_series / 500) + 1

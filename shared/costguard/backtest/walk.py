@@ -37,7 +37,7 @@ from costguard.backtest.history import History, Interval, Subject, SubjectKind, 
 from costguard.detect import adaptive, read_schedule
 from costguard.detect import gpu as gpu_detect
 from costguard.detect import sagemaker as sagemaker_detect
-from costguard.detect.gpu import GpuReading, Series, Thresholds, Verdict
+from costguard.detect.gpu import GpuReading, Series, Thresholds
 from costguard.model import (
     MARK_TAG_KEY,
     Action,
@@ -200,7 +200,7 @@ class Outcome:
     reads: int = 0  # the readings the sweep would have made of it (its metrics read), by the read schedule
     # The CPU and network metrics read for the messages of its idle (CPU) and starved (CPU, network) verdicts
     # that are news: not a standing finding's repeat, not a marked instance waiting out its grace period
-    # (flows/gpu.evidence_wanted).
+    # (read_schedule.evidence_metrics).
     evidence_metrics: int = 0
 
     @property
@@ -792,7 +792,14 @@ def _walk(history: History, params: Params, progress: Progress | None) -> Result
             outcome.reads += 1
             reading = state.reading(n, now, thresholds)
             found = findings_of(subject, state.current, reading, now, thresholds, state.resource_view)
-            outcome.evidence_metrics += _evidence_metrics(state, reading.verdict, found, policy, now)
+            outcome.evidence_metrics += read_schedule.evidence_metrics(
+                reading.verdict,
+                found,
+                standing=_standing(state),
+                tags=state.current.tags,
+                policy=policy,
+                now=now,
+            )
             if scheduled and isinstance(state.current, Ec2Instance):
                 state.plan = _planned(
                     state, found, now, thresholds, params.repeat_window >= params.idle_window
@@ -823,26 +830,10 @@ def _due(state: _State, now: datetime, step: timedelta, params: Params) -> bool:
     )
 
 
-def _evidence_metrics(
-    state: _State, verdict: Verdict, found: list[Finding], policy: Policy, now: datetime
-) -> int:
-    """The CPU and network metrics the sweep reads for this reading's message (flows/gpu.evidence_wanted)."""
-    if verdict not in (Verdict.IDLE, Verdict.STARVED) or _standing(state):
-        return 0
-    if verdict is Verdict.IDLE:
-        waiting = MARK_TAG_KEY in state.current.tags and policy_rules.waits_out_grace(found, policy, now)
-        return 0 if waiting else 1
-    return 2
-
-
 def _standing(state: _State) -> bool:
     """Whether the subject's finding stood unmarked at its last reading (flows/gpu.Planner.standing)."""
-    plan = state.plan
-    return (
-        plan is not None
-        and plan.kind is read_schedule.Kind.STANDING
-        and plan.launched == getattr(state.current, "launch_time", None)
-        and MARK_TAG_KEY not in state.current.tags
+    return read_schedule.is_standing(
+        state.plan, tags=state.current.tags, launched=getattr(state.current, "launch_time", None)
     )
 
 
@@ -852,19 +843,14 @@ def _planned(
     """The subject's next read after a reading at ``now``, as the deployed sweep plans it."""
     current = state.current
     assert isinstance(current, Ec2Instance)
-    count = current.accelerators.count if current.accelerators else state.subject.gpu_count
-    series = series_at(state.subject, now, thresholds, state.hidden)
-    # The reading at sweep time s is of the points up to s - period (see reading_at).
-    known = now - thresholds.period
-    if any(not f.cancels_mark for f in found):
-        earliest = read_schedule.idle_bound(series, known, thresholds) + thresholds.period
-    else:
-        earliest = read_schedule.earliest_finding(series, known, thresholds, count) + thresholds.period
-    return read_schedule.next_entry(
+    return read_schedule.after_read(
         state.plan,
         found,
+        series_at(state.subject, now, thresholds, state.hidden),
+        known=now - thresholds.period,  # the reading at sweep time s is of the points up to s - period
         now=now,
-        earliest=earliest,
+        thresholds=thresholds,
+        expected_gpus=current.accelerators.count if current.accelerators else state.subject.gpu_count,
         tags=current.tags,
         launched=current.launch_time,
         slots=slots,

@@ -28,14 +28,14 @@ from __future__ import annotations
 
 import hashlib
 import math
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 
-from costguard.detect.gpu import MIN_COVERAGE, STARVED_MIN_WORKING_SHARE, Series, Thresholds
+from costguard.detect.gpu import MIN_COVERAGE, STARVED_MIN_WORKING_SHARE, Series, Thresholds, Verdict
 from costguard.model import MARK_TAG_KEY, Finding, Reason
-from costguard.policy import SNOOZE_TAG_KEY
+from costguard.policy import SNOOZE_TAG_KEY, Policy, waits_out_grace
 
 
 class Kind(StrEnum):
@@ -134,6 +134,68 @@ def next_entry(
     anchor = previous.anchor if standing and previous is not None else now
     due = None if Reason.GPU_IDLE in reasons else max(earliest, now)
     return Entry(Kind.STANDING, due=due, anchor=anchor, launched=launched, tags=digest)
+
+
+def after_read(
+    previous: Entry | None,
+    findings: Sequence[Finding],
+    gpus: Mapping[int, Series],
+    *,
+    known: datetime,
+    now: datetime,
+    thresholds: Thresholds,
+    expected_gpus: int,
+    tags: Mapping[str, str],
+    launched: datetime | None,
+    slots: bool = True,
+) -> Entry:
+    """The entry after a read at ``now`` (the sweep's clock) of the points up to ``known``: due again at the
+    earliest moment a finding could come (``idle_bound`` while a finding stands, ``earliest_finding`` when none
+    does; a cancelled mark alone is no finding), moved onto the sweep's clock."""
+    if any(not f.cancels_mark for f in findings):
+        bound = idle_bound(gpus, known, thresholds)
+    else:
+        bound = earliest_finding(gpus, known, thresholds, expected_gpus)
+    return next_entry(
+        previous,
+        findings,
+        now=now,
+        earliest=bound + (now - known),
+        tags=tags,
+        launched=launched,
+        slots=slots,
+    )
+
+
+def is_standing(entry: Entry | None, *, tags: Mapping[str, str], launched: datetime | None) -> bool:
+    """Whether the instance's finding has stood unmarked since its last read: told already, so its repeats are
+    not news."""
+    return (
+        entry is not None
+        and entry.kind is Kind.STANDING
+        and entry.launched == launched
+        and MARK_TAG_KEY not in tags
+    )
+
+
+def evidence_metrics(
+    verdict: Verdict,
+    findings: Sequence[Finding],
+    *,
+    standing: bool,
+    tags: Mapping[str, str],
+    policy: Policy,
+    now: datetime,
+) -> int:
+    """How many of an instance's CPU and network metrics the sweep reads for a reading: those its message
+    states (an idle verdict the CPU, a starved one the CPU and network), and only when it is news: not the
+    repeat of a standing finding, not a marked instance waiting out its grace period (nothing is said of it
+    until its stop, when it is read again). No decision depends on them."""
+    if verdict not in (Verdict.IDLE, Verdict.STARVED) or standing:
+        return 0
+    if verdict is Verdict.STARVED:
+        return 2
+    return 0 if MARK_TAG_KEY in tags and waits_out_grace(findings, policy, now) else 1
 
 
 def idle_bound(gpus: Mapping[int, Series], known: datetime, thresholds: Thresholds) -> datetime:

@@ -31,11 +31,10 @@ from costguard.detect.gpu import (
 )
 from costguard.events.cloudwatch import AlarmStateChange
 from costguard.events.ec2 import InstanceStateChange
-from costguard.model import MARK_TAG_KEY, Ec2Instance, Finding, Reason, ResourceKind
+from costguard.model import Ec2Instance, Finding, Reason, ResourceKind
 from costguard.observability import logger
 from costguard.observability import metrics as emf
 from costguard.pipeline import Report
-from costguard.policy import waits_out_grace
 from costguard.reads import Metrics
 from costguard.runtime import ACT_PERMISSIONS, PRICES_PERMISSIONS, Runtime
 from costguard.settings import Settings
@@ -118,24 +117,25 @@ def evidence_wanted(
     now: datetime,
     planner: Planner | None,
 ) -> tuple[list[Ec2Instance], frozenset[str]]:
-    """The instances whose CPU a message will state, and of those the ones whose network it will state too.
-
-    An idle verdict states the CPU, a starved one the CPU and network; only when it is news: not the repeat of
-    a finding standing unmarked since the last read, and not a marked instance waiting out its grace period
-    (nothing is said of it until its stop, when it is read again). The decisions never depend on them."""
-    wanted: list[Ec2Instance] = []
+    """The instances whose CPU a message will state, and of those the ones whose network it will state too
+    (``read_schedule.evidence_metrics``)."""
+    counts: dict[str, int] = {}
     for instance in chunk:
         reading = readings.get(instance.id)
-        if reading is None or reading.verdict not in _EVIDENCE_VERDICTS:
-            continue
-        if planner is not None and planner.standing(instance):
-            continue
-        if MARK_TAG_KEY in instance.tags and reading.verdict is Verdict.IDLE:
-            found = gpu_instance_findings(instance, reading, price=None, thresholds=thresholds, now=now)
-            if waits_out_grace(found, runtime.policy, now):
-                continue
-        wanted.append(instance)
-    return wanted, frozenset(i.id for i in wanted if readings[i.id].verdict is Verdict.STARVED)
+        standing = planner is not None and planner.standing(instance)
+        if reading is None or reading.verdict not in _EVIDENCE_VERDICTS or standing:
+            continue  # nothing new to state: no finding built
+        found = gpu_instance_findings(instance, reading, price=None, thresholds=thresholds, now=now)
+        counts[instance.id] = read_schedule.evidence_metrics(
+            reading.verdict,
+            found,
+            standing=standing,
+            tags=instance.tags,
+            policy=runtime.policy,
+            now=now,
+        )
+    wanted = [i for i in chunk if counts.get(i.id, 0) > 0]
+    return wanted, frozenset(i.id for i in wanted if counts[i.id] > 1)
 
 
 def readings_of(
@@ -318,12 +318,8 @@ class Planner:
     def standing(self, instance: Ec2Instance) -> bool:
         """Whether the instance's finding stands unmarked since its last read: told already (its repeats are
         not news), so its CPU and network, which only the message states, are not read again."""
-        entry = self.before.get(instance.id)
-        return (
-            entry is not None
-            and entry.kind is read_schedule.Kind.STANDING
-            and entry.launched == instance.launch_time
-            and MARK_TAG_KEY not in instance.tags
+        return read_schedule.is_standing(
+            self.before.get(instance.id), tags=instance.tags, launched=instance.launch_time
         )
 
     def read(self, instances: Sequence[Ec2Instance], data: MetricSet, findings: Sequence[Finding]) -> None:
@@ -332,18 +328,15 @@ class Planner:
         for finding in findings:
             found.setdefault(finding.resource.id, []).append(finding)
         for instance in instances:
-            gpus = data.gpus(instance.id)
-            own = found.get(instance.id, [])
             count = instance.accelerators.count if instance.accelerators else 1
-            if any(not f.cancels_mark for f in own):
-                earliest = read_schedule.idle_bound(gpus, self.now, self.thresholds)
-            else:
-                earliest = read_schedule.earliest_finding(gpus, self.now, self.thresholds, count)
-            self.after[instance.id] = read_schedule.next_entry(
+            self.after[instance.id] = read_schedule.after_read(
                 self.before.get(instance.id),
-                own,
+                found.get(instance.id, []),
+                data.gpus(instance.id),
+                known=self.now,
                 now=self.now,
-                earliest=earliest,
+                thresholds=self.thresholds,
+                expected_gpus=count,
                 tags=instance.tags,
                 launched=instance.launch_time,
                 slots=self.slots,
