@@ -415,3 +415,11 @@ def test_the_slack_summary_names_the_sections_with_something_to_say() -> None:
         "Compute Optimizer disagrees on 2"
     )
     assert holdings_line({"monthly_saving_usd": 5.0}) is None  # a report made before the sections
+
+
+def test_a_disagreement_quotes_each_side_with_its_own_target() -> None:
+    from costguard.audit.holdings import _agreement
+
+    verdict, words = _agreement(("smaller", "g5.2xlarge"), ("other", "g5.4xlarge"))
+    assert verdict == "disagree"
+    assert words == "costguard: move to g5.2xlarge; Compute Optimizer: move to g5.4xlarge"

@@ -47,6 +47,7 @@ class DynamoStopLimiter:
         except dynamodb.exceptions.ConditionalCheckFailedException:
             self._full = (hour, at)
             return False
+        self._full = None  # a place was had: the hour is not known full any more
         return True
 
     def _taken(self, hour: str) -> int:

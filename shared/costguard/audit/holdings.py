@@ -384,16 +384,21 @@ def _agreement(ours: tuple[str, str | None], theirs: tuple[str, str | None]) -> 
         return "agree", "both say the same"
     if {direction, their_direction} <= {"stop", "smaller"}:
         return "same direction", "both would spend less, on different targets"
-    words = {
-        "keep": "keep it as it is",
-        "stop": "stop it",
-        "smaller": f"move to {target or their_target}",
-        "larger": "move to a larger type",
-        "other": f"move to {target or their_target}",
-    }
-    return "disagree", f"costguard: {words[direction]}; Compute Optimizer: " + (
-        words[their_direction] if their_direction != "smaller" else f"move to {their_target}"
+    return (
+        "disagree",
+        f"costguard: {_said(direction, target)}; Compute Optimizer: {_said(their_direction, their_target)}",
     )
+
+
+def _said(direction: str, target: str | None) -> str:
+    """One side's recommendation in words, with its own target."""
+    if direction == "keep":
+        return "keep it as it is"
+    if direction == "stop":
+        return "stop it"
+    if direction == "larger":
+        return "move to a larger type"
+    return f"move to {target}" if target else "change its type"
 
 
 def optimizer_comparison(

@@ -168,13 +168,14 @@ def after_read(
 
 
 def is_standing(entry: Entry | None, *, tags: Mapping[str, str], launched: datetime | None) -> bool:
-    """Whether the instance's finding has stood unmarked since its last read: told already, so its repeats are
-    not news."""
+    """Whether the instance's finding has stood unmarked, under the same tags, since its last read: told already,
+    so its repeats are not news (a protect or snooze tag come or gone can change the decision, and its message)."""
     return (
         entry is not None
         and entry.kind is Kind.STANDING
         and entry.launched == launched
         and MARK_TAG_KEY not in tags
+        and entry.tags == tags_digest(tags)
     )
 
 

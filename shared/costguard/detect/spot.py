@@ -21,7 +21,8 @@ JOB_TAGS = (
     "aws:batch:compute-environment",
     "Name",
 )
-_FALSE_VALUES = {"false", "no", "0", "off", "none"}
+# A checkpoint tag that says the job does not checkpoint.
+CHECKPOINT_FALSE_VALUES = frozenset({"false", "no", "0", "off", "none"})
 _DONE = {"terminate": "terminated", "stop": "stopped", "hibernate": "hibernated"}
 
 
@@ -49,7 +50,7 @@ def checkpoint_of(tags: dict[str, str]) -> Checkpoint:
     value = (tags.get(CHECKPOINT_TAG) or "").strip()
     if not value:
         return Checkpoint("unknown")
-    if value.lower() in _FALSE_VALUES:
+    if value.lower() in CHECKPOINT_FALSE_VALUES:
         return Checkpoint("no")
     last_at = None
     if tags.get(CHECKPOINT_AT_TAG):

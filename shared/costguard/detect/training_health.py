@@ -18,6 +18,7 @@ from datetime import datetime, timedelta
 from itertools import pairwise
 from typing import Any, Literal
 
+from costguard.detect.spot import CHECKPOINT_FALSE_VALUES, CHECKPOINT_TAG
 from costguard.detect.training_jobs import training_job_resource
 from costguard.events.sagemaker import TrainingJobDetail
 from costguard.model import Finding, Reason
@@ -25,8 +26,6 @@ from costguard.pricing import Price
 
 STOP_ON_DIVERGENCE_TAG = "costguard:stop-on-divergence"  # "true": a diverged job may be marked and stopped
 LOSS_METRIC_TAG = "costguard:loss-metric"  # names the loss among the job's metrics (default: every "loss")
-CHECKPOINT_TAG = "costguard:checkpoint"  # an s3:// URI, "true" (use CheckpointConfig) or "false"
-_NO = ("false", "no", "0", "off")
 
 # A loss "rises steadily" when at least this share of the steps between its readings in the window go up...
 RISING_STEP_SHARE = 0.8
@@ -260,7 +259,7 @@ def checkpoint_location(detail: TrainingJobDetail) -> str | None:
     CheckpointConfig). ``costguard:checkpoint=false`` opts out; None for a job that does not qualify."""
     tag = detail.Tags.get(CHECKPOINT_TAG, "").strip()
     configured = detail.CheckpointConfig.S3Uri if detail.CheckpointConfig else None
-    if tag.lower() in _NO:
+    if tag.lower() in CHECKPOINT_FALSE_VALUES:
         return None
     if tag.lower().startswith("s3://"):
         return tag

@@ -76,14 +76,12 @@ def read_fleet(
     thresholds: Thresholds,
     now: datetime,
     reads: Metrics,
-    series: dict[str, list[Dimensions]] | None = None,
+    series: dict[str, list[Dimensions]],
 ) -> MetricSet:
     """Every GPU series of these instances over the longer of the two windows (``series``: their published
-    GPU series, when listed already)."""
+    GPU series, as listed)."""
     if not instances:
         return MetricSet()
-    if series is None:
-        series = reads.list_gpu_series(region, [i.id for i in instances])
     window = max(thresholds.idle_window, thresholds.starved_window)
     return reads.get_metric_data(
         region, gpu_queries(instances, series), now - window, now, int(PERIOD.total_seconds())
@@ -156,11 +154,10 @@ def findings_for(
     thresholds: Thresholds,
     now: datetime,
     event_id: str | None,
-    readings: dict[str, GpuReading] | None = None,
+    readings: dict[str, GpuReading],
 ) -> list[Finding]:
     findings: list[Finding] = []
     start = now - thresholds.starved_window
-    readings = readings_of(instances, data, thresholds, now) if readings is None else readings
     for instance in instances:
         reading = readings.get(instance.id)
         if reading is None:
@@ -261,10 +258,9 @@ def judge_chunk(
     data = read_fleet(region, chunk, thresholds, now, reads, series)
     readings = readings_of(chunk, data, thresholds, now)
     adaptive_on = runtime.settings.idle_policy == "adaptive" and runtime.idle_histories is not None
-    if adaptive_on:  # the adaptive policy learns from every instance's CPU
-        wanted, network = list(chunk), None
-    else:
-        wanted, network = evidence_wanted(chunk, readings, runtime, thresholds, now, planner)
+    wanted, network = evidence_wanted(chunk, readings, runtime, thresholds, now, planner)
+    if adaptive_on:  # the adaptive policy learns from every instance's CPU (the network only messages state)
+        wanted = list(chunk)
     data.add(read_evidence(region, wanted, thresholds, now, reads, network=network))
     found = findings_for(chunk, data, runtime, thresholds, now, event_id, readings)
     if adaptive_on:

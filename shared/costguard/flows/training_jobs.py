@@ -111,7 +111,11 @@ def launch_findings(event: TrainingJobStateChange, runtime: Runtime, price: Pric
     instance_type = detail.ResourceConfig.InstanceType if detail.ResourceConfig else None
     if required and instance_type and missing_tags(detail.Tags, required):
         # Asked only of a job that would be told: DescribeInstanceTypes once per type per process.
-        accelerators = inventory.catalog.lookup(event.region, [instance_type])[instance_type]
+        try:
+            accelerators = inventory.catalog.lookup(event.region, [instance_type])[instance_type]
+        except Exception:  # EC2 throttling or an outage: the job's other alerts still go out
+            logger.warning("instance type not read", extra={"job": detail.TrainingJobName}, exc_info=True)
+            return findings
         resource = training_job_resource(detail, account=event.account, region=event.region)
         untagged = untagged_launch_finding(
             resource,

@@ -6,7 +6,8 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from costguard.detect.training_health import CHECKPOINT_TAG, split_s3_uri
+from costguard.detect.spot import CHECKPOINT_TAG
+from costguard.detect.training_health import split_s3_uri
 from costguard.local.org import place_client
 from costguard.local.seed_metrics import datum, publish
 from costguard.local.world import TrainingJob, TrainingMetric, World

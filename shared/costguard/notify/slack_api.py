@@ -15,9 +15,9 @@ from urllib.parse import urlsplit
 from costguard.notify.delivery import DeliveryError, PermanentDeliveryError, RedactingFilter
 from costguard.notify.routing import LOCAL_HOSTS, SlackRoutes, check_url
 
-if (
-    TYPE_CHECKING
-):  # slack_sdk is loaded by the first client built: a cold start that never calls Slack skips it
+# slack_sdk's Web API client is loaded by the first client built, not by importing this module: the queued clicks'
+# function loads slack_sdk at its first click (the notifier and the interactions endpoint load it at import anyway).
+if TYPE_CHECKING:
     from slack_sdk.errors import SlackApiError
     from slack_sdk.http_retry import RetryHandler
     from slack_sdk.web import SlackResponse
