@@ -17,9 +17,6 @@ from tests.moto_speed import faster_moto
 # moto's EC2 loads its 1,300 stock AMIs into every new region's backend unless told not to (a third of a second
 # each); no test reads them: instances are launched from seed_world's STAND_IN_IMAGE, which moto does not check.
 os.environ.setdefault("MOTO_EC2_LOAD_DEFAULT_AMIS", "false")
-# Powertools reads these when its objects are created, which can be at collection time.
-os.environ.setdefault("POWERTOOLS_METRICS_NAMESPACE", "CostguardTest")
-os.environ.setdefault("POWERTOOLS_SERVICE_NAME", "costguard")
 
 ROOT = Path(__file__).resolve().parents[1]
 EVENTS = ROOT / "events"

@@ -21,6 +21,7 @@ from costguard.model import Reason, ResourceKind
 
 GIB = 2**30
 PLANS = (("compute", "1yr"), ("ec2_instance", "1yr"), ("compute", "3yr"), ("ec2_instance", "3yr"))
+PLAN_NAMES = {"compute": "Compute Savings Plan", "ec2_instance": "EC2 Instance Savings Plan"}
 # rate(on-demand $/h, family, plan, term) -> the plan's $/h, or None for a family without a bundled discount.
 PlanRate = Callable[[float, str, str, str], float | None]
 
@@ -150,7 +151,7 @@ def _commitment_row(
     options: list[dict[str, Any]],
 ) -> dict[str, Any]:
     first = steady[0]
-    plan = "Compute Savings Plan" if headline["plan"] == "compute" else "EC2 Instance Savings Plan"
+    plan = PLAN_NAMES[headline["plan"]]
     covered_text = f", {share:.0%} already covered by Savings Plans" if share else ""
     return {
         "reason": Reason.COMMITMENT_CANDIDATE.value,

@@ -6,7 +6,7 @@ from __future__ import annotations
 from html import escape
 from typing import Any
 
-PLAN_NAMES = {"compute": "Compute Savings Plan", "ec2_instance": "EC2 Instance Savings Plan"}
+from costguard.audit.holdings import PLAN_NAMES
 
 
 def _money(value: float | None, suffix: str = "") -> str:
@@ -16,6 +16,14 @@ def _money(value: float | None, suffix: str = "") -> str:
 def _where(row: dict[str, Any]) -> str:
     account = row.get("account")
     return escape(f"{account} · {row['region']}" if account else str(row["region"]))
+
+
+def _notes(notes: list[dict[str, Any]]) -> str:
+    """A list item per note of an account and region (what could not be read there)."""
+    return "".join(
+        f"<li>{escape(str(n.get('account') or ''))} {escape(n['region'])}: {escape(n['note'])}</li>"
+        for n in notes
+    )
 
 
 def commitments_html(section: dict[str, Any] | None) -> str:
@@ -33,10 +41,7 @@ def commitments_html(section: dict[str, Any] | None) -> str:
         for r in section["rows"]
     )
     assumptions = section.get("assumptions") or {}
-    unknown = "".join(
-        f"<li>{escape(str(n.get('account') or ''))} {escape(n['region'])}: {escape(n['note'])}</li>"
-        for n in section.get("coverage_unknown", [])
-    )
+    unknown = _notes(section.get("coverage_unknown", []))
     return (
         f'<h2 id="commitments">Commitments: <span id="commitment-saving">'
         f"{_money(section['monthly_saving_usd'])}</span>/month (estimate)</h2>"
@@ -126,8 +131,6 @@ def untagged_html(section: dict[str, Any] | None) -> str:
 def _side(view: dict[str, Any]) -> str:
     target = view.get("recommended_type")
     shown = {"keep": "keep", "stop": "stop", "larger": "larger"}.get(view["direction"], target or "change")
-    if view["direction"] == "smaller" and target:
-        shown = target
     saving = view.get("monthly_saving_usd")
     return f"{escape(str(shown))}<div class='muted'>{_money(saving)}/month</div>"
 
@@ -144,10 +147,7 @@ def optimizer_html(section: dict[str, Any] | None) -> str:
         for r in section["rows"]
     )
     verdicts = section["verdicts"]
-    unavailable = "".join(
-        f"<li>{escape(str(n.get('account') or ''))} {escape(n['region'])}: {escape(n['note'])}</li>"
-        for n in section["unavailable"]
-    )
+    unavailable = _notes(section["unavailable"])
     return (
         '<h2 id="compute-optimizer">Compute Optimizer alongside</h2>'
         f"<p class='muted'>{verdicts['agree']} agree, {verdicts['same direction']} same direction, "

@@ -12,9 +12,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
-from urllib.parse import urlparse
 
 from costguard.aws import clients
+from costguard.detect.training_health import split_s3_uri
 from costguard.permissions import needs
 
 VOLUME_PAGE = 500  # DescribeVolumes' largest page
@@ -63,20 +63,14 @@ class PrefixUsage:
     newest: datetime | None
     error: str | None = None  # the listing was refused or failed: nothing is known of it
 
-    @property
-    def bytes(self) -> int:
-        return sum(self.bytes_by_class.values())
-
-
-def split_uri(uri: str) -> tuple[str, str]:
-    parsed = urlparse(uri)
-    return parsed.netloc, parsed.path.lstrip("/")
-
 
 def prefix_usage(uri: str, region: str | None = None) -> PrefixUsage:
     """One ListObjectsV2 walk of the prefix. A refused or failed listing (a bucket in another account, gone,
     or denied) is returned with its error, not raised: one prefix never fails the audit."""
-    bucket, prefix = split_uri(uri)
+    named = split_s3_uri(uri)
+    if named is None:
+        return PrefixUsage(uri, 0, {}, None, error="not an s3:// URI")
+    bucket, prefix = named
     s3 = clients.client("s3", region)
     by_class: dict[str, int] = {}
     count = 0

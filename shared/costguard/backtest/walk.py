@@ -37,7 +37,7 @@ from costguard.backtest.history import History, Interval, Subject, SubjectKind, 
 from costguard.detect import adaptive, read_schedule
 from costguard.detect import gpu as gpu_detect
 from costguard.detect import sagemaker as sagemaker_detect
-from costguard.detect.gpu import GpuReading, Series, Thresholds
+from costguard.detect.gpu import GpuReading, Series, Thresholds, Verdict
 from costguard.model import (
     MARK_TAG_KEY,
     Action,
@@ -792,14 +792,7 @@ def _walk(history: History, params: Params, progress: Progress | None) -> Result
             outcome.reads += 1
             reading = state.reading(n, now, thresholds)
             found = findings_of(subject, state.current, reading, now, thresholds, state.resource_view)
-            outcome.evidence_metrics += read_schedule.evidence_metrics(
-                reading.verdict,
-                found,
-                standing=_standing(state),
-                tags=state.current.tags,
-                policy=policy,
-                now=now,
-            )
+            outcome.evidence_metrics += _evidence_metrics(state, reading.verdict, found, policy, now)
             if scheduled and isinstance(state.current, Ec2Instance):
                 state.plan = _planned(
                     state, found, now, thresholds, params.repeat_window >= params.idle_window
@@ -827,6 +820,16 @@ def _due(state: _State, now: datetime, step: timedelta, params: Params) -> bool:
         return True  # the schedule is the EC2 sweep's
     return read_schedule.is_due(
         state.plan, now, step, params.idle_window, tags=current.tags, launched=current.launch_time
+    )
+
+
+def _evidence_metrics(
+    state: _State, verdict: Verdict, found: list[Finding], policy: Policy, now: datetime
+) -> int:
+    """The CPU and network metrics the sweep reads for this reading's message."""
+    tags = state.current.tags
+    return read_schedule.evidence_metrics(
+        verdict, found, standing=_standing(state), tags=tags, policy=policy, now=now
     )
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 from datetime import timedelta
+from functools import cache
 from typing import Any
 
 from aws_lambda_powertools.metrics import MetricUnit
@@ -252,8 +253,12 @@ def evaluate_region(step: RegionTask, settings: Settings) -> dict[str, Any]:
 
 def accelerated(instance_type: str) -> bool:
     """A GPU or accelerator type: its family is one the bundled price table holds (only such families)."""
-    families = {family_of(t) for r in bundled_regions() for t in region_prices(r, "ec2")}
-    return family_of(instance_type) in families
+    return family_of(instance_type) in _accelerated_families()
+
+
+@cache
+def _accelerated_families() -> frozenset[str]:
+    return frozenset(family_of(t) for r in bundled_regions() for t in region_prices(r, "ec2"))
 
 
 def holdings_sections(

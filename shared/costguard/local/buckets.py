@@ -3,10 +3,8 @@ objects' sizes (ListObjectsV2 reports them; the bytes themselves are not stored)
 
 from __future__ import annotations
 
-from collections import Counter
 from typing import Any
 
-from costguard.aws import clients
 from costguard.local.org import place_client
 from costguard.local.world import World
 
@@ -14,12 +12,7 @@ GIB = 2**30
 
 
 def seed_buckets(world: World) -> None:
-    """Create each place's buckets in their regions, and forget any bucket region the process remembers from
-    another embedded AWS. The seeding's own calls are not counted among the flows'."""
-    from costguard.aws import buckets
-
-    buckets.reset()
-    counted = Counter(clients.calls)
+    """Create each place's buckets in their regions."""
     for place in world.places():
         if not place.buckets:
             continue
@@ -38,5 +31,3 @@ def seed_buckets(world: World) -> None:
             for key, size_gib in spec.objects.items():
                 s3.put_object(Bucket=spec.name, Key=key, Body=b"0")
                 backend.buckets[spec.name].keys[key].contentsize = int(size_gib * GIB)
-    clients.calls.clear()
-    clients.calls.update(counted)

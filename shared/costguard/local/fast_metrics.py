@@ -3,8 +3,9 @@
 moto's GetMetricData scans every datapoint for every query and every period, which takes minutes for a
 small GPU fleet; its ListMetrics compares every datapoint with every other and, for metrics with more than
 one dimension, returns one entry per datapoint instead of one per series. These compute the same MetricStat
-results from an index built once per call (queries with expressions still go to moto's own code), and list
-each series once. A test compares them with moto's own on the same data.
+results from an index of the backend's datapoints by series, extended as points are added (queries with
+expressions still go to moto's own code), and list each series once. A test compares them with moto's own on
+the same data.
 """
 
 from __future__ import annotations

@@ -47,7 +47,7 @@ def store(account: str, region: str, data: Iterable[MetricDatum]) -> None:
 # The series a world seeds depend on the world and the moment they run to alone: a process that starts the same
 # world again (a test suite, the demo's modes) builds them once. moto only reads a datum once it is stored.
 _REMEMBERED: OrderedDict[tuple[Any, ...], list[MetricDatum]] = OrderedDict()
-_REMEMBER_AT_MOST = 8
+_REMEMBER_AT_MOST = 32  # two keys a place: an organization world of six places and a few others
 
 
 def remembered(key: tuple[Any, ...], build: Callable[[], list[MetricDatum]]) -> list[MetricDatum]:

@@ -782,7 +782,7 @@ def _reset_process_caches() -> None:
     """Forget everything a previous local stack left in this process (clients, settings, secrets)."""
     import aws_lambda_powertools.utilities.parameters.base as parameters_base
 
-    from costguard.aws import organization
+    from costguard.aws import buckets, organization
     from costguard.notify.delivery import webhook_client
     from costguard.pricing.live import live_price
     from costguard.runtime import runtime
@@ -790,6 +790,7 @@ def _reset_process_caches() -> None:
 
     clients.reset()
     organization.reset()  # the organization's accounts, read from the previous embedded AWS
+    buckets.reset()  # the buckets' regions, likewise
     get_settings.cache_clear()
     runtime.cache_clear()
     webhook_client.cache_clear()

@@ -391,23 +391,8 @@ class World(Resources):
         """Each account and region as a world of its own (the hub's first), for seeding."""
         out = [self.model_copy(update={"members": []})]
         for m in self.members:
-            out.append(
-                World(
-                    account=m.account,
-                    region=m.region,
-                    now=self.now,
-                    instances=m.instances,
-                    training_jobs=m.training_jobs,
-                    notebooks=m.notebooks,
-                    endpoints=m.endpoints,
-                    capacity_reservations=m.capacity_reservations,
-                    volumes=m.volumes,
-                    objects=m.objects,
-                    savings_plans_coverage=m.savings_plans_coverage,
-                    compute_optimizer=m.compute_optimizer,
-                    buckets=m.buckets,
-                )
-            )
+            resources = {name: getattr(m, name) for name in Resources.model_fields}
+            out.append(World(account=m.account, region=m.region, now=self.now, **resources))
         return out
 
     @property
