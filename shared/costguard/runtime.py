@@ -106,6 +106,6 @@ def runtime() -> Runtime:
         if settings.idle_policy == "adaptive"
         else None,
         read_plans=DynamoReadPlans(settings.state_table)
-        if settings.read_schedule and settings.state_table
+        if settings.reads_by_schedule and settings.state_table
         else None,
     )

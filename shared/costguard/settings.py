@@ -204,6 +204,12 @@ class Settings(BaseModel):
     def dry_run(self) -> bool:
         return self.mode is Mode.NOTIFY
 
+    @property
+    def reads_by_schedule(self) -> bool:
+        """Whether the GPU sweep reads by its read schedule: on, with the fixed idle policy (the adaptive one
+        observes every instance at every sweep)."""
+        return self.read_schedule and self.idle_policy == "fixed"
+
 
 def _describe(error: ValidationError) -> str:
     problems = []

@@ -187,14 +187,8 @@ def evaluate(
     """Re-read the instances and their metrics, then decide. The same path for an alarm and the sweep; a sweep
     (every instance of the region) reads by the read schedule when it is on."""
     instances = gpu_instances(region, runtime, instance_ids)
-    plans = runtime.read_plans if instance_ids is None and scheduled(runtime.settings) else None
+    plans = runtime.read_plans if instance_ids is None and runtime.settings.reads_by_schedule else None
     return judge(region, runtime, now, instances, event_id, plans=plans)
-
-
-def scheduled(settings: Settings) -> bool:
-    """Whether sweeps read by the read schedule: on, with the fixed idle policy (the adaptive one observes
-    every instance at every sweep)."""
-    return settings.read_schedule and settings.idle_policy == "fixed"
 
 
 def judge(
@@ -209,9 +203,8 @@ def judge(
     """Read the metrics of these instances (those due, with ``plans``), a chunk at a time, then decide."""
     thresholds = thresholds_from(runtime.settings)
     nvidia = [i for i in instances if i.accelerators and i.accelerators.is_nvidia]
-    planner = Planner.load(plans, nvidia, now, thresholds) if plans is not None and nvidia else None
-    if planner is not None:
-        planner.slots = runtime.repeat_window >= thresholds.idle_window
+    slots = runtime.repeat_window >= thresholds.idle_window
+    planner = Planner.load(plans, nvidia, now, thresholds, slots) if plans is not None and nvidia else None
     due = planner.due(nvidia) if planner is not None else nvidia
     findings: list[Finding] = []
     if due:
@@ -285,7 +278,12 @@ class Planner:
 
     @classmethod
     def load(
-        cls, plans: ReadPlans, instances: Sequence[Ec2Instance], now: datetime, thresholds: Thresholds
+        cls,
+        plans: ReadPlans,
+        instances: Sequence[Ec2Instance],
+        now: datetime,
+        thresholds: Thresholds,
+        slots: bool = True,
     ) -> Planner:
         account, region = instances[0].account, instances[0].region
         try:
@@ -295,7 +293,7 @@ class Planner:
             before = {}
         # Entries of the instances running now only: those of instances gone are dropped at the write.
         kept = {i.id: before[i.id] for i in instances if i.id in before}
-        return cls(plans, account, region, now, thresholds, before, kept)
+        return cls(plans, account, region, now, thresholds, before, kept, slots)
 
     def due(self, instances: Sequence[Ec2Instance]) -> list[Ec2Instance]:
         return [
