@@ -11,13 +11,14 @@ import pytest
 
 from costguard.audit.gather import old_job_prefixes
 from costguard.audit.holdings import (
+    Holdings,
     JobPrefix,
     Volume,
     commitments,
     optimizer_comparison,
     orphaned_prefixes,
     orphaned_volumes,
-    storage_section,
+    region_sections,
     untagged,
 )
 from costguard.audit.holdings_html import holdings_html
@@ -164,42 +165,42 @@ def test_volumes_a_tag_ties_to_a_gpu_instance_are_orphaned_with_their_monthly_co
     assert others == {"volumes": 3, "size_gib": 180, "monthly_cost_usd": pytest.approx(180 * 0.08)}
 
 
+def prefix(
+    uri: str,
+    job: str,
+    ended: datetime,
+    *,
+    kind: str = "checkpoint",
+    objects: int = 0,
+    gib: dict[str, int] | None = None,
+    newest: datetime | None = None,
+    error: str | None = None,
+) -> JobPrefix:
+    """One job's prefix holding ``gib`` GiB per storage class."""
+    return JobPrefix(
+        uri=uri,
+        kind=kind,
+        jobs=(job,),
+        ended=ended,
+        objects=objects,
+        bytes_by_class={c: n * GIB for c, n in (gib or {}).items()},
+        newest=newest,
+        error=error,
+    )
+
+
 def test_prefixes_of_old_jobs_nothing_wrote_to_since_are_orphaned() -> None:
     old = NOW - timedelta(days=60)
     recent = NOW - timedelta(days=2)
     prefixes = [
-        JobPrefix(
-            uri="s3://ckpt/llama/",
-            kind="checkpoint",
-            jobs=("llama",),
-            ended=old,
-            objects=3,
-            bytes_by_class={"STANDARD": 300 * GIB, "GLACIER": 100 * GIB},
-            newest=old,
+        prefix(
+            "s3://ckpt/llama/", "llama", old, objects=3, gib={"STANDARD": 300, "GLACIER": 100}, newest=old
         ),
         # A later run writes there again: in use.
-        JobPrefix(
-            uri="s3://ckpt/shared/",
-            kind="checkpoint",
-            jobs=("a",),
-            ended=old,
-            objects=1,
-            bytes_by_class={"STANDARD": GIB},
-            newest=recent,
-        ),
-        JobPrefix(
-            uri="s3://out/new/",
-            kind="artifacts",
-            jobs=("b",),
-            ended=recent,
-            objects=1,
-            bytes_by_class={"STANDARD": GIB},
-            newest=recent,
-        ),
-        JobPrefix(uri="s3://out/emptied/", kind="artifacts", jobs=("c",), ended=old),
-        JobPrefix(
-            uri="s3://other-account/x/", kind="artifacts", jobs=("d",), ended=old, error="AccessDenied"
-        ),
+        prefix("s3://ckpt/shared/", "a", old, objects=1, gib={"STANDARD": 1}, newest=recent),
+        prefix("s3://out/new/", "b", recent, kind="artifacts", objects=1, gib={"STANDARD": 1}, newest=recent),
+        prefix("s3://out/emptied/", "c", old, kind="artifacts"),
+        prefix("s3://other-account/x/", "d", old, kind="artifacts", error="AccessDenied"),
     ]
     rows = orphaned_prefixes(
         prefixes,
@@ -354,33 +355,22 @@ def test_the_report_sections_carry_their_totals_and_the_page_shows_them() -> Non
     tag = RULES.storage.volume_type_tags[0]
     subjects = [ec2("i-1", "g5.12xlarge", WINDOW, tags={"team": "a"})]
     prices = {"g5.12xlarge": EC2["g5.12xlarge"]}
-    vols, others = orphaned_volumes(
-        [volume("vol-1", 1000, "gp3", 60, {tag: "g5.12xlarge"})],
+    region = {"status": "ok", "region": "us-east-1", "account": "123456789012"} | region_sections(
+        Holdings(volumes=(volume("vol-1", 1000, "gp3", 60, {tag: "g5.12xlarge"}),)),
+        subjects,
+        [],
+        prices,
         region="us-east-1",
         account="123456789012",
         now=NOW,
+        window_hours=WINDOW,
         rules=RULES,
+        coverage=(None, None),
+        recommendations=([recommendation("i-1", "Overprovisioned", "g5.4xlarge")], None),
+        required_tags=("team", "project"),
+        team_tag="team",
         accelerated=accelerated,
-        gb_month=lambda kind: ebs_gb_month(kind, "us-east-1"),
     )
-    region = {
-        "status": "ok",
-        "region": "us-east-1",
-        "account": "123456789012",
-        "commitments": {
-            "rows": candidates(subjects),
-            "coverage_note": None,
-            "assumptions": {"payment": "no upfront"},
-        },
-        "orphaned_storage": storage_section(vols, others, []),
-        "untagged": {
-            "required_tags": ["team", "project"],
-            "rows": untagged(subjects, prices, ("team", "project"), hours_per_month=HOURS, team_tag="team"),
-        },
-        "compute_optimizer": optimizer_comparison(
-            subjects, [], [recommendation("i-1", "Overprovisioned", "g5.4xlarge")]
-        ),
-    }
     failed = {"status": "failed", "region": "eu-west-1"}
     sections = holdings_sections([region, failed])
     totals = holdings_totals(sections)
@@ -397,6 +387,31 @@ def test_the_report_sections_carry_their_totals_and_the_page_shows_them() -> Non
     assert f"${saving:,.2f}" in page
     assert '<span id="orphaned-cost">$80.00</span>' in page
     assert 'data-verdict="disagree"' in page
+
+
+def test_a_region_leaves_out_of_commitments_what_it_would_stop_and_says_what_it_could_not_read() -> None:
+    steady, idle = ec2("i-1", "g5.12xlarge", WINDOW), ec2("i-2", "g5.12xlarge", WINDOW)
+    sections = region_sections(
+        Holdings(),
+        [steady, idle],
+        [finding(idle, Reason.RIGHTSIZE_IDLE, None, None)],
+        {"g5.12xlarge": EC2["g5.12xlarge"]},
+        region="us-east-1",
+        account="123456789012",
+        now=NOW,
+        window_hours=WINDOW,
+        rules=RULES,
+        coverage=(None, "Cost Explorer did not answer"),
+        recommendations=([], "not opted in"),
+        required_tags=(),
+        team_tag="team",
+        accelerated=accelerated,
+    )
+    [row] = sections["commitments"]["rows"]
+    assert row["resources"] == ["i-1"]
+    assert sections["commitments"]["coverage_note"] == "Cost Explorer did not answer"
+    assert sections["compute_optimizer"]["unavailable"] == "not opted in"
+    assert sections["orphaned_storage"]["rows"] == []
 
 
 def test_the_slack_summary_names_the_sections_with_something_to_say() -> None:

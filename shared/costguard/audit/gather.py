@@ -82,4 +82,4 @@ def gather(region: str, now: datetime, rules: Rules) -> Holdings:
                 }
             )
         )
-    return Holdings(volumes=volumes, prefixes=tuple(listed), finished_jobs=len(jobs))
+    return Holdings(volumes=volumes, prefixes=tuple(listed))

@@ -2,8 +2,9 @@
 (``commitment_candidate``), storage GPU work left behind (``orphaned_storage``), GPU spend without the account's
 cost-allocation tags (``untagged_gpu_spend``), and Compute Optimizer's view of the same instances.
 
-Each section is plain JSON with its rows and totals, built from what Discover and Evaluate read; the rates come
-in as arguments (pricing/holdings.py), so nothing here calls AWS.
+Each section is plain JSON with its rows, built from what Discover and Evaluate read; the report step merges
+the (account, region) sections and totals them (holdings_report.py). The rates are the bundled tables'
+(pricing/holdings.py), passed into each builder, so nothing here calls AWS.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from costguard.audit.model import AuditFinding, Subject, family_of
 from costguard.audit.rules import Rules
 from costguard.model import Reason, ResourceKind
+from costguard.pricing import holdings as holding_rates
 
 GIB = 2**30
 PLANS = (("compute", "1yr"), ("ec2_instance", "1yr"), ("compute", "3yr"), ("ec2_instance", "3yr"))
@@ -59,13 +61,17 @@ class Holdings(_Frozen):
 
     volumes: tuple[Volume, ...] = ()
     prefixes: tuple[JobPrefix, ...] = ()
-    finished_jobs: int = 0
+
+
+def by_cost(row: Mapping[str, Any]) -> tuple[float, str]:
+    """Sort key: the costliest row first (an unpriced one as nothing), then by id."""
+    return -(row["monthly_cost_usd"] or 0.0), row["id"]
 
 
 # -- commitment_candidate ------------------------------------------------------------------------------------
 
 
-def _steady_hours(
+def _steady_by_type(
     subjects: Sequence[Subject], window_hours: float, rules: Rules, exclude: frozenset[str]
 ) -> dict[str, list[Subject]]:
     """The on-demand EC2 instances that ran at least ``min_share`` of the window, by type."""
@@ -94,7 +100,7 @@ def commitments(
     under each plan. The headline saving is ``rules.commitment``'s plan and term. ``exclude``: instances the
     audit recommends stopping (``rightsize_idle``): a commitment must not pay for them."""
     rows = []
-    for instance_type, steady in sorted(_steady_hours(subjects, window_hours, rules, exclude).items()):
+    for instance_type, steady in sorted(_steady_by_type(subjects, window_hours, rules, exclude).items()):
         on_demand = prices.get(instance_type)
         family = family_of(instance_type)
         if on_demand is None or rate(on_demand, family, "compute", "1yr") is None:
@@ -124,19 +130,23 @@ def commitments(
         wanted = (rules.commitment.plan, rules.commitment.term)
         headline = next((o for o in options if (o["plan"], o["term"]) == wanted), options[0])
         rows.append(
-            _commitment_row(instance_type, steady, on_demand, average, share, uncovered, headline, options)
-            | {
-                "instance_hours": round(instance_hours, 1),
-                "window_hours": window_hours,
-                "monthly_on_demand_usd": round(uncovered * on_demand * rules.hours_per_month, 2),
+            _commitment_row(
+                instance_type,
+                steady,
+                on_demand,
+                headline,
+                options,
+                average=average,
+                share=share,
+                uncovered=uncovered,
+                instance_hours=instance_hours,
+                window_hours=window_hours,
+                monthly_on_demand_usd=round(uncovered * on_demand * rules.hours_per_month, 2),
                 # Cost Explorer returns a row for every family with EC2 spend, covered or not: none for this
                 # family (a hub that cannot see the account's costs) leaves its coverage unknown.
-                "coverage_known": covered is not None and family in covered,
-            }
+                coverage_known=covered is not None and family in covered,
+            )
         )
-    for row in rows:
-        if not row["coverage_known"]:
-            row["summary"] += " Savings Plans coverage unknown: none taken as covered."
     return sorted(rows, key=lambda r: -r["monthly_saving_usd"])
 
 
@@ -144,15 +154,21 @@ def _commitment_row(
     instance_type: str,
     steady: Sequence[Subject],
     on_demand: float,
+    headline: dict[str, Any],
+    options: list[dict[str, Any]],
+    *,
     average: float,
     share: float,
     uncovered: float,
-    headline: dict[str, Any],
-    options: list[dict[str, Any]],
+    instance_hours: float,
+    window_hours: float,
+    monthly_on_demand_usd: float,
+    coverage_known: bool,
 ) -> dict[str, Any]:
     first = steady[0]
     plan = PLAN_NAMES[headline["plan"]]
     covered_text = f", {share:.0%} already covered by Savings Plans" if share else ""
+    unknown_text = "" if coverage_known else " Savings Plans coverage unknown: none taken as covered."
     return {
         "reason": Reason.COMMITMENT_CANDIDATE.value,
         "account": first.account,
@@ -175,7 +191,12 @@ def _commitment_row(
             f"{average:.2f} {instance_type} ran steadily over the window{covered_text}: a {headline['term']} "
             f"{plan} (no upfront) of ${headline['commitment_usd_per_hour']:,.4f}/h would cover the rest at "
             f"${headline['rate_usd_per_hour']:,.4f}/h instead of ${on_demand:,.4f}/h (estimated rate)."
+            f"{unknown_text}"
         ),
+        "instance_hours": round(instance_hours, 1),
+        "window_hours": window_hours,
+        "monthly_on_demand_usd": monthly_on_demand_usd,
+        "coverage_known": coverage_known,
     }
 
 
@@ -295,18 +316,6 @@ def orphaned_prefixes(
     return rows
 
 
-def storage_section(
-    volume_rows: Sequence[dict[str, Any]], others: Mapping[str, Any], prefix_rows: Sequence[dict[str, Any]]
-) -> dict[str, Any]:
-    rows = sorted([*volume_rows, *prefix_rows], key=lambda r: (-(r["monthly_cost_usd"] or 0.0), r["id"]))
-    return {
-        "rows": rows,
-        "other_unattached_volumes": dict(others),
-        "monthly_cost_usd": round(sum(r["monthly_cost_usd"] or 0.0 for r in rows), 2),
-        "size_gib": round(sum(r["size_gib"] for r in rows), 2),
-    }
-
-
 # -- untagged_gpu_spend --------------------------------------------------------------------------------------
 
 
@@ -342,7 +351,7 @@ def untagged(
                 "monthly_cost_usd": monthly,
             }
         )
-    return sorted(rows, key=lambda r: (-(r["monthly_cost_usd"] or 0.0), r["id"]))
+    return sorted(rows, key=by_cost)
 
 
 # -- Compute Optimizer alongside -----------------------------------------------------------------------------
@@ -448,3 +457,76 @@ def optimizer_comparison(
             }
         )
     return {"rows": rows, "without_recommendation": sorted(without), "unavailable": unavailable}
+
+
+# -- one (account, region) -----------------------------------------------------------------------------------
+
+
+def region_sections(
+    holdings: Holdings,
+    subjects: Sequence[Subject],
+    findings: Sequence[AuditFinding],
+    prices: Mapping[str, float],
+    *,
+    region: str,
+    account: str | None,
+    now: datetime,
+    window_hours: float,
+    rules: Rules,
+    coverage: tuple[Mapping[str, float] | None, str | None],
+    recommendations: tuple[Sequence[Mapping[str, Any]], str | None],
+    required_tags: Sequence[str],
+    team_tag: str,
+    accelerated: Callable[[str], bool],
+) -> dict[str, Any]:
+    """An (account, region)'s commitments, orphaned storage, untagged GPU spend and Compute Optimizer comparison,
+    as its result.json carries them. ``coverage``: Cost Explorer's covered share per family (None: unknown) and
+    why it could not say; ``recommendations``: Compute Optimizer's for the region's EC2 instances, and why it
+    could not answer. The sections' totals are the report's (holdings_report.py), over every region."""
+    covered, coverage_note = coverage
+    recommended, unavailable = recommendations
+    volumes, others = orphaned_volumes(
+        holdings.volumes,
+        region=region,
+        account=account,
+        now=now,
+        rules=rules,
+        accelerated=accelerated,
+        gb_month=lambda kind: holding_rates.ebs_gb_month(kind, region),
+    )
+    prefixes = orphaned_prefixes(
+        holdings.prefixes,
+        region=region,
+        account=account,
+        now=now,
+        rules=rules,
+        gb_month=lambda kind: holding_rates.s3_gb_month(kind, region),
+    )
+    idle = frozenset(f.subject.id for f in findings if f.reason is Reason.RIGHTSIZE_IDLE)
+    return {
+        "commitments": {
+            "rows": commitments(
+                subjects,
+                prices,
+                covered,
+                window_hours=window_hours,
+                rules=rules,
+                rate=holding_rates.savings_plan_rate,
+                exclude=idle,
+            ),
+            "coverage_note": coverage_note,
+            "assumptions": holding_rates.savings_plan_assumptions(),
+        },
+        "orphaned_storage": {
+            "rows": [*volumes, *prefixes],
+            "other_unattached_volumes": others,
+            "rates": holding_rates.storage_source(),
+        },
+        "untagged": {
+            "required_tags": list(required_tags),
+            "rows": untagged(
+                subjects, prices, required_tags, hours_per_month=rules.hours_per_month, team_tag=team_tag
+            ),
+        },
+        "compute_optimizer": optimizer_comparison(subjects, findings, recommended, unavailable=unavailable),
+    }

@@ -7,6 +7,8 @@ from collections import defaultdict
 from collections.abc import Sequence
 from typing import Any
 
+from costguard.audit.holdings import by_cost
+
 
 def _ok(regions: Sequence[dict[str, Any]], section: str) -> list[tuple[dict[str, Any], dict[str, Any]]]:
     return [(r, r[section]) for r in regions if r.get("status") == "ok" and isinstance(r.get(section), dict)]
@@ -34,10 +36,10 @@ def commitments_section(regions: Sequence[dict[str, Any]]) -> dict[str, Any]:
 
 
 def storage_section(regions: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """Rows, costliest first, with their total cost and size (the regions' results carry rows only), and what the
+    unattached volumes no tag ties to GPU work cost."""
     parts = _ok(regions, "orphaned_storage")
-    rows = sorted(
-        (row for _, p in parts for row in p["rows"]), key=lambda r: (-(r["monthly_cost_usd"] or 0.0), r["id"])
-    )
+    rows = sorted((row for _, p in parts for row in p["rows"]), key=by_cost)
     others = {"volumes": 0, "size_gib": 0, "monthly_cost_usd": 0.0}
     for _, part in parts:
         for key in others:
@@ -58,9 +60,7 @@ def untagged_section(regions: Sequence[dict[str, Any]]) -> dict[str, Any]:
     """Rows, the total, and the monthly cost per missing tag (a resource missing two counts under both) and per
     account."""
     parts = _ok(regions, "untagged")
-    rows = sorted(
-        (row for _, p in parts for row in p["rows"]), key=lambda r: (-(r["monthly_cost_usd"] or 0.0), r["id"])
-    )
+    rows = sorted((row for _, p in parts for row in p["rows"]), key=by_cost)
     required: list[str] = next((p["required_tags"] for _, p in parts if p.get("required_tags")), [])
     by_tag: dict[str, dict[str, Any]] = {t: {"resources": 0, "monthly_cost_usd": 0.0} for t in required}
     by_account: dict[str, dict[str, Any]] = defaultdict(lambda: {"resources": 0, "monthly_cost_usd": 0.0})

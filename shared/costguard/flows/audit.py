@@ -25,15 +25,7 @@ from costguard.audit.discover import (
 from costguard.audit.evaluate import Catalog, evaluate
 from costguard.audit.gather import PERMISSIONS as GATHER_PERMISSIONS
 from costguard.audit.gather import gather
-from costguard.audit.holdings import (
-    Holdings,
-    commitments,
-    optimizer_comparison,
-    orphaned_prefixes,
-    orphaned_volumes,
-    storage_section,
-    untagged,
-)
+from costguard.audit.holdings import Holdings, region_sections
 from costguard.audit.model import AuditFinding, Subject, Usage, family_of
 from costguard.audit.reading import read_usage
 from costguard.audit.report import build_report, region_result, team_totals
@@ -42,11 +34,10 @@ from costguard.audit.steps import AuditItem, PlanInput, RegionTask, ReportInput
 from costguard.aws import clients, compute_optimizer, organization, savings_plans
 from costguard.aws import metrics as cloudwatch_metrics
 from costguard.events.common import to_datetime
-from costguard.model import Reason
+from costguard.model import ResourceKind
 from costguard.notify.delivery import SECRET_PERMISSIONS, DeliveryError, load_routes, post
 from costguard.observability import logger, metrics
 from costguard.pricing import bundled_regions, price_book, region_prices
-from costguard.pricing import holdings as holding_rates
 from costguard.settings import Settings
 
 # plan: an organization deployment with no accounts named lists the organization's accounts; else nothing.
@@ -237,7 +228,7 @@ def evaluate_region(step: RegionTask, settings: Settings) -> dict[str, Any]:
         instances=sum(s.instance_count for s in subjects),
         teams=team_totals(subjects, prices, settings.routing_tag_key, rules.hours_per_month),
     )
-    result |= holdings_sections(step, settings, subjects, findings, prices, rules)
+    result |= region_holdings(step, settings, subjects, findings, prices, rules)
     key = store.put_json(settings.audit_bucket, f"{_task_prefix(step)}/result.json", result)
     metrics.add_metric(name="AuditFindings", unit=MetricUnit.Count, value=len(findings))
     # Small: a large organization's outcomes all come back in the Map's output, under 256 KB.
@@ -261,7 +252,7 @@ def _accelerated_families() -> frozenset[str]:
     return frozenset(family_of(t) for r in bundled_regions() for t in region_prices(r, "ec2"))
 
 
-def holdings_sections(
+def region_holdings(
     step: RegionTask,
     settings: Settings,
     subjects: list[Subject],
@@ -269,64 +260,37 @@ def holdings_sections(
     prices: dict[str, float],
     rules: Rules,
 ) -> dict[str, Any]:
-    """The item's commitments, orphaned storage, untagged GPU spend and Compute Optimizer comparison."""
-    raw = store.get_json(settings.audit_bucket, f"{_task_prefix(step)}/holdings.json")
-    holdings = Holdings.model_validate(raw)
-    start = (step.now - timedelta(days=settings.audit_lookback_days)).date()
-    covered, coverage_note = savings_plans.covered_shares(
-        step.region, start, step.now.date(), step.account if settings.organization else None
+    """The item's commitments, orphaned storage, untagged GPU spend and Compute Optimizer comparison: what
+    Discover gathered (holdings.json), Savings Plans coverage and Compute Optimizer's recommendations read here,
+    the sections built by audit/holdings.py."""
+    holdings = Holdings.model_validate(
+        store.get_json(settings.audit_bucket, f"{_task_prefix(step)}/holdings.json")
     )
-    rows = commitments(
+    member = step.account if settings.organization else None
+    start = (step.now - timedelta(days=settings.audit_lookback_days)).date()
+    coverage = savings_plans.covered_shares(step.region, start, step.now.date(), member)
+    arns = [
+        compute_optimizer.instance_arn(s.region, s.account, s.id)
+        for s in subjects
+        if s.kind is ResourceKind.EC2_INSTANCE
+    ]
+    recommendations = compute_optimizer.instance_recommendations(step.region, arns, member)
+    return region_sections(
+        holdings,
         subjects,
+        findings,
         prices,
-        covered,
+        region=step.region,
+        account=step.account,
+        now=step.now,
         window_hours=settings.audit_lookback_days * 24.0,
         rules=rules,
-        rate=holding_rates.savings_plan_rate,
-        exclude=frozenset(f.subject.id for f in findings if f.reason is Reason.RIGHTSIZE_IDLE),
-    )
-    volumes, others = orphaned_volumes(
-        holdings.volumes,
-        region=step.region,
-        account=step.account,
-        now=step.now,
-        rules=rules,
+        coverage=coverage,
+        recommendations=recommendations,
+        required_tags=settings.required_tags,
+        team_tag=settings.routing_tag_key,
         accelerated=accelerated,
-        gb_month=lambda kind: holding_rates.ebs_gb_month(kind, step.region),
     )
-    prefixes = orphaned_prefixes(
-        holdings.prefixes,
-        region=step.region,
-        account=step.account,
-        now=step.now,
-        rules=rules,
-        gb_month=lambda kind: holding_rates.s3_gb_month(kind, step.region),
-    )
-    ec2 = [s for s in subjects if s.kind.value == "ec2_instance"]
-    arns = [compute_optimizer.instance_arn(s.region, s.account, s.id) for s in ec2]
-    recommended, unavailable = compute_optimizer.instance_recommendations(
-        step.region, arns, step.account if settings.organization else None
-    )
-    return {
-        "commitments": {
-            "rows": rows,
-            "coverage_note": coverage_note,
-            "assumptions": holding_rates.savings_plan_assumptions(),
-        },
-        "orphaned_storage": storage_section(volumes, others, prefixes)
-        | {"finished_jobs": holdings.finished_jobs, "rates": holding_rates.storage_source()},
-        "untagged": {
-            "required_tags": list(settings.required_tags),
-            "rows": untagged(
-                subjects,
-                prices,
-                settings.required_tags,
-                hours_per_month=rules.hours_per_month,
-                team_tag=settings.routing_tag_key,
-            ),
-        },
-        "compute_optimizer": optimizer_comparison(ec2, findings, recommended, unavailable=unavailable),
-    }
 
 
 def report(step: ReportInput, settings: Settings) -> dict[str, Any]:
