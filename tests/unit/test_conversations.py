@@ -8,10 +8,11 @@ from collections.abc import Iterator
 from datetime import UTC, datetime
 
 import pytest
+from botocore.stub import Stubber
 from moto import mock_aws
 
 from costguard.act.executor import Outcome
-from costguard.aws import clients
+from costguard.aws import clients, dynamo
 from costguard.flows.notifier import Post, plan
 from costguard.model import Action, Decision, Finding, Reason, Resource, ResourceKind
 from costguard.notify.conversation import (
@@ -320,3 +321,23 @@ def test_what_is_left_of_a_producers_group_is_told_one_by_one_when_few() -> None
     threaded = {r.decision.finding.conversation: _conversation(r) for r in rows[:3]}
     posts, _ = plan([("m1", group(rows, routing_tag_key="team"))], threaded, threads=True)
     assert sorted(p.kind for p in posts) == ["opener", "opener", "reply", "reply", "reply"]
+
+
+def test_a_conversation_dynamodb_keeps_leaving_unprocessed_is_read_as_none(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The old loop asked again at once, for as long as the table left the key unprocessed (until the function
+    timed out); now it waits between tries and gives up after a few, and the notice opens its own message."""
+    waits: list[float] = []
+    monkeypatch.setattr(dynamo.time, "sleep", waits.append)
+    client = clients.client("dynamodb", "us-east-1")
+    monkeypatch.setattr(clients, "client", lambda service, region=None, account=None: client)
+    key = "123456789012/us-east-1/ec2_instance/i-0abc"
+    left = {TABLE: {"Keys": [{"id": {"S": item_id(destination_id(WEBHOOK), key)}}]}}
+    with Stubber(client) as stub:
+        for _ in range(dynamo.ATTEMPTS):
+            stub.add_response("batch_get_item", {"Responses": {TABLE: []}, "UnprocessedKeys": left})
+        assert DynamoConversationStore(TABLE).get_many(WEBHOOK, [key]) == {}
+        stub.assert_no_pending_responses()
+    assert waits == [0.1, 0.2, 0.4, 0.8]
+    assert [r.unprocessed for r in caplog.records if "unprocessed" in r.getMessage()] == [1]

@@ -6,9 +6,10 @@ from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 
 import pytest
+from botocore.stub import Stubber
 from moto import mock_aws
 
-from costguard.aws import clients
+from costguard.aws import clients, dynamo
 from costguard.interact import state
 
 TABLE = "costguard-state"
@@ -85,3 +86,22 @@ def test_the_batch_form_answers_many_pairs_in_few_calls() -> None:
     state.mute(TABLE, keys[1], "gpu_idle", NOW - timedelta(minutes=1), by="U0OPS00001")  # ended
     found = state.muted(TABLE, [(k, "gpu_idle") for k in keys] + [(keys[0], "gpu_starved")], NOW)
     assert found == {(k, "gpu_idle") for k in keys[::50]}
+
+
+def test_a_mute_dynamodb_keeps_leaving_unprocessed_is_not_in_force(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The old loop asked again at once, for as long as the table left the key unprocessed (until the function
+    timed out); now it waits between tries and gives up after a few: the message is told, not lost."""
+    waits: list[float] = []
+    monkeypatch.setattr(dynamo.time, "sleep", waits.append)
+    state.mute(TABLE, KEY, "gpu_idle", NOW + timedelta(hours=1), by="U0OPS00001")
+    client = clients.client("dynamodb")
+    left = {TABLE: {"Keys": [{"id": {"S": state.mute_id(KEY, "gpu_idle")}}], "ConsistentRead": True}}
+    with Stubber(client) as stub:
+        for _ in range(dynamo.ATTEMPTS):
+            stub.add_response("batch_get_item", {"Responses": {TABLE: []}, "UnprocessedKeys": left})
+        assert state.muted(TABLE, [(KEY, "gpu_idle")], NOW) == set()
+        stub.assert_no_pending_responses()
+    assert waits == [0.1, 0.2, 0.4, 0.8]
+    assert [r.unprocessed for r in caplog.records if "unprocessed" in r.getMessage()] == [1]

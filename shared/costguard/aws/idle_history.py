@@ -12,14 +12,13 @@ from collections.abc import Iterable, Mapping
 from datetime import datetime, timedelta
 from typing import Protocol
 
-from costguard.aws import clients
+from costguard.aws import clients, dynamo
 from costguard.detect.adaptive import IdleHistory
 from costguard.permissions import needs
 
 PERMISSIONS = needs("dynamodb:BatchGetItem", "dynamodb:BatchWriteItem")
 
 KEEP = timedelta(days=30)
-_READ_BATCH, _WRITE_BATCH, _ATTEMPTS = 100, 25, 5
 
 
 def history_key(account: str, region: str, resource_id: str) -> str:
@@ -50,19 +49,12 @@ class DynamoIdleHistories:
         self.table = table
 
     def read(self, keys: Iterable[str]) -> dict[str, IdleHistory]:
-        wanted = list(dict.fromkeys(keys))
-        found: dict[str, IdleHistory] = {}
-        dynamodb = clients.client("dynamodb")
-        for start in range(0, len(wanted), _READ_BATCH):
-            request = {self.table: {"Keys": [{"id": {"S": k}} for k in wanted[start : start + _READ_BATCH]]}}
-            for _ in range(_ATTEMPTS):  # DynamoDB may leave keys unprocessed under load: asked again
-                answer = dynamodb.batch_get_item(RequestItems=request)
-                for item in answer.get("Responses", {}).get(self.table, []):
-                    found[item["id"]["S"]] = IdleHistory.from_text(item.get("history", {}).get("S", ""))
-                request = answer.get("UnprocessedKeys") or {}
-                if not request:
-                    break
-        return found
+        """The stored histories. One DynamoDB leaves unprocessed after a few tries is absent (logged): the sweep
+        then starts the instance a new history, written over the stored one."""
+        items = dynamo.batch_get(clients.client("dynamodb"), self.table, keys)
+        return {
+            item["id"]["S"]: IdleHistory.from_text(item.get("history", {}).get("S", "")) for item in items
+        }
 
     def write(self, changed: Mapping[str, IdleHistory], now: datetime) -> None:
         expires = str(int((now + KEEP).timestamp()))
@@ -78,10 +70,5 @@ class DynamoIdleHistories:
             }
             for key, history in changed.items()
         ]
-        dynamodb = clients.client("dynamodb")
-        for start in range(0, len(puts), _WRITE_BATCH):
-            request = {self.table: puts[start : start + _WRITE_BATCH]}
-            for _ in range(_ATTEMPTS):
-                request = dynamodb.batch_write_item(RequestItems=request).get("UnprocessedItems") or {}
-                if not request:
-                    break
+        # One left unwritten keeps its last stored state: the next sweep observes from there.
+        dynamo.batch_write(clients.client("dynamodb"), self.table, puts)

@@ -13,14 +13,13 @@ import hashlib
 from collections.abc import Mapping
 from typing import Any, Protocol
 
-from costguard.aws import clients
+from costguard.aws import clients, dynamo
 from costguard.detect.read_schedule import Entry
 from costguard.permissions import needs
 
 PERMISSIONS = needs("dynamodb:BatchGetItem", "dynamodb:BatchWriteItem")
 
 SHARDS = 64
-_WRITE_BATCH, _ATTEMPTS = 25, 5
 
 
 def shard_of(instance_id: str) -> int:
@@ -71,21 +70,15 @@ class DynamoReadPlans:
         self.table = table
 
     def read(self, account: str, region: str) -> dict[str, Entry]:
-        dynamodb = clients.client("dynamodb")
-        request: dict[str, Any] = {
-            self.table: {"Keys": [{"id": {"S": _key(account, region, n)}} for n in range(SHARDS)]}
-        }
+        """The stored entries; those of a shard DynamoDB leaves unprocessed are absent (each such instance is
+        simply read)."""
+        ids = [_key(account, region, n) for n in range(SHARDS)]
         entries: dict[str, Entry] = {}
-        for _ in range(_ATTEMPTS):  # DynamoDB may leave keys unprocessed under load: asked again
-            answer = dynamodb.batch_get_item(RequestItems=request)
-            for item in answer.get("Responses", {}).get(self.table, []):
-                for instance_id, text in item.get("entries", {}).get("M", {}).items():
-                    entry = Entry.decode(text.get("S", ""))
-                    if entry is not None:  # unreadable: the instance is simply read
-                        entries[instance_id] = entry
-            request = answer.get("UnprocessedKeys") or {}
-            if not request:
-                break
+        for item in dynamo.batch_get(clients.client("dynamodb"), self.table, ids):
+            for instance_id, text in item.get("entries", {}).get("M", {}).items():
+                entry = Entry.decode(text.get("S", ""))
+                if entry is not None:  # unreadable: the instance is simply read
+                    entries[instance_id] = entry
         return entries
 
     def write(
@@ -101,11 +94,5 @@ class DynamoReadPlans:
             {"PutRequest": {"Item": {"id": {"S": _key(account, region, n)}, "entries": {"M": by_shard[n]}}}}
             for n in shards
         ]
-        dynamodb = clients.client("dynamodb")
-        for start in range(0, len(puts), _WRITE_BATCH):
-            request: dict[str, Any] = {self.table: puts[start : start + _WRITE_BATCH]}
-            for _ in range(_ATTEMPTS):
-                request = dynamodb.batch_write_item(RequestItems=request).get("UnprocessedItems") or {}
-                if not request:
-                    break
-        return len(puts)
+        # A shard left unwritten keeps its entries of the last write, lower bounds still (see Planner.save).
+        return len(puts) - dynamo.batch_write(clients.client("dynamodb"), self.table, puts)

@@ -7,12 +7,11 @@ from collections.abc import Iterable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from costguard.aws import clients
+from costguard.aws import clients, dynamo
 from costguard.permissions import needs
 
 REQUEST_WINDOW = timedelta(minutes=10)  # a replayed signature is refused for twice Slack's 5-minute window
 ACTION_RECORD_DAYS = 90
-_BATCH_GET = 100  # BatchGetItem's maximum keys a call
 
 SEEN_PERMISSIONS = needs("dynamodb:PutItem")  # first_delivery
 RECORD_PERMISSIONS = needs("dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem")  # ActionRecord
@@ -127,22 +126,8 @@ def is_muted(table: str, resource_key: str, reason: str, now: datetime) -> bool:
 
 def muted(table: str, pairs: Iterable[tuple[str, str]], now: datetime) -> set[tuple[str, str]]:
     """The (resource key, reason) pairs muted now, in ceil(pairs/100) BatchGetItem calls (plus retries of
-    what DynamoDB leaves unprocessed)."""
+    what DynamoDB leaves unprocessed). A pair whose key is still unprocessed after a few tries is not muted:
+    a muted message beats a lost one."""
     wanted = {mute_id(key, reason): (key, reason) for key, reason in pairs}
-    ids = sorted(wanted)
-    dynamodb = clients.client("dynamodb")
-    found: set[tuple[str, str]] = set()
-    for start in range(0, len(ids), _BATCH_GET):
-        request: dict[str, Any] = {
-            table: {
-                "Keys": [{"id": {"S": i}} for i in ids[start : start + _BATCH_GET]],
-                "ConsistentRead": True,
-            }
-        }
-        while request:
-            answer = dynamodb.batch_get_item(RequestItems=request)
-            for item in answer.get("Responses", {}).get(table, []):
-                if _in_force(item, now):
-                    found.add(wanted[item["id"]["S"]])
-            request = answer.get("UnprocessedKeys") or {}
-    return found
+    items = dynamo.batch_get(clients.client("dynamodb"), table, sorted(wanted), consistent=True)
+    return {wanted[item["id"]["S"]] for item in items if _in_force(item, now)}

@@ -15,13 +15,12 @@ from typing import Any, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from costguard.aws import clients
+from costguard.aws import clients, dynamo
 from costguard.permissions import needs
 
 PERMISSIONS = needs("dynamodb:BatchGetItem", "dynamodb:GetItem", "dynamodb:PutItem")
 LIFETIME = timedelta(days=30)
 _KEPT_IDS = 20  # the notice ids a conversation remembers (the latest)
-_BATCH_GET = 100  # DynamoDB's BatchGetItem limit
 
 
 class Conversation(BaseModel):
@@ -70,22 +69,15 @@ class DynamoConversationStore:
         self.table = table
 
     def get_many(self, destination: str, keys: Iterable[str]) -> dict[str, Conversation]:
+        """The stored conversations of these keys. One DynamoDB leaves unprocessed after a few tries is absent,
+        as if there were none: its notice opens a message of its own."""
         where = destination_id(destination)
-        wanted = {item_id(where, k): k for k in dict.fromkeys(keys)}
+        ids = [item_id(where, k) for k in keys]
         found: dict[str, Conversation] = {}
-        ids = list(wanted)
-        dynamodb = clients.client("dynamodb")
-        for start in range(0, len(ids), _BATCH_GET):
-            request: dict[str, Any] = {
-                self.table: {"Keys": [{"id": {"S": i}} for i in ids[start : start + _BATCH_GET]]}
-            }
-            while request:
-                answer = dynamodb.batch_get_item(RequestItems=request)
-                for item in answer.get("Responses", {}).get(self.table, []):
-                    conversation = _from_item(item)
-                    if conversation is not None:
-                        found[conversation.key] = conversation
-                request = answer.get("UnprocessedKeys") or {}
+        for item in dynamo.batch_get(clients.client("dynamodb"), self.table, ids):
+            conversation = _from_item(item)
+            if conversation is not None:
+                found[conversation.key] = conversation
         return found
 
     def put(self, conversation: Conversation, now: datetime) -> None:

@@ -16,13 +16,12 @@ what claims it.
 from __future__ import annotations
 
 import hashlib
-import time
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 from typing import Any, Protocol
 
-from costguard.aws import clients
+from costguard.aws import clients, dynamo
 from costguard.observability import logger
 from costguard.permissions import needs
 
@@ -36,8 +35,7 @@ DIGEST_AFTER = timedelta(days=1)
 # every 5 minutes under a 240-minute window is written every 65 minutes) against how much longer an episode may
 # last.
 REFRESH_SHARE = 0.25
-_BATCH_GET = 100  # BatchGetItem's limit of keys per call
-_READ_TRIES = 4
+_READ_TRIES = 4  # BatchGetItem calls per 100 keys: the first, and retries of what is left unprocessed
 
 
 class Sighting(StrEnum):
@@ -115,28 +113,15 @@ class DynamoRepeatGate:
     def _read(self, ids: Sequence[str]) -> dict[str, dict[str, Any]]:
         """The stored items of these ids. Keys DynamoDB leaves unprocessed after a few tries are left out: each
         is then judged news, and its conditional claim refuses it if it was told already."""
-        dynamodb = clients.client("dynamodb")
-        unique = list(dict.fromkeys(ids))
-        found: dict[str, dict[str, Any]] = {}
-        for start in range(0, len(unique), _BATCH_GET):
-            request: dict[str, Any] = {
-                self.table: {
-                    "Keys": [{"id": {"S": i}} for i in unique[start : start + _BATCH_GET]],
-                    "ConsistentRead": True,
-                    "ProjectionExpression": "#id, #end, #told",
-                    "ExpressionAttributeNames": {"#id": "id", "#end": "expiration", "#told": "told"},
-                }
-            }
-            for attempt in range(_READ_TRIES):
-                if attempt:
-                    time.sleep(0.05 * 2**attempt)  # unprocessed keys: the table is throttling
-                answer = dynamodb.batch_get_item(RequestItems=request)
-                for item in answer.get("Responses", {}).get(self.table, []):
-                    found[item["id"]["S"]] = item
-                request = answer.get("UnprocessedKeys") or {}
-                if not request:
-                    break
-        return found
+        items = dynamo.batch_get(
+            clients.client("dynamodb"),
+            self.table,
+            ids,
+            consistent=True,
+            attributes=("id", "expiration", "told"),
+            attempts=_READ_TRIES,
+        )
+        return {item["id"]["S"]: item for item in items}
 
     def _write(
         self, key: str, old: dict[str, Any], now: datetime, window: timedelta, digest_after: timedelta
