@@ -631,13 +631,13 @@ def monthly_cost(
     }
 
 
-def bench_costs(
-    fleet: Mapping[str, Any], imports: Mapping[str, Any], results: Mapping[str, Any] | None = None
-) -> dict[str, Any]:
-    """The bill of every fleet size with the alarms off (the default) and on, priced from ``results``'
-    ``read_schedule`` when it has one; and, beside it, what the same fleets would cost with no schedule."""
+def bench_costs(results: Mapping[str, Any]) -> dict[str, Any]:
+    """The bill of every fleet size with the alarms off (the default) and on, from ``results``' measured
+    ``fleet`` and ``cold_imports``, priced from its ``read_schedule`` when it has one; and, beside it, what the
+    same fleets would cost with no schedule."""
+    fleet, imports = results["fleet"], results["cold_imports"]
     template = Template.load(ROOT / "template.yaml")
-    schedule = read_schedule(results or {}, fleet)
+    schedule = read_schedule(results, fleet)
     sizes = [n for n in FLEETS if f"sweep_{n}" in fleet]
 
     def bills(alarms_on: bool, reads: Mapping[str, Any]) -> dict[str, Any]:
@@ -667,7 +667,7 @@ def reprice(path: Path = ROOT / "bench" / "results.json") -> dict[str, Any]:
     from bench import report
 
     results = json.loads(path.read_text())
-    results["monthly_cost"] = bench_costs(results["fleet"], results["cold_imports"], results)
+    results["monthly_cost"] = bench_costs(results)
     path.write_text(json.dumps(results, indent=2) + "\n")
     report.write_cost_section(results)
     report.write_readme(results)

@@ -181,26 +181,13 @@ def results_sections(r: dict[str, Any]) -> str:
             f"Fresh interpreter per import, median of {imports['repeats']}; `import boto3` alone: "
             f"{imports['boto3_median_ms']} ms." + _against_c7n(imports),
         ]
-        c7n = imports.get("c7n")
-        if c7n:
+        if imports.get("c7n"):
             out += [
                 "",
                 "boto3 and botocore load with a handler's first client, not at its import: 'with first client' is "
                 "the import and one client built, what the first event that calls AWS pays.",
-                "",
-                "| function | ms | with first client, ms | x boto3 | x c7n.handler |",
-                "|---|---:|---:|---:|---:|",
             ]
-            out += [
-                f"| {n} | {h['median_ms']} | {h['with_first_client_ms']} | {h['ratio_to_boto3']} | "
-                f"{h['ratio_to_c7n']} |"
-                for n, h in imports["handlers"].items()
-            ]
-        else:
-            out += ["", "| function | ms | x boto3 |", "|---|---:|---:|"]
-            out += [
-                f"| {n} | {h['median_ms']} | {h['ratio_to_boto3']} |" for n, h in imports["handlers"].items()
-            ]
+        out += ["", *_import_table(imports)]
     detectors = r.get("detector_latency")
     if detectors:
         out += [
@@ -245,6 +232,35 @@ def results_sections(r: dict[str, Any]) -> str:
     return "\n".join(out) + "\n"
 
 
+# The cold-import table's columns after the function's name: heading, the handler's field, and whether only a
+# run beside c7n measures it.
+IMPORT_COLUMNS = (
+    ("ms", "median_ms", False),
+    ("with first client, ms", "with_first_client_ms", True),
+    ("x boto3", "ratio_to_boto3", False),
+    ("x c7n.handler", "ratio_to_c7n", True),
+)
+
+
+def _import_table(imports: dict[str, Any]) -> list[str]:
+    """The cold imports, a row a handler: c7n's columns only when the run measured it."""
+    columns = [(head, key) for head, key, c7n_only in IMPORT_COLUMNS if imports.get("c7n") or not c7n_only]
+    out = [
+        "| function | " + " | ".join(head for head, _ in columns) + " |",
+        "|---|" + "---:|" * len(columns),
+    ]
+    out += [
+        f"| {name} | " + " | ".join(str(handler[key]) for _, key in columns) + " |"
+        for name, handler in imports["handlers"].items()
+    ]
+    return out
+
+
+def _unit_usd(usd: float) -> str:
+    """A unit price in full, without trailing zeros or a bare point: 0.0000133334, 0.1, 1, 0."""
+    return format(usd, ".10f").rstrip("0").rstrip(".") or "0"
+
+
 def _bill_table(title: str, month: dict[str, Any]) -> list[str]:
     out = [
         "",
@@ -254,7 +270,7 @@ def _bill_table(title: str, month: dict[str, Any]) -> list[str]:
         "|---|---|---:|---:|---:|---|",
     ]
     out += [
-        f"| {line['item']} | {line['how']} | {line['quantity']:,} | {format(line['unit_usd'], '.10f').rstrip('0')} "
+        f"| {line['item']} | {line['how']} | {line['quantity']:,} | {_unit_usd(line['unit_usd'])} "
         f"| {line['usd']:,.2f} | {line['source']} |"
         for line in month["lines"]
     ]
@@ -277,7 +293,7 @@ def cost_section(costs: dict[str, Any]) -> list[str]:
         "",
     ]
     out += [
-        f"- `{k}`: ${format(p['usd'], '.10f').rstrip('0')} per {p['unit']}, as published on {p['source']}"
+        f"- `{k}`: ${_unit_usd(p['usd'])} per {p['unit']}, as published on {p['source']}"
         for k, p in costs["prices"].items()
     ]
     out += ["", "Assumptions: " + ", ".join(f"{k} = {v}" for k, v in costs["assumptions"].items()) + "."]

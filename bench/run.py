@@ -250,7 +250,7 @@ def main(names: list[str]) -> None:
         results[name] = CASES[name]()
     if "fleet" in results and "cold_imports" in results:
         # Priced from this run's counts (or the last run's, for a case not run this time).
-        results["monthly_cost"] = bench_costs(results["fleet"], results["cold_imports"], results)
+        results["monthly_cost"] = bench_costs(results)
     peak = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
     # Only some cases run: the peak of the full run stands unless this one went higher.
     results["max_rss_mib"] = max(peak, float(previous.get("max_rss_mib", 0.0)))

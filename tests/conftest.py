@@ -7,12 +7,15 @@ import json
 import os
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from costguard.local.sink import SlackSink
 from tests.moto_speed import faster_moto
+
+if TYPE_CHECKING:
+    from costguard.local.world import World
 
 # moto's EC2 loads its 1,300 stock AMIs into every new region's backend unless told not to (a third of a second
 # each); no test reads them: instances are launched from seed_world's STAND_IN_IMAGE, which moto does not check.
@@ -108,6 +111,25 @@ def job_status(name: str) -> str:
     return str(clients.sagemaker().describe_training_job(TrainingJobName=name)["TrainingJobStatus"])
 
 
+def with_reason(results: list[Any], reason: str, kind: str = "decisions") -> list[dict[str, Any]]:
+    """The decisions (or, with ``kind="findings"``, the findings) of ``reason`` across replayed runs' results."""
+    return [d for r in results for d in getattr(r, kind) if d["reason"] == reason]
+
+
+def replay_with_status(
+    world: World, sink: SlackSink, mode: str | None, events: list[Path], job: str
+) -> tuple[list[Any], str]:
+    """``events`` replayed on a local stack of ``world`` in ``mode`` (its metrics published to 30 minutes past
+    its now), and training job ``job``'s status when they are done."""
+    from datetime import timedelta
+
+    from costguard.local.replay import replay
+    from costguard.local.stack import LocalStack
+
+    with LocalStack(world, mode=mode, sink=sink, until=world.now + timedelta(minutes=30)) as stack:
+        return replay(stack, events), job_status(job)
+
+
 def json_lines(text: str) -> list[dict[str, Any]]:
     """The JSON objects among the lines of captured output (powertools' log lines, EMF metrics)."""
     found = []
@@ -147,6 +169,23 @@ def _isolated_environment(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     clients.reset()
     clients.enter_account(None)
     get_settings.cache_clear()
+
+
+@pytest.fixture
+def state_table() -> Iterator[str]:
+    """The embedded AWS (moto) for one test, with costguard's state table in it: its name."""
+    from moto import mock_aws
+
+    from costguard.aws import clients
+
+    with mock_aws():
+        clients.client("dynamodb").create_table(
+            TableName="state",
+            AttributeDefinitions=[{"AttributeName": "id", "AttributeType": "S"}],
+            KeySchema=[{"AttributeName": "id", "KeyType": "HASH"}],
+            BillingMode="PAY_PER_REQUEST",
+        )
+        yield "state"
 
 
 @pytest.fixture

@@ -165,7 +165,7 @@ class RecordingRemediator:
     def stop(self, resource: Resource) -> None:
         self.calls.append(("stop", resource.id))
 
-    def mark(self, resource: Resource, at: datetime) -> None:
+    def mark(self, resource: Resource, at: datetime, reason: str | None = None) -> None:
         self.calls.append(("mark", resource.id))
 
     def unmark(self, resource: Resource) -> None:

@@ -14,7 +14,7 @@ from costguard.local.sink import SlackSink
 from costguard.local.stack import LocalStack
 from costguard.local.world import TrainingJob, World
 from costguard.pricing import bundled_table
-from tests.conftest import EVENTS, job_status, later, load_event
+from tests.conftest import EVENTS, later, load_event, replay_with_status, with_reason
 
 LOOP = [
     EVENTS / "sagemaker-training-job-failed-llama-0300.json",
@@ -36,16 +36,12 @@ def cost_of(path: Path) -> float:
     )
 
 
-def loop_decisions(results: list[Any]) -> list[dict[str, Any]]:
-    return [d for r in results for d in r.decisions if d["reason"] == "job_failure_loop"]
-
-
 def test_a_burst_of_one_family_gives_exactly_one_loop_alert(stack: LocalStack, tmp_path: Path) -> None:
     again = load_event(LOOP[-1].name) | {"id": "another-delivery-of-the-same-failure"}
     (tmp_path / "again.json").write_text(json.dumps(again))
     results = replay(stack, [*LOOP, tmp_path / "again.json"])
     assert all(r.ok for r in results), [r.error for r in results]
-    [loop] = loop_decisions(results)
+    [loop] = with_reason(results, "job_failure_loop")
     assert (loop["resource_id"], loop["resource_kind"], loop["action"]) == (
         "llama-ft-nightly",
         "job_family",
@@ -54,7 +50,7 @@ def test_a_burst_of_one_family_gives_exactly_one_loop_alert(stack: LocalStack, t
     llama = [p for p in LOOP if "llama" in p.name or p.name == "sagemaker-training-job-failed.json"]
     total = round(sum(cost_of(p) for p in llama), 2)
     assert loop["cost_usd"] == total
-    [finding] = [f for r in results for f in r.findings if f["reason"] == "job_failure_loop"]
+    [finding] = with_reason(results, "job_failure_loop", "findings")
     assert finding["evidence"]["failures"] == 3
     assert not any("resnet" in job for job in finding["evidence"]["jobs"])  # two families never merge
     messages = [m for m in stack.sink.messages if "job_failure_loop" in m["text"]]
@@ -66,15 +62,13 @@ def test_two_families_never_merge(stack: LocalStack, tmp_path: Path) -> None:
     # Two llama failures and one resnet failure: three failures, but no family reaches three.
     results = replay(stack, [LOOP[0], LOOP[1], LOOP[2]])
     assert all(r.ok for r in results)
-    assert loop_decisions(results) == []
+    assert with_reason(results, "job_failure_loop") == []
 
 
 def ceiling_run(world: World, sink: SlackSink, mode: str | None, tmp_path: Path) -> tuple[list[Any], str]:
-    events = [OVER, later(CEILINGS, tmp_path, 20)]
+    """The job past its ceiling seen running, then the ceilings sweep 20 minutes later."""
     name = load_event(OVER.name)["detail"]["TrainingJobName"]
-    with LocalStack(world, mode=mode, sink=sink, until=world.now + timedelta(minutes=30)) as stack:
-        results = replay(stack, events)
-        return results, job_status(name)
+    return replay_with_status(world, sink, mode, [OVER, later(CEILINGS, tmp_path, 20)], name)
 
 
 def test_job_past_its_ceiling_is_stopped_in_remediate(
@@ -82,8 +76,8 @@ def test_job_past_its_ceiling_is_stopped_in_remediate(
 ) -> None:
     results, status = ceiling_run(world, sink, "remediate", tmp_path)
     assert all(r.ok for r in results), [r.error for r in results]
-    first = [d for d in results[0].decisions if d["reason"] == "job_cost_ceiling"]
-    second = [d for d in results[1].decisions if d["reason"] == "job_cost_ceiling"]
+    first = with_reason(results[:1], "job_cost_ceiling")
+    second = with_reason(results[1:2], "job_cost_ceiling")
     assert [(d["action"], d["dry_run"]) for d in first] == [("mark", False)]
     assert [(d["action"], d["dry_run"]) for d in second] == [("stop", False)]
     assert status == "Stopped"
@@ -99,7 +93,7 @@ def test_job_past_its_ceiling_is_only_reported_in_notify(
     world: World, sink: SlackSink, sleeps: list[float], tmp_path: Path
 ) -> None:
     results, status = ceiling_run(world, sink, None, tmp_path)
-    decisions = [d for r in results for d in r.decisions if d["reason"] == "job_cost_ceiling"]
+    decisions = with_reason(results, "job_cost_ceiling")
     assert decisions and all(d["dry_run"] for d in decisions)
     assert status == "InProgress"
 
@@ -116,7 +110,7 @@ def test_protected_job_is_never_stopped(
     protected = world.model_copy(update={"training_jobs": jobs})
     results, status = ceiling_run(protected, sink, "remediate", tmp_path)
     # The event's own tags do not carry the protect tag: the sweep reads it with ListTags.
-    swept = [d for d in results[1].decisions if d["reason"] == "job_cost_ceiling"]
+    swept = with_reason(results[1:2], "job_cost_ceiling")
     assert [d["action"] for d in swept] == ["notify"]
     assert "protected" in swept[0]["note"]
     # It may have been marked from the event (whose tags lack the protect tag), but it is never stopped.
@@ -130,10 +124,8 @@ def test_daily_digest(stack: LocalStack) -> None:
     ]
     results = replay(stack, [*finished, CEILINGS, DIGEST_RUN])
     assert all(r.ok for r in results)
-    assert not any(
-        d["reason"] == "training_digest" for d in results[2].decisions
-    )  # not the first run of a day
-    [digest] = [d for d in results[3].decisions if d["reason"] == "training_digest"]
+    assert with_reason(results[2:3], "training_digest") == []  # not the first run of a day
+    [digest] = with_reason(results[3:4], "training_digest")
     assert digest["action"] == "notify"
     assert digest["cost_usd"] == round(sum(cost_of(p) for p in finished), 2)
     spot = load_event(finished[0].name)["detail"]
@@ -144,13 +136,13 @@ def test_daily_digest(stack: LocalStack) -> None:
         * PRICES[spot["ResourceConfig"]["InstanceType"]],
         2,
     )
-    [finding] = [f for f in results[3].findings if f["reason"] == "training_digest"]
+    [finding] = with_reason(results[3:4], "training_digest", "findings")
     assert finding["evidence"]["spot_saving_usd"] == saved
     share = 1 - spot["BillableTimeInSeconds"] / spot["TrainingTimeInSeconds"]
     assert f"spot saved {share:.0%}" in json.dumps(finding["evidence"]["runs"])
     # Replaying the midnight run again posts no second digest.
     [again] = replay(stack, [DIGEST_RUN])
-    assert not any(d["reason"] == "training_digest" for d in again.decisions)
+    assert with_reason([again], "training_digest") == []
 
 
 def test_ceiling_sweep_over_500_jobs_counts_its_calls(
@@ -180,6 +172,6 @@ def test_ceiling_sweep_over_500_jobs_counts_its_calls(
     # ListTrainingJobs pages, one DescribeTrainingJob per job (no list call carries type, count or settings)
     # and one ListTags per job (no list or describe call returns tags): nothing else.
     assert sagemaker == {"ListTrainingJobs": math.ceil(n / 100), "DescribeTrainingJob": n, "ListTags": n}
-    over = [d for d in result.decisions if d["reason"] == "job_cost_ceiling"]
+    over = with_reason([result], "job_cost_ceiling")
     assert len(over) == n // over_every
     assert {d["cost_usd"] for d in over} == {round(2 * hourly, 2)}

@@ -19,7 +19,7 @@ from costguard.local.world import TrainingJob, TrainingMetric, World
 from costguard.model import Reason
 from costguard.notify.message import TITLES
 from costguard.pricing import bundled_table
-from tests.conftest import EVENTS, job_status, later, load_event
+from tests.conftest import EVENTS, job_status, later, load_event, replay_with_status, with_reason
 
 CEILINGS = EVENTS / "schedule-training-ceilings-1200.json"
 CHECKPOINTED = EVENTS / "sagemaker-training-job-inprogress-spot-checkpointed.json"
@@ -47,18 +47,14 @@ def at_risk_usd(job: TrainingJob, now: datetime) -> float:
     return round(hours * job.instance_count * PRICES[job.instance_type], 2)
 
 
-def of(results: list[Any], reason: str, kind: str = "decisions") -> list[dict[str, Any]]:
-    return [d for r in results for d in getattr(r, kind) if d["reason"] == reason]
-
-
 def test_the_noon_sweep_reports_the_diverged_run_and_the_stale_checkpoint(
     stack: LocalStack, world: World
 ) -> None:
     results = replay(stack, [CHECKPOINTED, CEILINGS])
     assert all(r.ok for r in results), [r.error for r in results]
     assert results[0].findings == []  # a well-launched spot job: nothing to say at its start
-    [diverged] = of(results, "training_diverged", "findings")
-    [stale] = of(results, "checkpoint_stale", "findings")
+    [diverged] = with_reason(results, "training_diverged", "findings")
+    [stale] = with_reason(results, "checkpoint_stale", "findings")
     assert (diverged["resource_id"], stale["resource_id"]) == (DIVERGED, STALE)
     # Only those two: busy jobs without metric definitions, and the hung job, are not judged here.
     judged = {
@@ -75,9 +71,9 @@ def test_the_noon_sweep_reports_the_diverged_run_and_the_stale_checkpoint(
     assert stale["evidence"]["at_risk_usd"] == at_risk_usd(world_job(world, STALE), world.now) == 15.30
     assert stale["evidence"]["newest_checkpoint_at"].startswith("2026-11-20T10:00:00")
 
-    [mark] = of(results, "training_diverged")
+    [mark] = with_reason(results, "training_diverged")
     assert (mark["action"], mark["dry_run"]) == ("mark", True)  # notify mode: what remediate would do
-    [told] = of(results, "checkpoint_stale")
+    [told] = with_reason(results, "checkpoint_stale")
     assert told["action"] == "notify"
     slack = json.dumps(stack.sink.messages)
     assert "$297.78" in slack and "$15.30" in slack
@@ -93,9 +89,7 @@ def test_the_shipped_event_names_the_metrics_the_world_publishes(world: World) -
 
 def run_twice(world: World, sink: SlackSink, mode: str | None, tmp_path: Path) -> tuple[list[Any], str]:
     """The noon sweep, then another 20 minutes later (past the 15-minute grace)."""
-    with LocalStack(world, mode=mode, sink=sink, until=world.now + timedelta(minutes=30)) as stack:
-        results = replay(stack, [CEILINGS, later(CEILINGS, tmp_path, 20)])
-        return results, job_status(DIVERGED)
+    return replay_with_status(world, sink, mode, [CEILINGS, later(CEILINGS, tmp_path, 20)], DIVERGED)
 
 
 def test_a_diverged_job_tagged_to_allow_it_is_marked_then_stopped_in_remediate(
@@ -103,8 +97,8 @@ def test_a_diverged_job_tagged_to_allow_it_is_marked_then_stopped_in_remediate(
 ) -> None:
     results, status = run_twice(world, sink, "remediate", tmp_path)
     assert all(r.ok for r in results), [r.error for r in results]
-    first = [(d["action"], d["dry_run"]) for d in of(results[:1], "training_diverged")]
-    second = [(d["action"], d["dry_run"]) for d in of(results[1:], "training_diverged")]
+    first = [(d["action"], d["dry_run"]) for d in with_reason(results[:1], "training_diverged")]
+    second = [(d["action"], d["dry_run"]) for d in with_reason(results[1:], "training_diverged")]
     assert (first, second) == ([("mark", False)], [("stop", False)])
     assert status == "Stopped"
 
@@ -121,9 +115,9 @@ def test_an_untagged_diverged_job_is_only_reported_even_in_remediate(
         for j in world.training_jobs
     ]
     results, status = run_twice(world.model_copy(update={"training_jobs": jobs}), sink, "remediate", tmp_path)
-    decisions = of(results, "training_diverged")
+    decisions = with_reason(results, "training_diverged")
     assert decisions and {d["action"] for d in decisions} == {"notify"}
-    [finding, *_] = of(results, "training_diverged", "findings")
+    [finding, *_] = with_reason(results, "training_diverged", "findings")
     assert "costguard:stop-on-divergence=true" in finding["summary"]
     assert status == "InProgress"
 
@@ -196,7 +190,7 @@ def test_a_rising_loss_is_reported_with_its_readings(
     one = World(account=world.account, region=world.region, now=world.now, training_jobs=[rising])
     with LocalStack(one, sink=sink) as stack:
         [result] = replay(stack, [CEILINGS])
-    [finding] = of([result], "training_diverged", "findings")
+    [finding] = with_reason([result], "training_diverged", "findings")
     assert finding["evidence"]["rule"] == "rising loss"
     # 0.5 + minutes / 100, every 10 minutes: the last reading before now (GetMetricData's end is exclusive) is
     # 170 minutes in.
@@ -211,9 +205,9 @@ def test_the_demo_stops_the_diverged_run_in_remediate_and_tells_the_stale_checkp
     with the stale checkpoint), the midnight run stops it and tells the checkpoint, staler, again."""
     run = run_demo(world, "remediate", sink=sink)
     assert all(r.ok for r in run.results), [r.error for r in run.results if not r.ok]
-    actions = [(d["action"], d["dry_run"]) for d in of(run.results, "training_diverged")]
+    actions = [(d["action"], d["dry_run"]) for d in with_reason(run.results, "training_diverged")]
     assert actions == [("mark", False), ("stop", False)]
-    assert [d["action"] for d in of(run.results, "checkpoint_stale")] == ["notify", "notify"]
+    assert [d["action"] for d in with_reason(run.results, "checkpoint_stale")] == ["notify", "notify"]
     midnight = datetime.fromisoformat(
         load_event("schedule-training-digest-0000.json")["time"].replace("Z", "+00:00")
     )
@@ -230,7 +224,8 @@ def test_the_demo_stops_the_diverged_run_in_remediate_and_tells_the_stale_checkp
 def test_the_adapter_reads_one_page_and_says_when_there_is_more() -> None:
     from moto import mock_aws
 
-    from costguard.aws.checkpoints import PAGE, newest_object
+    from costguard.aws.buckets import PAGE
+    from costguard.aws.checkpoints import newest_object
 
     with mock_aws():
         clients.reset()
@@ -261,6 +256,6 @@ def test_the_sagemaker_sweep_between_two_training_sweeps_leaves_the_divergence_m
         results = replay(stack, [CEILINGS, sagemaker_sweep, later(CEILINGS, tmp_path, 20)])
         status = job_status(DIVERGED)
     assert all(r.ok for r in results), [r.error for r in results]
-    assert not [d for d in of(results[1:2], "gpu_active_again") if d["resource_id"] == DIVERGED]
-    assert [d["action"] for d in of(results[2:], "training_diverged")] == ["stop"]
+    assert not [d for d in with_reason(results[1:2], "gpu_active_again") if d["resource_id"] == DIVERGED]
+    assert [d["action"] for d in with_reason(results[2:], "training_diverged")] == ["stop"]
     assert status == "Stopped"

@@ -32,7 +32,7 @@ class FakeRemediator:
             raise RuntimeError("InternalError: injected")
         self.stopped.append(resource.id)
 
-    def mark(self, resource: Resource, at: datetime) -> None:
+    def mark(self, resource: Resource, at: datetime, reason: str | None = None) -> None:
         self.marked.append(resource.id)
 
     def unmark(self, resource: Resource) -> None:

@@ -111,7 +111,7 @@ def test_findings_cost_their_writes_and_notices(monkeypatch: pytest.MonkeyPatch)
 
 
 def test_bench_costs_gives_every_fleet_both_ways_with_the_prices_date_and_sources() -> None:
-    out = costs.bench_costs(FLEET, IMPORTS, {"read_schedule": SCHEDULE})
+    out = costs.bench_costs({"fleet": FLEET, "cold_imports": IMPORTS, "read_schedule": SCHEDULE})
     assert out["prices_as_of"] == costs.PRICES_AS_OF
     assert all(p["source"].startswith("https://aws.amazon.com/") for p in out["prices"].values())
     assert set(out["fleets"]) == set(out["fleets_gpu_alarms_on"]) == {"100", "1000", "10000"}

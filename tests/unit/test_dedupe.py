@@ -227,33 +227,39 @@ def _stored(key: str, end: datetime, told: datetime) -> dict[str, dict[str, str]
     }
 
 
-def test_dynamo_gate_reads_keys_left_unprocessed_again(monkeypatch: pytest.MonkeyPatch) -> None:
-    """BatchGetItem may answer part of a request (the table is throttling); moto never does, so stubbed."""
-    from costguard.notify import dedupe
-
-    monkeypatch.setattr(dedupe.time, "sleep", lambda seconds: None)
-    client = clients.client("dynamodb", "us-east-1")
-    monkeypatch.setattr(clients, "client", lambda service, region=None, account=None: client)
-    unprocessed = {"state": {"Keys": [{"id": {"S": f"repeat#{KEY}"}}], "ConsistentRead": True}}
-    with Stubber(client) as stub:
-        stub.add_response("batch_get_item", {"Responses": {"state": []}, "UnprocessedKeys": unprocessed})
-        stub.add_response(
-            "batch_get_item", {"Responses": {"state": [_stored(KEY, NOW + WINDOW + REFRESH, NOW)]}}
-        )
-        assert DynamoRepeatGate("state").sighting(KEY, NOW + SWEEP, WINDOW) is Sighting.REPEAT
-        stub.assert_no_pending_responses()  # two reads, and no write
+UNPROCESSED = {"state": {"Keys": [{"id": {"S": f"repeat#{KEY}"}}], "ConsistentRead": True}}
 
 
-def test_dynamo_gate_a_key_never_read_is_claimed_and_refused_if_told(monkeypatch: pytest.MonkeyPatch) -> None:
-    from costguard.notify import dedupe
+@pytest.fixture
+def stubbed_dynamodb(monkeypatch: pytest.MonkeyPatch) -> Iterator[Stubber]:
+    """The state table's client (the one the gate gets: no region named), stubbed; no back-off slept; every
+    stubbed answer used by the end of the test."""
+    from costguard.aws import dynamo
 
-    monkeypatch.setattr(dedupe.time, "sleep", lambda seconds: None)
-    client = clients.client("dynamodb", "us-east-1")
-    monkeypatch.setattr(clients, "client", lambda service, region=None, account=None: client)
-    unprocessed = {"state": {"Keys": [{"id": {"S": f"repeat#{KEY}"}}], "ConsistentRead": True}}
-    with Stubber(client) as stub:
-        for _ in range(dedupe._READ_TRIES):
-            stub.add_response("batch_get_item", {"Responses": {"state": []}, "UnprocessedKeys": unprocessed})
-        stub.add_client_error("update_item", "ConditionalCheckFailedException")  # told already
-        assert DynamoRepeatGate("state").sighting(KEY, NOW + SWEEP, WINDOW) is Sighting.REPEAT
+    monkeypatch.setattr(dynamo.time, "sleep", lambda seconds: None)
+    with Stubber(clients.client("dynamodb")) as stub:
+        yield stub
         stub.assert_no_pending_responses()
+
+
+def test_dynamo_gate_reads_keys_left_unprocessed_again(stubbed_dynamodb: Stubber) -> None:
+    """BatchGetItem may answer part of a request (the table is throttling); moto never does, so stubbed."""
+    stubbed_dynamodb.add_response(
+        "batch_get_item", {"Responses": {"state": []}, "UnprocessedKeys": UNPROCESSED}
+    )
+    stubbed_dynamodb.add_response(
+        "batch_get_item", {"Responses": {"state": [_stored(KEY, NOW + WINDOW + REFRESH, NOW)]}}
+    )
+    assert DynamoRepeatGate("state").sighting(KEY, NOW + SWEEP, WINDOW) is Sighting.REPEAT
+    stubbed_dynamodb.assert_no_pending_responses()  # two reads, and no write
+
+
+def test_dynamo_gate_a_key_never_read_is_claimed_and_refused_if_told(stubbed_dynamodb: Stubber) -> None:
+    from costguard.notify import dedupe
+
+    for _ in range(dedupe._READ_TRIES):
+        stubbed_dynamodb.add_response(
+            "batch_get_item", {"Responses": {"state": []}, "UnprocessedKeys": UNPROCESSED}
+        )
+    stubbed_dynamodb.add_client_error("update_item", "ConditionalCheckFailedException")  # told already
+    assert DynamoRepeatGate("state").sighting(KEY, NOW + SWEEP, WINDOW) is Sighting.REPEAT

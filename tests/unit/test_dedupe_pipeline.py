@@ -43,7 +43,7 @@ class NoRemediator:
     def stop(self, resource: Resource) -> None:
         raise AssertionError("notify only")
 
-    def mark(self, resource: Resource, at: datetime) -> None:
+    def mark(self, resource: Resource, at: datetime, reason: str | None = None) -> None:
         raise AssertionError("notify only")
 
     def unmark(self, resource: Resource) -> None:

@@ -22,7 +22,7 @@ class RecordingRemediator:
         if self.error:
             raise self.error
 
-    def mark(self, resource: Resource, at: datetime) -> None:
+    def mark(self, resource: Resource, at: datetime, reason: str | None = None) -> None:
         self.calls.append(("mark", resource.id, at))
         if self.error:
             raise self.error
@@ -103,15 +103,13 @@ def test_long_error_text_is_cut() -> None:
 class ReasonedRemediator(RecordingRemediator):
     """A remediator whose marks say why (as AwsRemediator's do for a training job)."""
 
-    marks_say_why = True
-
     def __init__(self) -> None:
         super().__init__()
         self.reasons: list[str | None] = []
 
-    def mark(self, resource: Resource, at: datetime, reason: str | None = None) -> None:  # type: ignore[override]
+    def mark(self, resource: Resource, at: datetime, reason: str | None = None) -> None:
         self.reasons.append(reason)
-        super().mark(resource, at)
+        super().mark(resource, at, reason)
 
 
 @pytest.mark.parametrize(

@@ -47,7 +47,7 @@ class Remediator:
     def stop(self, resource: Resource) -> None:
         self.stopped.append(resource.id)
 
-    def mark(self, resource: Resource, at: datetime) -> None:
+    def mark(self, resource: Resource, at: datetime, reason: str | None = None) -> None:
         raise AssertionError("a click never marks")
 
     def unmark(self, resource: Resource) -> None:

@@ -4,11 +4,9 @@ costs no refused write once the hour is known full; a place given back is still 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 
 import pytest
-from moto import mock_aws
 
 from costguard.act.limits import DynamoStopLimiter
 from costguard.aws import clients
@@ -18,17 +16,8 @@ SWEEP = timedelta(minutes=5)
 
 
 @pytest.fixture
-def limiter() -> Iterator[DynamoStopLimiter]:
-    with mock_aws():
-        clients.reset()
-        clients.client("dynamodb").create_table(
-            TableName="state",
-            AttributeDefinitions=[{"AttributeName": "id", "AttributeType": "S"}],
-            KeySchema=[{"AttributeName": "id", "KeyType": "HASH"}],
-            BillingMode="PAY_PER_REQUEST",
-        )
-        yield DynamoStopLimiter("state", per_hour=1)
-    clients.reset()
+def limiter(state_table: str) -> DynamoStopLimiter:
+    return DynamoStopLimiter(state_table, per_hour=1)
 
 
 def dynamodb_calls() -> Counter[str]:

@@ -13,7 +13,6 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from botocore.exceptions import ClientError
 from botocore.stub import Stubber
-from moto import mock_aws
 
 from costguard.act.aws import STOP_PROTECTION_BLOCKER, AwsRemediator, permissions_for
 from costguard.act.executor import REFUSALS, execute, refusal_code
@@ -96,27 +95,18 @@ def test_a_stop_ec2_refuses_is_a_known_refusal(ec2: Stubber, code: str) -> None:
     assert limiter.acquire(NOW)  # the refused stop stopped nothing: its place under the hourly cap is free
 
 
-def test_the_state_table_cap_gives_a_refused_stop_back() -> None:
-    with mock_aws():
-        clients.reset()
-        clients.client("dynamodb").create_table(
-            TableName="state",
-            AttributeDefinitions=[{"AttributeName": "id", "AttributeType": "S"}],
-            KeySchema=[{"AttributeName": "id", "KeyType": "HASH"}],
-            BillingMode="PAY_PER_REQUEST",
-        )
-        limiter = DynamoStopLimiter("state", per_hour=1)
-        limiter.release(NOW)  # nothing taken this hour: nothing to give back, and never below zero
-        assert limiter.acquire(NOW)
-        assert not limiter.acquire(NOW)
-        limiter.release(NOW)
-        assert limiter.acquire(NOW)
-        assert not limiter.acquire(NOW)
-        item = clients.client("dynamodb").get_item(
-            TableName="state", Key={"id": {"S": "stops#2026-11-20T12"}}
-        )
-        assert item["Item"]["stops"] == {"N": "1"}
-    clients.reset()
+def test_the_state_table_cap_gives_a_refused_stop_back(state_table: str) -> None:
+    limiter = DynamoStopLimiter(state_table, per_hour=1)
+    limiter.release(NOW)  # nothing taken this hour: nothing to give back, and never below zero
+    assert limiter.acquire(NOW)
+    assert not limiter.acquire(NOW)
+    limiter.release(NOW)
+    assert limiter.acquire(NOW)
+    assert not limiter.acquire(NOW)
+    item = clients.client("dynamodb").get_item(
+        TableName=state_table, Key={"id": {"S": "stops#2026-11-20T12"}}
+    )
+    assert item["Item"]["stops"] == {"N": "1"}
 
 
 # -- which errors are refusals -----------------------------------------------------------------------------
@@ -187,7 +177,7 @@ class FakeEc2:
             raise _client_error(self.failures[resource.id])
         self.stopped.append(resource.id)
 
-    def mark(self, resource: Resource, at: datetime) -> None:
+    def mark(self, resource: Resource, at: datetime, reason: str | None = None) -> None:
         pass
 
     def unmark(self, resource: Resource) -> None:
@@ -386,7 +376,7 @@ def test_a_remediator_that_cannot_read_blockers_decides_as_before() -> None:
         def stop(self, resource: Resource) -> None:
             self.stopped.append(resource.id)
 
-        def mark(self, resource: Resource, at: datetime) -> None:
+        def mark(self, resource: Resource, at: datetime, reason: str | None = None) -> None:
             pass
 
         def unmark(self, resource: Resource) -> None:

@@ -15,13 +15,17 @@ from costguard.detect.training_health import (
     diverged_finding,
     divergence,
     loss_metrics,
+    marked_for_divergence,
     metric_names,
+    recovered,
+    recovered_finding,
     remaining_seconds,
     split_s3_uri,
     stale_checkpoint_finding,
 )
 from costguard.events.sagemaker import TrainingJobDetail
-from costguard.model import Reason
+from costguard.model import MARK_TAG_KEY, Action, Reason, mark_text
+from costguard.policy import Policy, decide
 from costguard.pricing import Price, bundled_table
 
 NOW = datetime(2026, 11, 20, 12, 0, tzinfo=UTC)
@@ -229,6 +233,46 @@ def test_without_a_max_runtime_or_a_price_the_rest_of_the_run_is_unknown_never_z
 
 def test_past_its_max_runtime_nothing_is_left_to_spend() -> None:
     assert remaining_seconds(job(started=NOW - timedelta(hours=30)), NOW) == 0
+
+
+DIVERGED_MARK = {MARK_TAG_KEY: mark_text(NOW - timedelta(minutes=10), "training_diverged")}
+
+
+def test_only_a_mark_made_for_a_diverged_run_is_a_divergence_mark() -> None:
+    assert marked_for_divergence(job(tags=DIVERGED_MARK))
+    assert not marked_for_divergence(job(tags={MARK_TAG_KEY: mark_text(NOW, "job_cost_ceiling")}))
+    assert not marked_for_divergence(job(tags={MARK_TAG_KEY: mark_text(NOW)}))  # an idle mark
+    assert not marked_for_divergence(job())
+
+
+def test_a_loss_falling_again_through_the_window_is_a_recovery() -> None:
+    detail = job(tags=DIVERGED_MARK)
+    curve = {"train:loss": healthy_curve()}
+    assert judge(detail, curve) is None
+    assert recovered(detail, curve, now=NOW, window=WINDOW)
+
+
+def test_a_window_without_readings_proves_no_recovery() -> None:
+    """A run gone NaN may publish nothing at all (CloudWatch refuses NaN): silence keeps the mark."""
+    detail = job(tags=DIVERGED_MARK)
+    for quiet in ({}, {"train:loss": learning()}, {"train:loss": every(20, [1.0, 0.9, 0.8])}):
+        assert judge(detail, quiet) is None
+        assert not recovered(detail, quiet, now=NOW, window=WINDOW)
+    nan_only = {"train:loss": every(10, [math.nan] * 7, end=NOW - timedelta(minutes=70))}
+    assert not recovered(detail, nan_only, now=NOW, window=WINDOW)
+
+
+def test_a_recovery_cancels_the_pending_stop() -> None:
+    detail = job(tags=DIVERGED_MARK | {"costguard:stop-on-divergence": "true"})
+    finding = recovered_finding(
+        detail, account=ACCOUNT, region=REGION, price=PRICE, window=WINDOW, observed_at=NOW
+    )
+    assert finding.cancels_mark and not finding.remediable
+    assert finding.reason is Reason.GPU_ACTIVE_AGAIN
+    assert finding.resource.id == "llm-sft" and finding.hourly_usd == round(2 * PRICE.usd_per_hour, 4)
+    assert "no longer looks diverged" in finding.summary and "pending stop is cancelled" in finding.summary
+    assert finding.evidence["marked_for"] == "training_diverged"
+    assert decide(finding, Policy(dry_run=False), NOW).action is Action.UNMARK
 
 
 # --- checkpoint_stale ----------------------------------------------------------------------------

@@ -88,8 +88,6 @@ class AwsRemediator:
         else:
             raise UnsupportedAction(f"costguard cannot unmark {resource.kind} {resource.id}")
 
-    marks_say_why = True  # the executor passes a mark's reason (model.mark_text)
-
     def mark(self, resource: Resource, at: datetime, reason: str | None = None) -> None:
         """Tag the resource with costguard's mark; a training job's says why when ``reason`` is given
         (model.mark_text), so that the SageMaker idle sweep leaves a mark working again does not answer."""

@@ -36,7 +36,10 @@ class Remediator(Protocol):
 
     def stop(self, resource: Resource) -> None: ...
 
-    def mark(self, resource: Resource, at: datetime) -> None: ...
+    def mark(self, resource: Resource, at: datetime, reason: str | None = None) -> None:
+        """Tag the resource with costguard's mark made at ``at``; ``reason`` (a reason code) says why, for a mark
+        made for something other than idleness (model.mark_text), and is None for an idle one."""
+        ...
 
     def unmark(self, resource: Resource) -> None: ...
 
@@ -104,11 +107,9 @@ def execute(decision: Decision, remediator: Remediator, limiter: StopLimiter | N
         if decision.action is Action.STOP:
             remediator.stop(resource)
         elif decision.action is Action.MARK:
-            if getattr(remediator, "marks_say_why", False) and decision.reason is not Reason.JOB_STALLED:
-                # A mark for something other than idleness says so (model.mark_text): see AwsRemediator.mark.
-                remediator.mark(resource, decision.decided_at, decision.reason.value)  # type: ignore[call-arg]
-            else:
-                remediator.mark(resource, decision.decided_at)
+            # A mark for something other than idleness says so (model.mark_text): see AwsRemediator.mark.
+            why = None if decision.reason is Reason.JOB_STALLED else decision.reason.value
+            remediator.mark(resource, decision.decided_at, why)
         else:
             remediator.unmark(resource)
     except Exception as error:  # reported in the alert, never swallowed silently

@@ -15,6 +15,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from botocore.exceptions import ClientError
+
 from costguard.aws import clients
 from costguard.detect.placement import InputSize
 from costguard.observability import logger
@@ -22,9 +24,10 @@ from costguard.permissions import needs
 
 PAGE = 1000  # ListObjectsV2's largest page
 LOCATION_ENDPOINT = "us-east-1"
-# The region, and the size of a channel that crosses regions (s3:ListBucket authorizes ListObjectsV2).
-REGION_PERMISSIONS = needs("s3:GetBucketLocation")
-SIZE_PERMISSIONS = needs("s3:ListBucket")
+REGION_PERMISSIONS = needs("s3:GetBucketLocation")  # bucket_region
+# first_page (a channel's size here, a checkpoint location's newest object in checkpoints.py): s3:ListBucket
+# authorizes ListObjectsV2.
+LIST_PERMISSIONS = needs("s3:ListBucket")
 # What stands for "cannot be told", as opposed to a failure worth raising (throttling, a network error).
 _UNKNOWABLE = frozenset({"AccessDenied", "NoSuchBucket", "AllAccessDisabled", "InvalidBucketName"})
 
@@ -43,10 +46,9 @@ def bucket_region(bucket: str) -> str | None:
     """The bucket's region; None when it cannot be read (remembered too: asked once)."""
     if bucket in _regions:
         return _regions[bucket]
-    s3: Any = clients.client("s3", LOCATION_ENDPOINT)
     try:
-        answer = s3.get_bucket_location(Bucket=bucket)
-    except s3.exceptions.ClientError as error:
+        answer = clients.client("s3", LOCATION_ENDPOINT).get_bucket_location(Bucket=bucket)
+    except ClientError as error:
         code = str(error.response.get("Error", {}).get("Code", ""))
         if code not in _UNKNOWABLE:
             raise
@@ -61,15 +63,23 @@ def bucket_regions(buckets: list[str]) -> dict[str, str | None]:
     return {b: bucket_region(b) for b in buckets}
 
 
+def first_page(region: str, bucket: str, prefix: str) -> dict[str, Any]:
+    """One ListObjectsV2 call: the first page (up to PAGE keys) under ``prefix``, in the bucket's region. Errors
+    propagate."""
+    answer: dict[str, Any] = clients.client("s3", region).list_objects_v2(
+        Bucket=bucket, Prefix=prefix, MaxKeys=PAGE
+    )
+    return answer
+
+
 def input_size(bucket: str, prefix: str, region: str) -> InputSize | None:
     """What the first page of objects under ``prefix`` weighs; None when the listing is refused."""
     key = (bucket, prefix)
     if key in _sizes:
         return _sizes[key]
-    s3: Any = clients.client("s3", region)
     try:
-        answer = s3.list_objects_v2(Bucket=bucket, Prefix=prefix, MaxKeys=PAGE)
-    except s3.exceptions.ClientError as error:
+        answer = first_page(region, bucket, prefix)
+    except ClientError as error:
         code = str(error.response.get("Error", {}).get("Code", ""))
         if code not in _UNKNOWABLE:
             raise

@@ -11,18 +11,14 @@ to keep it within one page.
 
 from __future__ import annotations
 
-from costguard.aws import clients
+from costguard.aws.buckets import first_page
 from costguard.detect.training_health import CheckpointSeen
-from costguard.permissions import needs
-
-PAGE = 1000  # ListObjectsV2's maximum page
-LIST_PERMISSIONS = needs("s3:ListBucket")  # newest_object: ListObjectsV2 is authorized by s3:ListBucket
 
 
 def newest_object(region: str, bucket: str, prefix: str) -> CheckpointSeen:
     """One ListObjectsV2 call under ``prefix``. Errors (no such bucket, access denied) propagate: the sweep logs
     them for that job and goes on."""
-    answer = clients.client("s3", region).list_objects_v2(Bucket=bucket, Prefix=prefix, MaxKeys=PAGE)
+    answer = first_page(region, bucket, prefix)
     contents = answer.get("Contents", [])
     return CheckpointSeen(
         newest=max((item["LastModified"] for item in contents), default=None),

@@ -19,8 +19,14 @@ ENDPOINT_PERIOD = timedelta(hours=1)  # endpoint invocations are read as hourly 
 
 
 # Metric keys carry the resource kind: a job, a notebook and an endpoint may share a name.
+def training_job_key(name: str) -> str:
+    """The key of a training job's series, by job name: its hosts' GPUs here, its own metrics in
+    training_metrics."""
+    return f"training-job/{name}"
+
+
 def job_key(job: TrainingJob) -> str:
-    return f"training-job/{job.name}"
+    return training_job_key(job.name)
 
 
 def notebook_key(notebook: NotebookInstance) -> str:

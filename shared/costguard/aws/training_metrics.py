@@ -1,5 +1,5 @@
 """The CloudWatch queries behind a training job's own metrics (its MetricDefinitions), read by the training sweep
-in one batched GetMetricData walk.
+in one batched GetMetricData walk per read group (``read_groups``: the jobs whose runs call for the same period).
 
 SageMaker publishes each defined metric under ``/aws/sagemaker/TrainingJobs`` with the single dimension
 ``TrainingJobName`` (the instance metrics such as GPUUtilization carry ``Host`` instead): one query per metric
@@ -9,11 +9,12 @@ per job, whatever its instance count.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
 
 from costguard.aws.metrics import MetricSet, Query, Series
 from costguard.aws.sagemaker import TRAINING_NAMESPACE
+from costguard.aws.sagemaker_metrics import training_job_key
 
 JOB_DIMENSION = "TrainingJobName"
 # Each period's Minimum: anyone allowed cloudwatch:PutMetricData can add datapoints to a series, and added
@@ -24,15 +25,11 @@ MAX_POINTS = 1440  # readings per series at most: the period grows with the span
 LOOKBACK = timedelta(days=14)  # CloudWatch keeps one-minute data for 15 days
 
 
-def job_key(name: str) -> str:
-    return f"training-job/{name}"
-
-
 def metric_queries(jobs: Sequence[tuple[str, Sequence[str]]]) -> list[Query]:
     """One query per (job name, metric name)."""
     return [
         Query(
-            (job_key(name), "metric", metric),
+            (training_job_key(name), "metric", metric),
             TRAINING_NAMESPACE,
             metric,
             ((JOB_DIMENSION, name),),
@@ -51,6 +48,24 @@ def read_span(starts: Sequence[datetime], now: datetime) -> tuple[datetime, int]
     return start, minutes * 60
 
 
+def read_groups(starts: Mapping[str, datetime], now: datetime) -> list[tuple[datetime, int, list[str]]]:
+    """The walks that read the jobs' metrics: (start, period, job names), the jobs whose own runs call for the
+    same period (read_span) in one walk from the oldest start among them. A young job is read at its own
+    period, never at the coarser one a long run needs, and the walks number at most the distinct periods (one
+    for every job younger than MAX_POINTS minutes, 14 at most over LOOKBACK)."""
+    by_period: dict[int, list[str]] = {}
+    for name, started in starts.items():
+        by_period.setdefault(read_span([started], now)[1], []).append(name)
+    return [
+        (read_span([starts[name] for name in names], now)[0], period, names)
+        for period, names in sorted(by_period.items())
+    ]
+
+
 def series_of(data: MetricSet, name: str) -> dict[str, Series]:
     """A job's metric series by metric name, oldest first."""
-    return {sub: points for (measure, sub), points in data.of(job_key(name)).items() if measure == "metric"}
+    return {
+        sub: points
+        for (measure, sub), points in data.of(training_job_key(name)).items()
+        if measure == "metric"
+    }

@@ -16,6 +16,7 @@ from datetime import datetime
 from typing import Any
 from urllib.parse import urlparse
 
+from costguard.detect.sagemaker import hourly_usd
 from costguard.detect.training_jobs import training_job_resource
 from costguard.events.sagemaker import TrainingJobDetail
 from costguard.model import Finding, Reason
@@ -114,7 +115,7 @@ def cross_region_finding(
         summary=_summary(detail.TrainingJobName, region, buckets, rows, total, at_least),
         observed_at=observed_at,
         event_id=event_id,
-        hourly_usd=round(price.usd_per_hour * hosts, 4) if price else None,
+        hourly_usd=hourly_usd(price, hosts),
         remediable=False,
         evidence={
             "job_region": region,

@@ -71,7 +71,8 @@ def read_training_job(
     return read_gpus(normalised, now, thresholds, job.instance_count, range(1, job.instance_count + 1))
 
 
-def _hourly(price: Price | None, count: int) -> float | None:
+def hourly_usd(price: Price | None, count: int) -> float | None:
+    """What ``count`` instances cost per hour at ``price``; None when the price is unknown (never zero)."""
     return round(price.usd_per_hour * count, 4) if price is not None else None
 
 
@@ -148,7 +149,7 @@ def training_job_findings(
         "metric": f"{JOB_METRIC} per host, divided by its {gpus} GPUs",
         **_price_evidence(price),
     }
-    finding = _Findings(resource, now, event_id, _hourly(price, job.instance_count), evidence)
+    finding = _Findings(resource, now, event_id, hourly_usd(price, job.instance_count), evidence)
     # Working again cancels a mark for idleness only: a job marked for its cost ceiling or a diverged run works
     # all along, and its own sweep (flows/training_ceilings.py) decides on that mark (model.mark_text).
     marked = MARK_TAG_KEY in resource.tags and mark_reason(resource.tags) in (None, Reason.JOB_STALLED.value)
@@ -249,7 +250,7 @@ def notebook_findings(
     gpus = f"{reading.gpu_count} x {notebook.accelerators.model if notebook.accelerators else 'GPU'}"
     window = _minutes(thresholds.idle_window)
     evidence: dict[str, object] = {"gpus": gpus, **_price_evidence(price)}
-    finding = _Findings(resource, now, event_id, _hourly(price, 1), evidence)
+    finding = _Findings(resource, now, event_id, hourly_usd(price, 1), evidence)
     if reading.verdict is Verdict.IDLE:
         return [
             finding(

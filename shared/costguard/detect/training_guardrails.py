@@ -13,6 +13,7 @@ from datetime import date, datetime, timedelta
 from typing import Any, Literal
 
 from costguard.detect.job_families import FAMILY_TAG, FailureLoop, Family
+from costguard.detect.sagemaker import hourly_usd
 from costguard.detect.training_jobs import (
     billable_seconds,
     run_cost_usd,
@@ -68,7 +69,7 @@ def loop_finding(
     spent = f"${total:,.2f}" if total is not None else "an unknown amount (a price is missing)"
     hours = int(window.total_seconds() // 3600)
     latest_first = list(reversed(loop.failures))
-    jobs = [f"{f.job_name} at {f.failed_at:%Y-%m-%d %H:%M}Z ({_usd(f.cost_usd)})" for f in latest_first]
+    jobs = [f"{f.job_name} at {f.failed_at:%Y-%m-%d %H:%M}Z ({usd_text(f.cost_usd)})" for f in latest_first]
     hidden = loop.count - min(len(jobs), LOOP_JOBS_SHOWN)
     jobs = jobs[:LOOP_JOBS_SHOWN] + ([f"... and {hidden} earlier failures"] if hidden else [])
     summary = (
@@ -213,7 +214,7 @@ def loop_stop_findings(
                 ),
                 observed_at=observed_at,
                 event_id=event_id,
-                hourly_usd=round(price.usd_per_hour * resource.instance_count, 4) if price else None,
+                hourly_usd=hourly_usd(price, resource.instance_count),
                 remediable=True,
                 evidence={
                     "family": loop.family.name,
@@ -336,11 +337,11 @@ def cost_findings(
             resource=resource,
             summary=(
                 f"Training job {detail.TrainingJobName} {verb} its ceiling ({' / '.join(limits)}): "
-                f"{_usd(spent)} spent in {hours:.1f}h ({share * 100:.0f}%)."
+                f"{usd_text(spent)} spent in {hours:.1f}h ({share * 100:.0f}%)."
             ),
             observed_at=observed_at,
             event_id=event_id,
-            hourly_usd=round(price.usd_per_hour * resource.instance_count, 4) if price else None,
+            hourly_usd=hourly_usd(price, resource.instance_count),
             cost_usd=spent,
             remediable=remediable,
             evidence=evidence,
@@ -366,7 +367,7 @@ def hygiene_findings(
     if detail.TrainingJobStatus != "InProgress":
         return []
     resource = training_job_resource(detail, account=account, region=region)
-    hourly = round(price.usd_per_hour * resource.instance_count, 4) if price else None
+    hourly = hourly_usd(price, resource.instance_count)
     max_runtime = detail.StoppingCondition.MaxRuntimeInSeconds if detail.StoppingCondition else None
     spot = detail.EnableManagedSpotTraining
     checkpoint = detail.CheckpointConfig.S3Uri if detail.CheckpointConfig else None
@@ -423,7 +424,7 @@ def hygiene_findings(
             finding(
                 Reason.SPOT_RECOMMENDED,
                 f"Training job {detail.TrainingJobName} runs on demand for up to {max_runtime / 3600:g}h: "
-                f"managed spot training with checkpoints could save about {_usd(saving)} "
+                f"managed spot training with checkpoints could save about {usd_text(saving)} "
                 f"(assuming {SPOT_SAVING_ASSUMPTION:.0%} off on-demand, an estimate).",
                 estimated_saving_usd=saving,
                 saving_assumption=f"{SPOT_SAVING_ASSUMPTION:.0%} off on-demand (assumed)",
@@ -631,9 +632,9 @@ def digest_finding(
     jobs = len(ordered) + rest.count
     lines = []
     for s in ordered[:25]:
-        line = f"{s.job} ({s.status}, {s.instance_type} x {s.instance_count}): {_usd(s.cost_usd)}"
+        line = f"{s.job} ({s.status}, {s.instance_type} x {s.instance_count}): {usd_text(s.cost_usd)}"
         if s.spot_saving_share is not None:
-            line += f", spot saved {s.spot_saving_share:.0%} ({_usd(s.spot_saving_usd)})"
+            line += f", spot saved {s.spot_saving_share:.0%} ({usd_text(s.spot_saving_usd)})"
         lines.append(line)
     more = jobs - len(lines)
     return Finding(
@@ -646,8 +647,8 @@ def digest_finding(
             region=region,
         ),
         summary=(
-            f"{jobs} training jobs finished on {day.isoformat()} and cost {_usd(total)}; "
-            f"managed spot saved {_usd(saved)}."
+            f"{jobs} training jobs finished on {day.isoformat()} and cost {usd_text(total)}; "
+            f"managed spot saved {usd_text(saved)}."
         ),
         observed_at=observed_at,
         event_id=event_id,
@@ -662,5 +663,6 @@ def digest_finding(
     )
 
 
-def _usd(value: float | None) -> str:
+def usd_text(value: float | None) -> str:
+    """An amount of dollars as an alert says it; an unknown amount is never shown as zero."""
     return "an unknown amount" if value is None else f"${value:,.2f}"

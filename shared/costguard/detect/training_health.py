@@ -18,10 +18,12 @@ from datetime import datetime, timedelta
 from itertools import pairwise
 from typing import Any, Literal
 
+from costguard.detect.sagemaker import hourly_usd
 from costguard.detect.spot import CHECKPOINT_FALSE_VALUES, CHECKPOINT_TAG
+from costguard.detect.training_guardrails import usd_text
 from costguard.detect.training_jobs import training_job_resource
 from costguard.events.sagemaker import TrainingJobDetail
-from costguard.model import Finding, Reason
+from costguard.model import Finding, Reason, mark_reason
 from costguard.pricing import Price
 
 STOP_ON_DIVERGENCE_TAG = "costguard:stop-on-divergence"  # "true": a diverged job may be marked and stopped
@@ -210,14 +212,14 @@ def diverged_finding(
     """``training_diverged``: remediable only for a job tagged ``costguard:stop-on-divergence=true``, so the
     common path marks it, then stops it after the grace period in remediate mode."""
     resource = training_job_resource(detail, account=account, region=region)
-    hourly = round(price.usd_per_hour * resource.instance_count, 4) if price else None
+    hourly = hourly_usd(price, resource.instance_count)
     left = remaining_seconds(detail, now)
     rest = round(left / 3600 * hourly, 2) if left is not None and hourly is not None else None
     allowed = may_stop_on_divergence(detail)
     if left is None:
         cost = "the rest of the run costs an unknown amount (no MaxRuntimeInSeconds)"
     else:
-        cost = f"the rest of its max runtime ({left / 3600:.1f}h) would cost {_usd(rest)}"
+        cost = f"the rest of its max runtime ({left / 3600:.1f}h) would cost {usd_text(rest)}"
     advice = (
         ""
         if allowed
@@ -247,6 +249,62 @@ def diverged_finding(
         hourly_usd=hourly,
         remediable=allowed,
         evidence=evidence,
+    )
+
+
+def marked_for_divergence(detail: TrainingJobDetail) -> bool:
+    """Whether the job carries costguard's mark, made for a diverged run (model.mark_text)."""
+    return mark_reason(detail.Tags) == Reason.TRAINING_DIVERGED.value
+
+
+def _judged_readings(detail: TrainingJobDetail, series_of: Mapping[str, Series], since: datetime) -> int:
+    """The finite readings since ``since`` of the metrics judged for a trend: its losses, else every metric."""
+    judged = loss_metrics(detail) or metric_names(detail)
+    return sum(1 for m in judged for at, v in series_of.get(m, ()) if at >= since and math.isfinite(v))
+
+
+def recovered(
+    detail: TrainingJobDetail, series_of: Mapping[str, Series], *, now: datetime, window: timedelta
+) -> bool:
+    """Whether a run that ``divergence`` no longer finds diverged shows it with readings: at least
+    MIN_RISING_POINTS finite readings in the window, as many as the rising rule judges. A window without them
+    proves nothing (CloudWatch refuses a NaN, so a run gone NaN may fall silent): its mark then stays."""
+    return _judged_readings(detail, series_of, now - window) >= MIN_RISING_POINTS
+
+
+def recovered_finding(
+    detail: TrainingJobDetail,
+    *,
+    account: str,
+    region: str,
+    price: Price | None,
+    window: timedelta,
+    observed_at: datetime,
+    event_id: str | None = None,
+) -> Finding:
+    """A job marked for a diverged run that no longer looks diverged (its loss falls again, its plateau broke):
+    the mark is cancelled, so that a later divergence is marked afresh and gets its whole grace period.
+    ``gpu_active_again`` is the reason code of every cancelled pending stop."""
+    resource = training_job_resource(detail, account=account, region=region)
+    minutes = int(window.total_seconds() // 60)
+    return Finding(
+        reason=Reason.GPU_ACTIVE_AGAIN,
+        resource=resource,
+        summary=(
+            f"Training job {detail.TrainingJobName} no longer looks diverged (no NaN and no rising loss over the "
+            f"last {minutes} min, no plateau): its pending stop is cancelled."
+        ),
+        observed_at=observed_at,
+        event_id=event_id,
+        hourly_usd=hourly_usd(price, resource.instance_count),
+        cancels_mark=True,
+        evidence={
+            "marked_for": Reason.TRAINING_DIVERGED.value,
+            "window_minutes": minutes,
+            "instance_type": resource.instance_type,
+            "instance_count": resource.instance_count,
+            "price_usd_per_hour": price.usd_per_hour if price else None,
+        },
     )
 
 
@@ -315,7 +373,7 @@ def stale_checkpoint_finding(
     if now - since <= interval or seen.truncated:
         return None
     resource = training_job_resource(detail, account=account, region=region)
-    hourly = round(price.usd_per_hour * resource.instance_count, 4) if price else None
+    hourly = hourly_usd(price, resource.instance_count)
     hours = (now - since).total_seconds() / 3600
     at_risk = round(hours * hourly, 2) if hourly is not None else None
     if seen.newest is None:
@@ -329,7 +387,7 @@ def stale_checkpoint_finding(
         resource=resource,
         summary=(
             f"Training job {detail.TrainingJobName} has not checkpointed for {hours:.1f}h ({last} under "
-            f"{location}): an interruption now would lose {hours:.1f}h of work, {_usd(at_risk)}."
+            f"{location}): an interruption now would lose {hours:.1f}h of work, {usd_text(at_risk)}."
         ),
         observed_at=observed_at,
         event_id=event_id,
@@ -348,7 +406,3 @@ def stale_checkpoint_finding(
             "price_usd_per_hour": price.usd_per_hour if price else None,
         },
     )
-
-
-def _usd(value: float | None) -> str:
-    return "an unknown amount" if value is None else f"${value:,.2f}"

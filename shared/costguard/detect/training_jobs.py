@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 
 from costguard.detect.job_families import job_family
+from costguard.detect.sagemaker import hourly_usd
 from costguard.events.sagemaker import TrainingJobDetail
 from costguard.model import Finding, Reason, Resource, ResourceKind
 from costguard.pricing import Price
@@ -79,7 +80,7 @@ def detect_failed_training_job(
             summary=f"Training job {detail.TrainingJobName} failed after {_duration(ran)} and cost {spent}.",
             observed_at=observed_at,
             event_id=event_id,
-            hourly_usd=round(price.usd_per_hour * resource.instance_count, 4) if price else None,
+            hourly_usd=hourly_usd(price, resource.instance_count),
             cost_usd=cost,
             remediable=False,
             evidence={

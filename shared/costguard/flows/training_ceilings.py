@@ -3,13 +3,15 @@ stale checkpoint), and the daily digest."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence, Set
 from datetime import datetime, timedelta
 
 from botocore.exceptions import BotoCoreError, ClientError
 from pydantic import ValidationError
 
 from costguard.act.aws import permissions_for
-from costguard.aws import checkpoints, clients, metrics, sagemaker, training_metrics, training_state
+from costguard.aws import buckets, checkpoints, clients, metrics, sagemaker, training_metrics, training_state
+from costguard.aws.metrics import Series
 from costguard.aws.sagemaker import in_progress_jobs_described
 from costguard.aws.training_state import TrainingState
 from costguard.detect.training_guardrails import digest_finding, guardrail_findings
@@ -18,7 +20,10 @@ from costguard.detect.training_health import (
     checkpoint_location,
     diverged_finding,
     divergence,
+    marked_for_divergence,
     metric_names,
+    recovered,
+    recovered_finding,
     split_s3_uri,
     stale_checkpoint_finding,
 )
@@ -35,7 +40,7 @@ SCHEDULE_PERIOD = timedelta(minutes=15)  # the template's rate(15 minutes)
 SCHEDULE_PERMISSIONS = (
     sagemaker.TRAINING_JOB_PERMISSIONS
     | metrics.READ_PERMISSIONS
-    | checkpoints.LIST_PERMISSIONS
+    | buckets.LIST_PERMISSIONS  # newest_object: one ListObjectsV2 per checkpoint location
     | training_state.PERMISSIONS
     | ACT_PERMISSIONS
     | PRICES_PERMISSIONS
@@ -58,8 +63,9 @@ def judged_jobs(region: str) -> list[TrainingJobDetail]:
 
 
 def _account(detail: TrainingJobDetail) -> str:
+    """The job's account, from its ARN; empty when the description carries no whole ARN."""
     arn = detail.TrainingJobArn or ""
-    return arn.split(":")[4] if arn.count(":") >= 5 else ""
+    return sagemaker.account_of(arn) if arn.count(":") >= 5 else ""
 
 
 def _instance_type(detail: TrainingJobDetail) -> str | None:
@@ -85,29 +91,51 @@ def ceiling_findings(
     return findings
 
 
+Watched = Sequence[tuple[TrainingJobDetail, Sequence[str]]]  # jobs that have started, with their own metrics
+
+
+def job_series(
+    watched: Watched, region: str, runtime: Runtime, now: datetime
+) -> dict[str, dict[str, Series]]:
+    """Each watched job's own metrics by job name, over its run so far: one query per job and metric, in one
+    GetMetricData walk per read group (training_metrics.read_groups: the jobs whose runs call for the same
+    period), 500 queries to a request, each followed through its NextToken pages; never a call per job."""
+    metrics_of = {job.TrainingJobName: names for job, names in watched}
+    starts = {job.TrainingJobName: job.TrainingStartTime for job, _ in watched if job.TrainingStartTime}
+    series: dict[str, dict[str, Series]] = {}
+    for start, period, names in training_metrics.read_groups(starts, now):
+        queries = training_metrics.metric_queries([(name, metrics_of[name]) for name in names])
+        data = runtime.reads.metrics.get_metric_data(region, queries, start, now, period)
+        series.update({name: training_metrics.series_of(data, name) for name in names})
+    return series
+
+
 def divergence_findings(
-    jobs: list[TrainingJobDetail], region: str, runtime: Runtime, now: datetime, event_id: str | None
+    jobs: list[TrainingJobDetail],
+    region: str,
+    runtime: Runtime,
+    now: datetime,
+    event_id: str | None,
+    held: Set[str] = frozenset(),
 ) -> list[Finding]:
-    """Every job's own metrics in one batched walk over the runs so far: one query per job and metric, 500 to a
-    GetMetricData request (each followed through its NextToken pages), never a call per job; none when no job
-    defines a metric."""
-    watched = [(job, metric_names(job)) for job in jobs if job.TrainingStartTime is not None]
-    watched = [(job, names) for job, names in watched if names]
+    """A ``training_diverged`` finding for each job whose own metrics diverge, and the cancel of a divergence
+    mark whose job no longer diverges (training_health.recovered), except for a job in ``held``: one that
+    another finding of this sweep may stop (its cost ceiling), whose mark that finding decides on. No read
+    when no job defines a metric."""
+    watched = [(job, names) for job in jobs if job.TrainingStartTime and (names := metric_names(job))]
     if not watched:
         return []
     settings = runtime.settings
-    start, period = training_metrics.read_span(
-        [job.TrainingStartTime for job, _ in watched if job.TrainingStartTime], now
-    )
-    queries = training_metrics.metric_queries([(job.TrainingJobName, names) for job, names in watched])
-    data = runtime.reads.metrics.get_metric_data(region, queries, start, now, period)
+    window = timedelta(minutes=settings.divergence_window_minutes)
+    series = job_series(watched, region, runtime, now)
     findings = []
     for job, _ in watched:
+        series_of = series.get(job.TrainingJobName, {})
         found = divergence(
             job,
-            training_metrics.series_of(data, job.TrainingJobName),
+            series_of,
             now=now,
-            window=timedelta(minutes=settings.divergence_window_minutes),
+            window=window,
             tolerance=settings.plateau_tolerance,
             share=settings.plateau_share,
         )
@@ -120,6 +148,22 @@ def divergence_findings(
                     region=region,
                     price=runtime.prices.hourly(_instance_type(job), region),
                     now=now,
+                    observed_at=now,
+                    event_id=event_id,
+                )
+            )
+        elif (
+            marked_for_divergence(job)
+            and job.TrainingJobName not in held
+            and recovered(job, series_of, now=now, window=window)
+        ):
+            findings.append(
+                recovered_finding(
+                    job,
+                    account=_account(job),
+                    region=region,
+                    price=runtime.prices.hourly(_instance_type(job), region),
+                    window=window,
                     observed_at=now,
                     event_id=event_id,
                 )
@@ -244,7 +288,8 @@ def sweep_region(
     state = state or TrainingState(runtime.settings.state_table)
     jobs = judged_jobs(region)
     findings = ceiling_findings(jobs, region, runtime, now, event_id)
-    findings += divergence_findings(jobs, region, runtime, now, event_id)
+    held = {f.resource.id for f in findings if f.remediable}
+    findings += divergence_findings(jobs, region, runtime, now, event_id, held)
     findings += checkpoint_findings(jobs, region, runtime, now, event_id)
     findings += digest_findings(account, region, scheduled_at, state, event_id)
     return runtime.act(findings, now)

@@ -21,6 +21,7 @@ from costguard.aws.sagemaker import TRAINING_GPU_METRIC, TRAINING_NAMESPACE, in_
 from costguard.aws.training_state import TrainingState
 from costguard.detect.job_families import Failure, Family, failure_loop, job_family
 from costguard.detect.placement import cross_region_finding, input_buckets, s3_inputs
+from costguard.detect.sagemaker import hourly_usd
 from costguard.detect.tagging import missing_tags, untagged_launch_finding
 from costguard.detect.training_guardrails import (
     GpuUse,
@@ -52,7 +53,7 @@ EVENT_PERMISSIONS = (
     | PRICES_PERMISSIONS
     | permissions_for(ResourceKind.TRAINING_JOB)
     | buckets.REGION_PERMISSIONS  # data_cross_region: each input bucket's region, once per process
-    | buckets.SIZE_PERMISSIONS  # and one listing page of each channel that crosses regions
+    | buckets.LIST_PERMISSIONS  # and one listing page of each channel that crosses regions
     | inventory.TYPES_PERMISSIONS  # untagged_gpu_spend: whether an untagged job's type has accelerators
 )
 
@@ -124,7 +125,7 @@ def launch_findings(event: TrainingJobStateChange, runtime: Runtime, price: Pric
             # CreationTime, not TrainingStartTime: the same in every InProgress event of the job, so its later
             # state changes (Downloading, Training, a spot restart) are the same launch.
             launched_at=detail.CreationTime or detail.TrainingStartTime,
-            hourly_usd=round(price.usd_per_hour * resource.instance_count, 4) if price else None,
+            hourly_usd=hourly_usd(price, resource.instance_count),
             observed_at=event.time,
             event_id=event.id,
             runs_as=detail.RoleArn,

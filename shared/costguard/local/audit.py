@@ -19,6 +19,7 @@ from typing import Any
 from unittest import mock
 
 from costguard.aws import clients
+from costguard.local.buckets import create_bucket
 from costguard.local.holdings import HoldingsResponder, seed_holdings
 from costguard.local.stack import PROJECT_ROOT, LocalStack
 from costguard.local.template import LOCAL_STACK_NAME, Template, resolve
@@ -155,13 +156,8 @@ def run_audit(
         seed_holdings(world)
         clients.calls.clear()  # the seeding's own calls are not the audit's
         HoldingsResponder(world).install()
+        create_bucket(world.account, world.region, BUCKET)
         s3: Any = clients.client("s3", world.region)
-        create = (
-            {}
-            if world.region == "us-east-1"
-            else {"CreateBucketConfiguration": {"LocationConstraint": world.region}}
-        )
-        s3.create_bucket(Bucket=BUCKET, **create)
         if rules_file:
             s3.put_object(Bucket=BUCKET, Key=RULES_KEY, Body=Path(rules_file).read_bytes())
         with executing_state_machines(), lambda_routed_to(stack):

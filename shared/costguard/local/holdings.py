@@ -2,32 +2,25 @@
 objects, its finished training jobs' end times (seeded into moto), and Cost Explorer's Savings Plans coverage and
 Compute Optimizer's recommendations (moto has neither: answered in-process from the world).
 
-The answers are given to the real boto3 clients of the cached factory, like local/metric_responder.py does for
-CloudWatch: each request is still validated against the service model and counted in ``clients.calls``; only
+The answers are given to the real boto3 clients of the cached factory through local/responder.py, as
+local/metric_responder.py does for CloudWatch: each request is still validated against the service model and counted in ``clients.calls``; only
 the HTTP exchange is replaced.
 """
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
 from typing import Any
-
-from botocore.awsrequest import AWSResponse
-from botocore.compat import HTTPHeaders
 
 from costguard.aws import clients
 from costguard.aws.savings_plans import CE_REGION
+from costguard.local.buckets import put_object
 from costguard.local.org import place_client
+from costguard.local.responder import Responder
+from costguard.local.seed_metrics import naive_utc
 from costguard.local.world import World
 
-GIB = 2**30
 # Only the covered share of a family's spend is read from the coverage: each family is answered as this total.
 NOMINAL_FAMILY_SPEND_USD = 1000.0
-
-
-def _naive_utc(at: datetime) -> datetime:
-    """moto keeps its times as naive UTC."""
-    return at.astimezone(UTC).replace(tzinfo=None) if at.tzinfo else at
 
 
 def seed_holdings(world: World) -> None:
@@ -58,32 +51,23 @@ def _seed_volumes(place: World) -> None:
         )
         volume = backend.volumes.pop(made["VolumeId"])
         volume.id = spec.id  # the world's own id, as its report names it
-        volume.create_time = _naive_utc(spec.created or place.now)
+        volume.create_time = naive_utc(spec.created or place.now)
         backend.volumes[spec.id] = volume
         if spec.tags:  # moto keys tags by resource id: move them to the world's id
             backend.tags[spec.id] = backend.tags.pop(made["VolumeId"], {})
 
 
 def _seed_objects(place: World) -> None:
-    if not place.objects:
-        return
-    from moto.s3.models import s3_backends  # the embedded AWS only
-
-    s3: Any = place_client("s3", place.account, place.region)
-    backend = s3_backends[place.account]["aws"]
     for spec in place.objects:
         bucket, key = spec.uri.removeprefix("s3://").split("/", 1)
-        if bucket not in backend.buckets:
-            create = (
-                {}
-                if place.region == "us-east-1"
-                else {"CreateBucketConfiguration": {"LocationConstraint": place.region}}
-            )
-            s3.create_bucket(Bucket=bucket, **create)
-        s3.put_object(Bucket=bucket, Key=key, Body=b"0")
-        stored = backend.buckets[bucket].keys[key]
-        stored.contentsize = int(spec.size_gib * GIB)  # the size without the bytes
-        stored.last_modified = _naive_utc(spec.modified or place.now)
+        put_object(
+            place.account,
+            place.region,
+            bucket,
+            key,
+            size_gib=spec.size_gib,
+            modified=spec.modified or place.now,
+        )
 
 
 def _seed_job_ends(place: World) -> None:
@@ -107,31 +91,16 @@ class HoldingsResponder:
 
     def __init__(self, world: World) -> None:
         self.places = {(p.account, p.region): p for p in world.places()}
-        self._params: dict[str, dict[str, Any]] = {}
+        self._responder = Responder(
+            {"GetSavingsPlansCoverage": self.coverage, "GetEC2InstanceRecommendations": self.recommendations},
+            "https://holdings.invalid/",
+        )
 
     def install(self) -> None:
         """On the hub's Cost Explorer client and its Compute Optimizer client of each of the world's regions."""
-        targets = [("ce", CE_REGION, "GetSavingsPlansCoverage")]
-        targets += [
-            ("compute-optimizer", region, "GetEC2InstanceRecommendations")
-            for region in sorted({region for _, region in self.places})
-        ]
-        for service, region, operation in targets:
-            client = clients.client(service, region)
-            name = client.meta.service_model.service_id.hyphenize()
-            client.meta.events.register(f"before-parameter-build.{name}.{operation}", self._keep)
-            client.meta.events.register_last(f"before-call.{name}.{operation}", self._answer)
-
-    def _keep(self, params: dict[str, Any], model: Any, **_: Any) -> None:
-        self._params[model.name] = dict(params)
-
-    def _answer(self, model: Any, **_: Any) -> tuple[AWSResponse, dict[str, Any]]:
-        params = self._params.pop(model.name)
-        if model.name == "GetSavingsPlansCoverage":
-            body = self.coverage(params)
-        else:
-            body = self.recommendations(params)
-        return AWSResponse("https://holdings.invalid/", 200, HTTPHeaders(), None), body
+        self._responder.install(clients.client("ce", CE_REGION))
+        for region in sorted({region for _, region in self.places}):
+            self._responder.install(clients.client("compute-optimizer", region))
 
     def coverage(self, params: dict[str, Any]) -> dict[str, Any]:
         """Per family of the places the filter names (region, and linked account if given), its covered share

@@ -2,9 +2,9 @@
 
 For reads of fleet size over days (a backtest reads millions of datapoints) moto's CloudWatch is far too
 slow, even indexed (local/fast_metrics.py). This answers the real boto3 client of the cached factory from a
-function of (dimensions, time): the request is still validated against the service model and counted in
-``clients.calls``; only the HTTP exchange is replaced. Like CloudWatch, it returns at most 500 queries and
-100,800 datapoints per call and pages the rest with NextToken.
+function of (dimensions, time), through local/responder.py: the request is still validated against the service
+model and counted in ``clients.calls``; only the HTTP exchange is replaced. Like CloudWatch, it returns at most
+500 queries and 100,800 datapoints per call and pages the rest with NextToken.
 
 The function gives one sample per period, so each period's Average, Maximum, Minimum and Sum are that sample
 and its SampleCount is 1; any other statistic (a percentile) is refused rather than answered wrongly. Several
@@ -19,8 +19,7 @@ from datetime import datetime, timedelta
 from functools import lru_cache
 from typing import Any
 
-from botocore.awsrequest import AWSResponse
-from botocore.compat import HTTPHeaders
+from costguard.local.responder import Responder
 
 MAX_DATAPOINTS = 100_800
 LIST_PAGE = 500
@@ -31,26 +30,16 @@ Dimensions = tuple[tuple[str, str], ...]
 ValueAt = Callable[[str, str, Dimensions, list[datetime]], list[float | None]]
 
 
-class MetricResponder:
+class MetricResponder(Responder):
     """Serves ``metrics`` (namespace, metric name, dimensions) with values from ``values``."""
 
     def __init__(self, metrics: Sequence[tuple[str, str, Dimensions]], values: ValueAt) -> None:
+        super().__init__(
+            {"GetMetricData": self.get_metric_data, "ListMetrics": self.list_metrics},
+            "https://monitoring.invalid/",
+        )
         self.metrics = list(metrics)
         self.values = values
-        self._params: dict[str, dict[str, Any]] = {}
-
-    def install(self, client: Any) -> None:
-        for operation in ("GetMetricData", "ListMetrics"):
-            client.meta.events.register(f"before-parameter-build.cloudwatch.{operation}", self._keep)
-            client.meta.events.register_last(f"before-call.cloudwatch.{operation}", self._answer)
-
-    def _keep(self, params: dict[str, Any], model: Any, **_: Any) -> None:
-        self._params[model.name] = dict(params)
-
-    def _answer(self, model: Any, **_: Any) -> tuple[AWSResponse, dict[str, Any]]:
-        params = self._params.pop(model.name)
-        body = self.get_metric_data(params) if model.name == "GetMetricData" else self.list_metrics(params)
-        return AWSResponse("https://monitoring.invalid/", 200, HTTPHeaders(), None), body
 
     def list_metrics(self, params: dict[str, Any]) -> dict[str, Any]:
         wanted = {(d["Name"], d.get("Value")) for d in params.get("Dimensions", [])}

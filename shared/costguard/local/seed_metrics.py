@@ -33,7 +33,7 @@ def datums(namespace: str, data: Iterable[dict[str, Any]]) -> list[MetricDatum]:
             name=entry["MetricName"],
             value=float(entry["Value"]),
             dimensions=entry["Dimensions"],
-            timestamp=_naive_utc(entry["Timestamp"]),
+            timestamp=naive_utc(entry["Timestamp"]),
             unit=entry.get("Unit"),
         )
         for entry in data
@@ -62,5 +62,6 @@ def remembered(key: tuple[Any, ...], build: Callable[[], list[MetricDatum]]) -> 
     return found
 
 
-def _naive_utc(at: datetime) -> datetime:
+def naive_utc(at: datetime) -> datetime:
+    """``at`` as moto keeps its times: naive UTC (a naive ``at`` is taken to be UTC already)."""
     return at.astimezone(UTC).replace(tzinfo=None) if at.tzinfo else at

@@ -3,12 +3,12 @@ embedded CloudWatch, and the objects under its checkpoint location in the embedd
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from costguard.detect.spot import CHECKPOINT_TAG
 from costguard.detect.training_health import split_s3_uri
-from costguard.local.org import place_client
+from costguard.local.buckets import put_object
 from costguard.local.seed_metrics import datum, publish
 from costguard.local.world import TrainingJob, TrainingMetric, World
 
@@ -74,20 +74,8 @@ def _write_checkpoints(world: World, job: TrainingJob) -> None:
     where = split_s3_uri(uri) if uri else None
     if where is None or not job.checkpoints_written:
         return
-    from moto.s3.models import s3_backends  # the embedded AWS only
-
     bucket, prefix = where
-    s3: Any = place_client("s3", world.account, world.region)
-    buckets = s3_backends[world.account]["global"].buckets
-    if bucket not in buckets:
-        location = (
-            {}
-            if world.region == "us-east-1"
-            else {"CreateBucketConfiguration": {"LocationConstraint": world.region}}
-        )
-        s3.create_bucket(Bucket=bucket, **location)
     for n, written in enumerate(sorted(job.checkpoints_written)):
+        # moto stamps the upload time: the world's write time replaces it.
         key = f"{prefix}checkpoint-{n:04d}.pt"
-        s3.put_object(Bucket=bucket, Key=key, Body=b"checkpoint")
-        # moto stamps the upload time: the world's write time goes into its backend (naive UTC, as moto keeps it).
-        buckets[bucket].keys[key].last_modified = written.astimezone(UTC).replace(tzinfo=None)
+        put_object(world.account, world.region, bucket, key, modified=written, body=b"checkpoint")
