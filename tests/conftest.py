@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
+from botocore.stub import Stubber
 
 from costguard.local.sink import SlackSink
 from tests.moto_speed import faster_moto
@@ -205,3 +206,24 @@ def sink() -> Iterator[SlackSink]:
     """The local Slack (webhooks and Web API), running for one test."""
     with SlackSink() as running:
         yield running
+
+
+@pytest.fixture
+def dynamodb_waits(monkeypatch: pytest.MonkeyPatch) -> list[float]:
+    """aws/dynamo.py's back-off between tries, recorded instead of slept."""
+    from costguard.aws import dynamo
+
+    recorded: list[float] = []
+    monkeypatch.setattr(dynamo.time, "sleep", recorded.append)
+    return recorded
+
+
+@pytest.fixture
+def stubbed_dynamodb(dynamodb_waits: list[float]) -> Iterator[Stubber]:
+    """The client the state table's code gets (``clients.client("dynamodb")``), stubbed, its back-off not slept;
+    every stubbed answer used by the end of the test."""
+    from costguard.aws import clients
+
+    with Stubber(clients.client("dynamodb")) as stub:
+        yield stub
+        stub.assert_no_pending_responses()

@@ -230,18 +230,6 @@ def _stored(key: str, end: datetime, told: datetime) -> dict[str, dict[str, str]
 UNPROCESSED = {"state": {"Keys": [{"id": {"S": f"repeat#{KEY}"}}], "ConsistentRead": True}}
 
 
-@pytest.fixture
-def stubbed_dynamodb(monkeypatch: pytest.MonkeyPatch) -> Iterator[Stubber]:
-    """The state table's client (the one the gate gets: no region named), stubbed; no back-off slept; every
-    stubbed answer used by the end of the test."""
-    from costguard.aws import dynamo
-
-    monkeypatch.setattr(dynamo.time, "sleep", lambda seconds: None)
-    with Stubber(clients.client("dynamodb")) as stub:
-        yield stub
-        stub.assert_no_pending_responses()
-
-
 def test_dynamo_gate_reads_keys_left_unprocessed_again(stubbed_dynamodb: Stubber) -> None:
     """BatchGetItem may answer part of a request (the table is throttling); moto never does, so stubbed."""
     stubbed_dynamodb.add_response(

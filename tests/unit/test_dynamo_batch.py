@@ -15,13 +15,6 @@ TABLE = "state"
 
 
 @pytest.fixture
-def waits(monkeypatch: pytest.MonkeyPatch) -> list[float]:
-    recorded: list[float] = []
-    monkeypatch.setattr(dynamo.time, "sleep", recorded.append)
-    return recorded
-
-
-@pytest.fixture
 def stub() -> Iterator[tuple[Any, Stubber]]:
     client = clients.client("dynamodb", "us-east-1")
     with Stubber(client) as stubber:
@@ -46,7 +39,7 @@ def test_the_wait_doubles_from_a_tenth_of_a_second() -> None:
 
 
 def test_keys_left_unprocessed_are_asked_again_after_a_wait(
-    stub: tuple[Any, Stubber], waits: list[float], caplog: pytest.LogCaptureFixture
+    stub: tuple[Any, Stubber], dynamodb_waits: list[float], caplog: pytest.LogCaptureFixture
 ) -> None:
     client, stubber = stub
     stubber.add_response(
@@ -56,12 +49,12 @@ def test_keys_left_unprocessed_are_asked_again_after_a_wait(
     )
     stubber.add_response("batch_get_item", {"Responses": {TABLE: [_item("b")]}}, {"RequestItems": _keys("b")})
     assert dynamo.batch_get(client, TABLE, ["a", "b", "a"]) == [_item("a"), _item("b")]
-    assert waits == [0.1]
+    assert dynamodb_waits == [0.1]
     assert not _left_out(caplog)
 
 
 def test_keys_still_unprocessed_after_the_last_attempt_are_left_out_with_a_warning(
-    stub: tuple[Any, Stubber], waits: list[float], caplog: pytest.LogCaptureFixture
+    stub: tuple[Any, Stubber], dynamodb_waits: list[float], caplog: pytest.LogCaptureFixture
 ) -> None:
     client, stubber = stub
     stubber.add_response(
@@ -70,12 +63,12 @@ def test_keys_still_unprocessed_after_the_last_attempt_are_left_out_with_a_warni
     for _ in range(dynamo.ATTEMPTS - 1):
         stubber.add_response("batch_get_item", {"Responses": {TABLE: []}, "UnprocessedKeys": _keys("b", "c")})
     assert dynamo.batch_get(client, TABLE, ["a", "b", "c"]) == [_item("a")]
-    assert waits == [0.1, 0.2, 0.4, 0.8]
+    assert dynamodb_waits == [0.1, 0.2, 0.4, 0.8]
     [warning] = _left_out(caplog)
     assert (warning.table, warning.keys, warning.unprocessed, warning.attempts) == (TABLE, 3, 2, 5)
 
 
-def test_a_read_asks_chunks_with_its_options(stub: tuple[Any, Stubber], waits: list[float]) -> None:
+def test_a_read_asks_chunks_with_its_options(stub: tuple[Any, Stubber], dynamodb_waits: list[float]) -> None:
     client, stubber = stub
     options = {
         "ConsistentRead": True,
@@ -89,7 +82,7 @@ def test_a_read_asks_chunks_with_its_options(stub: tuple[Any, Stubber], waits: l
         )
     found = dynamo.batch_get(client, TABLE, "abc", consistent=True, attributes=("id", "told"), chunk=2)
     assert found == [_item("a"), _item("b"), _item("c")]
-    assert waits == []
+    assert dynamodb_waits == []
 
 
 def _puts(*ids: str) -> list[dict[str, Any]]:
@@ -97,7 +90,7 @@ def _puts(*ids: str) -> list[dict[str, Any]]:
 
 
 def test_writes_left_unprocessed_are_sent_again_and_what_stays_is_counted(
-    stub: tuple[Any, Stubber], waits: list[float], caplog: pytest.LogCaptureFixture
+    stub: tuple[Any, Stubber], dynamodb_waits: list[float], caplog: pytest.LogCaptureFixture
 ) -> None:
     client, stubber = stub
     stubber.add_response(
@@ -109,7 +102,7 @@ def test_writes_left_unprocessed_are_sent_again_and_what_stays_is_counted(
     stubber.add_response("batch_write_item", {"UnprocessedItems": {TABLE: _puts("c")}})
     stubber.add_response("batch_write_item", {"UnprocessedItems": {TABLE: _puts("c")}})
     assert dynamo.batch_write(client, TABLE, _puts("a", "b", "c"), chunk=2, attempts=2) == 1
-    assert waits == [0.1, 0.1]
+    assert dynamodb_waits == [0.1, 0.1]
     [warning] = _left_out(caplog)
     assert (warning.writes, warning.unprocessed, warning.attempts) == (3, 1, 2)
 

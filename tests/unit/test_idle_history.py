@@ -3,36 +3,19 @@ unprocessed are asked again after a wait, and what is still left is logged, neve
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from datetime import UTC, datetime
 from typing import Any
 
 import pytest
 from botocore.stub import Stubber
 
-from costguard.aws import clients, dynamo
+from costguard.aws import dynamo
 from costguard.aws.idle_history import DynamoIdleHistories, history_key
 from costguard.detect.adaptive import IdleHistory
 
 TABLE = "state"
 NOW = datetime(2026, 11, 20, 12, 0, tzinfo=UTC)
 FIRST, SECOND = (history_key("123456789012", "us-east-1", f"i-000000000000000{n}") for n in (1, 2))
-
-
-@pytest.fixture
-def waits(monkeypatch: pytest.MonkeyPatch) -> list[float]:
-    recorded: list[float] = []
-    monkeypatch.setattr(dynamo.time, "sleep", recorded.append)
-    return recorded
-
-
-@pytest.fixture
-def stub(monkeypatch: pytest.MonkeyPatch) -> Iterator[Stubber]:
-    client = clients.client("dynamodb", "us-east-1")
-    monkeypatch.setattr(clients, "client", lambda service, region=None, account=None: client)
-    with Stubber(client) as stubber:
-        yield stubber
-        stubber.assert_no_pending_responses()
 
 
 def _item(key: str) -> dict[str, Any]:
@@ -43,34 +26,36 @@ def _unprocessed(key: str) -> dict[str, Any]:
     return {TABLE: {"Keys": [{"id": {"S": key}}]}}
 
 
-def test_keys_left_unprocessed_are_read_again_after_a_wait(stub: Stubber, waits: list[float]) -> None:
+def test_keys_left_unprocessed_are_read_again_after_a_wait(
+    stubbed_dynamodb: Stubber, dynamodb_waits: list[float]
+) -> None:
     """The old loop asked again at once, five times in a row, while the table was throttling."""
-    stub.add_response(
+    stubbed_dynamodb.add_response(
         "batch_get_item", {"Responses": {TABLE: [_item(FIRST)]}, "UnprocessedKeys": _unprocessed(SECOND)}
     )
-    stub.add_response("batch_get_item", {"Responses": {TABLE: [_item(SECOND)]}})
+    stubbed_dynamodb.add_response("batch_get_item", {"Responses": {TABLE: [_item(SECOND)]}})
     assert set(DynamoIdleHistories(TABLE).read([FIRST, SECOND, FIRST])) == {FIRST, SECOND}
-    assert waits == [0.1]
+    assert dynamodb_waits == [0.1]
 
 
 def test_a_key_never_read_is_absent_and_logged(
-    stub: Stubber, waits: list[float], caplog: pytest.LogCaptureFixture
+    stubbed_dynamodb: Stubber, dynamodb_waits: list[float], caplog: pytest.LogCaptureFixture
 ) -> None:
     for _ in range(dynamo.ATTEMPTS):
-        stub.add_response(
+        stubbed_dynamodb.add_response(
             "batch_get_item", {"Responses": {TABLE: []}, "UnprocessedKeys": _unprocessed(SECOND)}
         )
     assert DynamoIdleHistories(TABLE).read([SECOND]) == {}
-    assert len(waits) == dynamo.ATTEMPTS - 1
+    assert len(dynamodb_waits) == dynamo.ATTEMPTS - 1
     assert [r.unprocessed for r in caplog.records if "unprocessed" in r.getMessage()] == [1]
 
 
 def test_a_history_never_written_is_logged_and_the_sweep_goes_on(
-    stub: Stubber, waits: list[float], caplog: pytest.LogCaptureFixture
+    stubbed_dynamodb: Stubber, dynamodb_waits: list[float], caplog: pytest.LogCaptureFixture
 ) -> None:
     put = {"PutRequest": {"Item": {**_item(SECOND), "expiration": {"N": "0"}}}}
     for _ in range(dynamo.ATTEMPTS):
-        stub.add_response("batch_write_item", {"UnprocessedItems": {TABLE: [put]}})
+        stubbed_dynamodb.add_response("batch_write_item", {"UnprocessedItems": {TABLE: [put]}})
     DynamoIdleHistories(TABLE).write({FIRST: IdleHistory(), SECOND: IdleHistory()}, NOW)
-    assert len(waits) == dynamo.ATTEMPTS - 1
+    assert len(dynamodb_waits) == dynamo.ATTEMPTS - 1
     assert [r.unprocessed for r in caplog.records if "unprocessed" in r.getMessage()] == [1]
