@@ -5,8 +5,8 @@ notify/queue.NoticeQueue, act/executor.StopLimiter and Remediator); the reads ge
 flow can be run on in-memory twins (costguard/twins.py, for tests only) and a flow test takes milliseconds.
 
 ``AwsReads()`` is what a deployed function reads with: each method calls the adapter function of the same name
-(aws/inventory.py, aws/metrics.py, aws/sagemaker.py, aws/budgets.py), looked up when called, so nothing changes
-in what is called or how.
+(aws/inventory.py, aws/metrics.py, aws/sagemaker.py, aws/budgets.py), imported and looked up when called: nothing
+changes in what is called or how, and a function loads only the adapters its flows call.
 """
 
 from __future__ import annotations
@@ -14,11 +14,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
-from costguard.aws import budgets, inventory, metrics, sagemaker
-from costguard.aws.metrics import Dimensions, MetricSet, Query
 from costguard.model import Ec2Instance, Endpoint, NotebookInstance, TrainingJob
+
+if TYPE_CHECKING:
+    from costguard.aws.metrics import Dimensions, MetricSet, Query
 
 
 class Inventory(Protocol):
@@ -73,9 +74,13 @@ class AwsInventory:
     def describe_gpu_instances(
         self, region: str, *, instance_ids: Sequence[str] | None = None
     ) -> list[Ec2Instance]:
+        from costguard.aws import inventory
+
         return inventory.describe_gpu_instances(region, instance_ids=instance_ids)
 
     def describe_instance(self, region: str, instance_id: str) -> Ec2Instance | None:
+        from costguard.aws import inventory
+
         return inventory.describe_instance(region, instance_id)
 
 
@@ -83,27 +88,39 @@ class AwsMetrics:
     def list_gpu_series(
         self, region: str, instance_ids: Sequence[str], dimension: str = "InstanceId"
     ) -> dict[str, list[Dimensions]]:
+        from costguard.aws import metrics
+
         return metrics.list_gpu_series(region, instance_ids, dimension)
 
     def get_metric_data(
         self, region: str, queries: Sequence[Query], start: datetime, end: datetime, period: int
     ) -> MetricSet:
+        from costguard.aws import metrics
+
         return metrics.get_metric_data(region, queries, start, end, period)
 
 
 class AwsSageMaker:
     def in_progress_training_jobs(self, region: str) -> list[TrainingJob]:
+        from costguard.aws import sagemaker
+
         return sagemaker.in_progress_training_jobs(region)
 
     def in_service_notebooks(self, region: str) -> list[NotebookInstance]:
+        from costguard.aws import sagemaker
+
         return sagemaker.in_service_notebooks(region)
 
     def in_service_endpoints(self, region: str) -> list[Endpoint]:
+        from costguard.aws import sagemaker
+
         return sagemaker.in_service_endpoints(region)
 
 
 class AwsBudgets:
     def describe_budget(self, account: str, name: str) -> dict[str, Any] | None:
+        from costguard.aws import budgets
+
         return budgets.describe_budget(account, name)
 
 

@@ -6,15 +6,14 @@ import os
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from functools import lru_cache
+from typing import TYPE_CHECKING
 
 from costguard.act.aws import AwsRemediator
 from costguard.act.executor import Remediator, StopLimiter
 from costguard.act.limits import PERMISSIONS as STOP_CAP_PERMISSIONS
 from costguard.act.limits import DynamoStopLimiter
-from costguard.aws.idle_history import DynamoIdleHistories, IdleHistories
 from costguard.aws.organization import PLACE_PERMISSIONS as ACCOUNT_PLACE_PERMISSIONS
 from costguard.aws.organization import AccountLabels, OrganizationLabels
-from costguard.aws.read_plan import DynamoReadPlans, ReadPlans
 from costguard.model import Finding
 from costguard.notify.dedupe import PERMISSIONS as REPEAT_GATE_PERMISSIONS
 from costguard.notify.dedupe import DynamoRepeatGate, RepeatGate
@@ -28,6 +27,10 @@ from costguard.pricing import PriceBook, price_book
 from costguard.pricing.live import PERMISSIONS as LIVE_PRICE_PERMISSIONS
 from costguard.reads import Reads
 from costguard.settings import Settings, get_settings
+
+if TYPE_CHECKING:
+    from costguard.aws.idle_history import IdleHistories
+    from costguard.aws.read_plan import ReadPlans
 
 # Runtime.act: notices queued, repeats gated, stops counted against the hourly cap. What the remediator calls
 # depends on the kinds of resource a flow may remediate (act.aws.permissions_for).
@@ -102,10 +105,24 @@ def runtime() -> Runtime:
         limiter=DynamoStopLimiter(settings.state_table, settings.max_stops_per_hour),
         mutes=DynamoMutes(settings.state_table),
         accounts=OrganizationLabels() if settings.organization else None,
-        idle_histories=DynamoIdleHistories(settings.state_table)
-        if settings.idle_policy == "adaptive"
-        else None,
-        read_plans=DynamoReadPlans(settings.state_table)
-        if settings.reads_by_schedule and settings.state_table
-        else None,
+        idle_histories=_idle_histories(settings),
+        read_plans=_read_plans(settings),
     )
+
+
+# The GPU sweep's stores: their modules are loaded when the runtime is built (the first event), not at import,
+# and only when the settings ask for them.
+def _idle_histories(settings: Settings) -> IdleHistories | None:
+    if settings.idle_policy != "adaptive":
+        return None
+    from costguard.aws.idle_history import DynamoIdleHistories
+
+    return DynamoIdleHistories(settings.state_table)
+
+
+def _read_plans(settings: Settings) -> ReadPlans | None:
+    if not (settings.reads_by_schedule and settings.state_table):
+        return None
+    from costguard.aws.read_plan import DynamoReadPlans
+
+    return DynamoReadPlans(settings.state_table)
