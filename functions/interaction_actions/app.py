@@ -11,10 +11,10 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 from costguard import clock
 from costguard.aws import clients
 from costguard.handler import lambda_entry
-from costguard.interact.actions import Interactions, UnreadableClick
+from costguard.interact.actions import UnreadableClick
 from costguard.interact.authorize import allowed_from_environment
 from costguard.interact.consumer import PERMISSIONS as ACTIONS_PERMISSIONS
-from costguard.interact.consumer import handle_record, interactions
+from costguard.interact.consumer import UnverifiedClick, Worker, handle_record, worker
 from costguard.observability import logger, metrics
 from costguard.settings import get_settings, require
 
@@ -25,16 +25,23 @@ PERMISSIONS = ACTIONS_PERMISSIONS | clients.ASSUME_PERMISSIONS
 settings = require(get_settings(), "state_table", "decisions_queue_url", "slack_secret_id")
 allowed = allowed_from_environment()  # COSTGUARD_SLACK_ALLOWED, likewise
 processor = BatchProcessor(event_type=EventType.SQS)
-_deps: list[Interactions] = []  # built on the first record (it reads the Slack secret), then kept
+_worker: list[Worker] = []  # built on the first record (it reads the Slack secret), then kept
 
 
 def record_handler(record: SQSRecord) -> None:
-    # A failure (AWS or Slack unreachable, an unreadable click) is logged with the message id, counted, and
-    # raised: the record returns to the queue, then its dead-letter queue keeps it.
+    # A failure (AWS or Slack unreachable, an unreadable or unverifiable click) is logged with the message id,
+    # counted, and raised: the record returns to the queue, then its dead-letter queue keeps it.
     try:
-        if not _deps:
-            _deps.append(interactions(settings, allowed))
-        handle_record(record.body, _deps[0], clock.now())
+        if not _worker:
+            _worker.append(worker(settings, allowed))
+        handle_record(record.body, dict(record.raw_event.get("attributes") or {}), _worker[0], clock.now())
+    except UnverifiedClick as unverified:
+        logger.error(
+            "unverified interaction: not signed by Slack",
+            extra={"message_id": record.message_id, "problem": str(unverified)},
+        )
+        metrics.add_metric(name="UnverifiedInteractions", unit=MetricUnit.Count, value=1)
+        raise
     except UnreadableClick as unreadable:
         logger.error(
             "unreadable interaction", extra={"message_id": record.message_id, "problem": str(unreadable)}

@@ -17,6 +17,7 @@ from costguard.local.interactions import (
     LOCAL_GUEST_USER,
     LOCAL_OPS_USER,
     block_actions,
+    offered_elements,
     signed_request,
 )
 from costguard.local.replay import ReplayResult, replay_event
@@ -36,7 +37,7 @@ KEY = "123456789012/us-east-1/ec2_instance/"
 @pytest.fixture
 def remediating(world: World, sink: SlackSink, sleeps: list[float]) -> Iterator[LocalStack]:
     with LocalStack(
-        world, sink=sink, mode="remediate", slack_app=True, until=world.now + timedelta(hours=3)
+        world, sink=sink, mode="remediate", slack_app=True, until=world.now + timedelta(hours=5)
     ) as running:
         yield running
 
@@ -66,9 +67,24 @@ def _click(
     name: str = "click",
     **request: Any,
 ) -> ReplayResult:
-    payload = block_actions(action, value, user=user, action_ts=f"{int(at.timestamp())}.000200")
+    payload = block_actions(
+        action,
+        value,
+        user=user,
+        action_ts=f"{int(at.timestamp())}.000200",
+        **_posted(stack.sink, action, value),
+    )
     event = signed_request(payload, signed_at=request.pop("signed_at", at), arrived=at, **request)
     return replay_event(stack, _write(tmp_path, f"{name}-{at:%H%M%S}.json", event))
+
+
+def _posted(sink: SlackSink, action: str, value: str) -> dict[str, str]:
+    """Where costguard posted that element (channel and message), as Slack's payload names them; nothing
+    when it posted none (the click then names a message costguard never posted)."""
+    for offered in reversed(offered_elements(sink)):
+        if offered.action_id == action and offered.value == value:
+            return {"channel": offered.channel, "message_ts": offered.ts}
+    return {}
 
 
 def _instance(instance_id: str) -> tuple[str, dict[str, str]]:
@@ -94,18 +110,18 @@ def test_keep_holds_the_stop_off_until_it_ends(remediating: LocalStack, tmp_path
         remediating,
         tmp_path,
         "costguard:keep",
-        action_value("gpu_idle", KEY + IDLE_G6E, 2),
+        action_value("gpu_idle", KEY + IDLE_G6E, 4),
         now + timedelta(minutes=5),
     )
     assert kept.ok and kept.output["http"]["statusCode"] == 200
     state, tags = _instance(IDLE_G6E)
-    assert tags[SNOOZE_TAG_KEY] == "2026-11-20T14:05:00+00:00"
-    assert "kept running until 2026-11-20 14:05 UTC" in _texts(kept)
+    assert tags[SNOOZE_TAG_KEY] == "2026-11-20T16:05:00+00:00"
+    assert "kept running until 2026-11-20 16:05 UTC" in _texts(kept)
     assert f"<@{LOCAL_OPS_USER}>" in _texts(kept)  # who, as a mention (not escaped)
     # The first message of the conversation (here the 12:00 sweep's group) shows it: who, and until when.
     [update] = [u for u in remediating.sink.updates if "research-g6e-forgotten" in json.dumps(u)]
     row = next(b["text"]["text"] for b in update["blocks"] if "research-g6e-forgotten" in json.dumps(b))
-    assert "kept running until 2026-11-20 14:05 UTC" in row and f"<@{LOCAL_OPS_USER}>" in row
+    assert "kept running until 2026-11-20 16:05 UTC" in row and f"<@{LOCAL_OPS_USER}>" in row
     [record] = _action_records()
     assert record["user"]["S"] == LOCAL_OPS_USER and record["status"]["S"] == "done"
 
@@ -115,7 +131,7 @@ def test_keep_holds_the_stop_off_until_it_ends(remediating: LocalStack, tmp_path
     [decision] = [d for d in during.decisions if d["resource_id"] == IDLE_G6E]
     assert decision["action"] == "notify" and "(snoozed)" in decision["note"]
 
-    after = _sweep(remediating, tmp_path, now + timedelta(hours=2, minutes=10))
+    after = _sweep(remediating, tmp_path, now + timedelta(hours=4, minutes=10))
     assert [d["action"] for d in after.decisions if d["resource_id"] == IDLE_G6E] == ["stop"]
     assert _instance(IDLE_G6E)[0] in ("stopping", "stopped")
     assert state == "running"
@@ -154,7 +170,8 @@ def test_stop_now_of_a_protected_instance_is_refused_and_changes_nothing(
     )
     assert refused.ok and refused.slack == []
     [reply] = refused.output["responses"]
-    assert reply["response_type"] == "ephemeral" and "protected" in reply["text"]
+    # A protected instance's card carries no Stop now: a click naming one is not a click costguard offered.
+    assert reply["response_type"] == "ephemeral" and "not a choice costguard offered" in reply["text"].lower()
     assert _instance(PROTECTED_P5) == before
 
 
@@ -174,9 +191,10 @@ def test_stop_now_in_notify_mode_is_refused(world: World, sink: SlackSink, tmp_p
 
 
 def test_protect_writes_the_protect_tag_only(remediating: LocalStack, tmp_path: Path) -> None:
+    _sweep(remediating, tmp_path, remediating.world.now)  # the message whose Protect is clicked
     result = replay_event(remediating, EVENTS / "slack-interaction-protect.json")
     assert result.ok and result.output["http"]["statusCode"] == 200
-    tags = _instance("i-0a1f00000000000a2")[1]
+    tags = _instance("i-0a1f00000000000a7")[1]
     assert tags.get("costguard:protect") == "true" and MARK_TAG_KEY not in tags
 
 
@@ -203,7 +221,7 @@ def test_a_six_minute_old_signature_is_refused(remediating: LocalStack, tmp_path
         remediating,
         tmp_path,
         "costguard:keep",
-        action_value("gpu_idle", KEY + IDLE_G6E, 2),
+        action_value("gpu_idle", KEY + IDLE_G6E, 4),
         now,
         signed_at=now - timedelta(minutes=6),
     )
@@ -235,9 +253,14 @@ def test_an_unauthorized_click_is_answered_to_that_person_only(
 def test_the_same_click_delivered_twice_or_retried_by_slack_acts_once(
     remediating: LocalStack, tmp_path: Path
 ) -> None:
+    _sweep(remediating, tmp_path, remediating.world.now)
     at = remediating.world.now + timedelta(minutes=5)
+    value = action_value("gpu_idle", KEY + IDLE_G6E, 4)
     payload = block_actions(
-        "costguard:keep", action_value("gpu_idle", KEY + IDLE_G6E, 2), action_ts="1795176300.5"
+        "costguard:keep",
+        value,
+        action_ts="1795176300.5",
+        **_posted(remediating.sink, "costguard:keep", value),
     )
     first = _write(tmp_path, "first.json", signed_request(payload, signed_at=at))
     # Slack's retry: the same payload signed again a little later, with X-Slack-Retry-Num.

@@ -11,9 +11,10 @@ from costguard.act.executor import Outcome
 from costguard.interact import actions, resources, state
 from costguard.interact.actions import Interactions, UnreadableClick, carry_out, click_of
 from costguard.interact.authorize import parse_allowed
-from costguard.interact.consumer import handle_record
+from costguard.interact.consumer import Worker, handle_record
+from costguard.interact.offers import MemoryOffers, Offer, offer_id
 from costguard.interact.values import ActionId, action_value
-from costguard.local.interactions import block_actions
+from costguard.local.interactions import LOCAL_CHANNEL, block_actions
 from costguard.model import MARK_TAG_KEY, Resource, ResourceKind
 from costguard.notify.queue import MemoryNoticeQueue
 from costguard.policy import SNOOZE_TAG_KEY, Policy
@@ -21,6 +22,39 @@ from costguard.pricing import PriceBook
 
 NOW = datetime(2026, 11, 20, 12, 5, tzinfo=UTC)
 KEY = "123456789012/us-east-1/ec2_instance/i-0a1f00000000000d1"
+POSTED_TS = "1795176000.000100"  # block_actions' message
+EVERY_CHOICE = frozenset(
+    {
+        "costguard:stop",
+        "costguard:protect",
+        *(f"costguard:keep:{h}" for h in (4, 24, 72, 168)),
+        *(f"costguard:mute:{h}" for h in (24, 168, 720)),
+    }
+)
+
+
+def offers(owner: str = "", choices: frozenset[str] = EVERY_CHOICE) -> MemoryOffers:
+    """costguard's message about KEY's idle GPUs, posted to the local channel, with every element."""
+    book = MemoryOffers()
+    book.items[offer_id(LOCAL_CHANNEL, KEY, "gpu_idle")] = Offer(
+        channel=LOCAL_CHANNEL,
+        resource_key=KEY,
+        reason="gpu_idle",
+        choices=choices,
+        messages=frozenset({POSTED_TS}),
+        owner=owner,
+    )
+    return book
+
+
+class Rejudge:
+    def __init__(self, why: str | None = None) -> None:
+        self.why = why
+        self.asked: list[str] = []
+
+    def refusal(self, reason: Any, resource: Resource, now: datetime) -> str | None:
+        self.asked.append(resource.id)
+        return self.why
 
 
 class Slack:
@@ -87,7 +121,13 @@ def world(monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
     return {"tags": tags, "written": written}
 
 
-def _deps(*, dry_run: bool = False, allowed: str = "channel") -> Interactions:
+def _deps(
+    *,
+    dry_run: bool = False,
+    allowed: str = "channel",
+    book: MemoryOffers | None = None,
+    rejudge: Rejudge | None = None,
+) -> Interactions:
     return Interactions(
         table="t",
         policy=Policy(dry_run=dry_run),
@@ -96,6 +136,8 @@ def _deps(*, dry_run: bool = False, allowed: str = "channel") -> Interactions:
         queue=MemoryNoticeQueue(),
         remediator=Remediator(),
         prices=PriceBook(),
+        offers=book if book is not None else offers(),
+        rejudge=rejudge if rejudge is not None else Rejudge(),
     )
 
 
@@ -141,7 +183,7 @@ def test_stop_now_stops_through_the_executor_in_remediate_mode(world: dict[str, 
 
 def test_an_unauthorized_click_changes_nothing(world: dict[str, Any]) -> None:
     deps = _deps(allowed="owner")
-    result = carry_out(_click("costguard:keep", action_value("gpu_idle", KEY, 2)), deps, NOW)
+    result = carry_out(_click("costguard:keep", action_value("gpu_idle", KEY, 4)), deps, NOW)
     assert result.outcome == "refused" and world["written"] == []
     assert deps.slack.replies and deps.queue.sent == []  # type: ignore[attr-defined]
 
@@ -150,7 +192,7 @@ def test_keeping_a_protected_resource_is_refused_politely(world: dict[str, Any])
     world["tags"]["costguard:protect"] = "true"
     deps = _deps()
     assert (
-        carry_out(_click("costguard:keep", action_value("gpu_idle", KEY, 2)), deps, NOW).outcome == "refused"
+        carry_out(_click("costguard:keep", action_value("gpu_idle", KEY, 4)), deps, NOW).outcome == "refused"
     )
     assert "protected" in deps.slack.replies[0]  # type: ignore[attr-defined]
 
@@ -170,7 +212,7 @@ def test_a_payload_that_is_not_a_click_on_costguards_elements_is_unreadable(payl
 
 
 def test_an_unreadable_queued_record_raises_so_the_queue_keeps_it() -> None:
+    work = Worker(signing_secret="s" * 32, deps=_deps())
     for body in ("not json", '{"payload": {"type": "block_actions"}}', "[]"):
         with pytest.raises(UnreadableClick):
-            handle_record(body, _deps(), NOW)
-    assert ActionId.MUTE in actions.WITH_HOURS
+            handle_record(body, {"SentTimestamp": str(int(NOW.timestamp() * 1000))}, work, NOW)

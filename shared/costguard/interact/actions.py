@@ -1,15 +1,18 @@
 """What a click does, off the request path: keep, protect, stop now or mute, each recorded and told in the thread.
 
-Every click is authorized against the resource as it is now (read afresh), done once however often it is
-delivered (an ``action#<click>`` record written before acting), and told in the resource's thread through the
-decisions queue (a Notice naming the person). A refused click changes nothing and is answered to the person
-alone (an ephemeral reply through the interaction's response_url).
+Every click must be one costguard offered (interact/offers.py: that action, reason, resource and duration, on a
+message costguard posted to that channel); it is authorized against the owner recorded when the finding was
+first told, done once however often it is delivered (an ``action#<click>`` record written before acting), and
+told in the resource's thread through the decisions queue (a Notice naming the person). A refused click changes
+nothing and is answered to the person alone (an ephemeral reply through the interaction's response_url).
 
 Modes: keep, protect and mute only ever hold costguard back, so they work in both modes. "Stop now" is the
 one that changes what runs: in notify mode costguard promises never to stop anything, so it is refused there
 (the person is told so); in remediate mode it goes through the same policy as a sweep's stop (protected,
 snoozed and stop-blocked resources are refused, only what costguard has marked may be stopped, the hourly cap
-counts it) and the same executor.
+counts it), is judged again at the click with the sweep's own read (interact/rejudge.py: refused when the
+resource works again, its reading fails, or its mark is for another reason now) and goes through the same
+executor.
 """
 
 from __future__ import annotations
@@ -18,17 +21,20 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Protocol
 
+from aws_lambda_powertools.metrics import MetricUnit
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from costguard.act.executor import Outcome, Remediator, StopBlockerReader, StopLimiter, execute
 from costguard.aws import clients
 from costguard.interact import resources, state
-from costguard.interact.authorize import Allowed, SlackDirectory, refusal
-from costguard.interact.values import WITH_HOURS, ActionId, ActionValue, parse_action_value
+from costguard.interact.authorize import OWNER_TAG_KEY, Allowed, SlackDirectory, refusal
+from costguard.interact.offers import Offer, OfferBook
+from costguard.interact.rejudge import Rejudge
+from costguard.interact.values import ActionId, ActionValue, parse_action_value
 from costguard.model import Action, Decision, Finding, Resource
 from costguard.notify.notice import Notice
 from costguard.notify.queue import NoticeQueue
-from costguard.observability import logger
+from costguard.observability import logger, metrics
 from costguard.policy import (
     SNOOZE_TAG_KEY,
     Policy,
@@ -67,6 +73,13 @@ class _Id(BaseModel):
     id: str = Field(min_length=1, max_length=64)
 
 
+class _Container(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    message_ts: str | None = Field(default=None, max_length=64)
+    channel_id: str | None = Field(default=None, max_length=64)
+
+
 class BlockActions(BaseModel):
     """The part of Slack's block_actions payload costguard reads."""
 
@@ -75,6 +88,7 @@ class BlockActions(BaseModel):
     type: str
     user: _Id
     channel: _Id | None = None
+    container: _Container | None = None  # the message the element was on
     response_url: str | None = None
     actions: list[_Element] = Field(min_length=1)
 
@@ -87,6 +101,8 @@ class Click:
     user: str
     action_ts: str
     response_url: str | None
+    channel: str | None = None  # where the message clicked on was
+    message_ts: str | None = None  # and which message it was
 
     @property
     def id(self) -> str:
@@ -94,7 +110,8 @@ class Click:
 
 
 class UnreadableClick(ValueError):
-    """Not a click on one of costguard's elements (logged and dropped: another delivery reads the same)."""
+    """Not a click on one of costguard's elements, or not one Slack signed: logged with its message id,
+    counted, and left to the interactions queue's dead-letter queue, where it is kept. Nothing is done."""
 
 
 def click_of(payload: dict[str, Any]) -> Click:
@@ -113,10 +130,20 @@ def click_of(payload: dict[str, Any]) -> Click:
     if raw is None:
         raise UnreadableClick(f"{action} carries no value")
     try:
-        value = parse_action_value(raw, with_hours=action in WITH_HOURS)
+        value = parse_action_value(raw, action=action)
     except ValueError as error:
         raise UnreadableClick(f"{action} value unreadable: {error}") from None
-    return Click(action, value, raw, parsed.user.id, element.action_ts, parsed.response_url)
+    container = parsed.container or _Container()
+    return Click(
+        action,
+        value,
+        raw,
+        parsed.user.id,
+        element.action_ts,
+        parsed.response_url,
+        channel=container.channel_id or (parsed.channel.id if parsed.channel else None),
+        message_ts=container.message_ts,
+    )
 
 
 @dataclass(frozen=True)
@@ -130,6 +157,8 @@ class Interactions:
     queue: NoticeQueue
     remediator: Remediator
     prices: PriceBook
+    offers: OfferBook
+    rejudge: Rejudge | None = None  # None: Stop now is refused (it cannot be judged again at the click)
     limiter: StopLimiter | None = None
 
 
@@ -168,14 +197,48 @@ def carry_out(click: Click, deps: Interactions, now: datetime) -> Result:
     return result
 
 
+def offer_refusal(click: Click, offer: Offer | None) -> str | None:
+    """Why this click is not one costguard offered (None: it is)."""
+    if offer is None or click.message_ts not in offer.messages:
+        return "costguard did not post this button to this channel (or it has expired)"
+    if not offer.offers(click.action, click.value.hours):
+        return "costguard did not offer this choice on that message"
+    return None
+
+
 def _act(click: Click, deps: Interactions, now: datetime) -> Result:
+    key = click.value.resource
+    offer = (
+        deps.offers.offered(click.channel, key.key, click.value.reason.value, now) if click.channel else None
+    )
+    if (not_offered := offer_refusal(click, offer)) is not None:
+        logger.warning(
+            "click not offered", extra={"click": click.id, "resource": key.key, "why": not_offered}
+        )
+        metrics.add_metric(name="InteractionsNotOffered", unit=MetricUnit.Count, value=1)
+        return _refuse(
+            click, deps, f"Not a choice costguard offered here: {not_offered}. Nothing was changed."
+        )
+    assert offer is not None
     try:
-        resource = resources.read(click.value.resource)
+        if click.action is ActionId.MUTE and key.kind not in resources.ACTABLE:
+            resource = resources.described(key)  # a mute changes nothing on the resource: nothing to read
+        else:
+            resource = resources.read(key)
     except resources.NotActable as gone:
         return _refuse(click, deps, str(gone))
-    why = refusal(deps.allowed, click.user, resource.tags, deps.slack)
+    # The owner that authorizes is the one recorded when costguard first told this finding here.
+    recorded = offer.owner or ""
+    why = refusal(deps.allowed, click.user, {OWNER_TAG_KEY: recorded} if recorded else {}, deps.slack)
     if why is not None:
-        return _refuse(click, deps, f"You may not do this: {why}. Nothing was changed.")
+        now_owner = resource.tags.get(OWNER_TAG_KEY, "")
+        changed = (
+            f" (the owner tag changed since costguard told this finding: {recorded or 'none'} then, "
+            f"{now_owner or 'none'} now; only the owner recorded then counts)"
+            if deps.allowed.owner and now_owner != recorded
+            else ""
+        )
+        return _refuse(click, deps, f"You may not do this: {why}{changed}. Nothing was changed.")
     if click.action is ActionId.KEEP:
         return _keep(click, resource, deps, now)
     if click.action is ActionId.PROTECT:
@@ -250,6 +313,15 @@ def _stop(click: Click, resource: Resource, deps: Interactions, now: datetime) -
             decision = decide_requested_stop(blocked, deps.policy, now)
     if decision.action is not Action.STOP:
         return _refuse(click, deps, f"{resource.display_name}: {decision.note}. Nothing was changed.")
+    why_not = (
+        deps.rejudge.refusal(click.value.reason, resource, now)
+        if deps.rejudge is not None
+        else "costguard cannot judge it again at the click"
+    )
+    if why_not is not None:
+        return _refuse(
+            click, deps, f"{resource.display_name} was not stopped: {why_not}. Nothing was changed."
+        )
     outcome = execute(decision, deps.remediator, deps.limiter)
     deps.queue.send(
         [

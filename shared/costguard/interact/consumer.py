@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import json
-from datetime import datetime, timedelta
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from costguard.act.aws import AwsRemediator
@@ -11,9 +12,13 @@ from costguard.act.limits import PERMISSIONS as STOP_CAP_PERMISSIONS
 from costguard.act.limits import DynamoStopLimiter
 from costguard.aws import inventory
 from costguard.aws.sagemaker import STOP_TRAINING_JOB_PERMISSIONS
-from costguard.interact import resources, state
+from costguard.detect.gpu import thresholds_from
+from costguard.interact import offers, rejudge, resources, state
 from costguard.interact.actions import Interactions, Result, UnreadableClick, carry_out, click_of
 from costguard.interact.authorize import Allowed
+from costguard.interact.offers import DynamoOffers
+from costguard.interact.rejudge import SweepRejudge
+from costguard.interact.verify import Unauthorized, verify_body
 from costguard.notify.delivery import SECRET_PERMISSIONS, load_routes
 from costguard.notify.queue import PERMISSIONS as QUEUE_PERMISSIONS
 from costguard.notify.queue import SqsNoticeQueue
@@ -39,11 +44,35 @@ PERMISSIONS = (
     | state.MUTE_PERMISSIONS
     | QUEUE_PERMISSIONS
     | STOP_PERMISSIONS
+    | offers.READ_PERMISSIONS
+    | rejudge.PERMISSIONS
 )
 
 
+class UnverifiedClick(UnreadableClick):
+    """A queued message whose Slack signature does not hold (or is too old for when it was queued): not a
+    request Slack sent, whoever could write to the queue. Nothing is done; the message is kept."""
+
+
+@dataclass(frozen=True)
+class Worker:
+    """The actions worker's parts: the signing secret it verifies every message with, and the clicks' deps."""
+
+    signing_secret: str
+    deps: Interactions
+
+
+def worker(settings: Settings, allowed: Allowed) -> Worker:
+    """The worker (the Slack secret is read here: the entry point builds it on first use). A secret without a
+    signing secret (the webhook form) verifies nothing, so every message fails and is kept."""
+    secret = load_routes(settings.slack_secret_id).signing_secret
+    if not secret:
+        raise UnverifiedClick("the Slack secret holds no signing secret: no interaction can be verified")
+    return Worker(signing_secret=secret, deps=interactions(settings, allowed))
+
+
 def interactions(settings: Settings, allowed: Allowed) -> Interactions:
-    """What carrying clicks out needs (the Slack secret is read here: the entry point builds it on first use)."""
+    """What carrying clicks out needs."""
     return Interactions(
         table=settings.state_table,
         policy=Policy(
@@ -60,17 +89,39 @@ def interactions(settings: Settings, allowed: Allowed) -> Interactions:
             live=False
         ),  # the bundled table: an hourly figure for the thread, no Price List call
         limiter=DynamoStopLimiter(settings.state_table, settings.max_stops_per_hour),
+        offers=DynamoOffers(settings.state_table),
+        rejudge=SweepRejudge(thresholds_from(settings)),
     )
 
 
-def handle_record(body: str, deps: Interactions, now: datetime) -> Result:
-    """One queued interaction. An unreadable one raises UnreadableClick: the entry point logs it with its
-    message id, counts it, and leaves it to the queue's dead-letter queue, where it is kept."""
+def sent_at(attributes: dict[str, Any]) -> datetime:
+    """When SQS took the message from the endpoint (its SentTimestamp, set by SQS: no sender can choose it)."""
+    try:
+        return datetime.fromtimestamp(int(attributes["SentTimestamp"]) / 1000, UTC)
+    except (KeyError, TypeError, ValueError):
+        raise UnverifiedClick("the message has no SentTimestamp: its age cannot be checked") from None
+
+
+def verified_payload(body: str, secret: str, queued_at: datetime) -> dict[str, Any]:
+    """The interaction a queued message carries, once its Slack signature holds as of when it was queued (the
+    endpoint's age limit, measured from then). Raises UnverifiedClick (kept), or UnreadableClick."""
     try:
         message: dict[str, Any] = json.loads(body)
-        click = click_of(message["payload"])
-    except UnreadableClick:
-        raise
+        raw, stamp, signature = message["body"], message["timestamp"], message["signature"]
+        if not all(isinstance(v, str) for v in (raw, stamp, signature)):
+            raise TypeError("body, timestamp and signature must be text")
+        encoded = raw.encode("ascii")
     except (ValueError, KeyError, TypeError) as error:
-        raise UnreadableClick(f"not a queued interaction: {type(error).__name__}") from None
-    return carry_out(click, deps, now)
+        raise UnverifiedClick(f"not a signed interaction: {type(error).__name__}") from None
+    try:
+        return verify_body(encoded, stamp, signature, secret, queued_at)
+    except Unauthorized as refused:
+        raise UnverifiedClick(f"{type(refused).__name__}: {refused.why}") from None
+
+
+def handle_record(body: str, attributes: dict[str, Any], work: Worker, now: datetime) -> Result:
+    """One queued interaction, verified again here. An unverifiable or unreadable one raises UnreadableClick
+    (UnverifiedClick): the entry point logs it with its message id, counts it, and leaves it to the queue's
+    dead-letter queue, where it is kept; nothing is changed."""
+    payload = verified_payload(body, work.signing_secret, sent_at(attributes))
+    return carry_out(click_of(payload), work.deps, now)

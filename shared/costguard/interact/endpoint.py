@@ -76,9 +76,15 @@ def answer(
 
 
 def enqueue(request: SlackRequest, queue_url: str, now: datetime) -> None:
+    """The request as Slack signed it (body, timestamp, signature): the actions worker verifies it again, so a
+    message that write access to the queue alone could put there changes nothing."""
     body = {
-        "payload": request.payload,
-        "received_at": now.astimezone(UTC).isoformat(),
+        "body": request.body,
+        "timestamp": str(request.timestamp),
+        "signature": request.signature,
+        "received_at": now.astimezone(
+            UTC
+        ).isoformat(),  # logged only: the age is checked at SQS's SentTimestamp
         "retry_num": request.retry_num,
     }
     clients.sqs().send_message(QueueUrl=queue_url, MessageBody=json.dumps(body, separators=(",", ":")))

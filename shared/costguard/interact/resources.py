@@ -66,6 +66,12 @@ def read(key: ResourceKey) -> Resource:
     )
 
 
+def described(key: ResourceKey) -> Resource:
+    """A resource as its button names it, with nothing read (a mute of a budget, an anomaly or a reservation:
+    muting changes nothing on the resource itself)."""
+    return Resource(kind=key.kind, id=key.id, name=key.id, account=key.account, region=key.region)
+
+
 def set_tag(resource: Resource, key: str, value: str) -> None:
     """One tag on the resource (EC2 CreateTags, SageMaker AddTags)."""
     if resource.kind is ResourceKind.EC2_INSTANCE:

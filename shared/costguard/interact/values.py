@@ -24,6 +24,14 @@ class ActionId(StrEnum):
 
 # The elements whose value starts with a number of hours.
 WITH_HOURS = frozenset({ActionId.KEEP, ActionId.MUTE})
+# The menus' choices, in hours (notify/message.py builds its options from these): a click carrying any other
+# duration was not offered by costguard and is refused.
+KEEP_MENU: tuple[tuple[int, str], ...] = ((4, "4 hours"), (24, "1 day"), (72, "3 days"), (168, "1 week"))
+MUTE_MENU: tuple[tuple[int, str], ...] = ((24, "1 day"), (168, "1 week"), (720, "30 days"))
+MENUS: dict[ActionId, frozenset[float]] = {
+    ActionId.KEEP: frozenset(float(h) for h, _ in KEEP_MENU),
+    ActionId.MUTE: frozenset(float(h) for h, _ in MUTE_MENU),
+}
 
 
 @dataclass(frozen=True)
@@ -67,8 +75,13 @@ def action_value(reason: str, resource_key: str, hours: float | None = None) -> 
     return value
 
 
-def parse_action_value(value: str, *, with_hours: bool) -> ActionValue:
-    """An element's value read back (ValueError if costguard did not build it)."""
+def parse_action_value(
+    value: str, *, with_hours: bool | None = None, action: ActionId | None = None
+) -> ActionValue:
+    """An element's value read back (ValueError if costguard did not build it). Given the element's ``action``,
+    its hours must be one of that menu's choices (MENUS)."""
+    if with_hours is None:
+        with_hours = action in WITH_HOURS
     parts = value.split(_SEPARATOR, 2 if with_hours else 1)
     hours: float | None = None
     if with_hours:
@@ -80,6 +93,10 @@ def parse_action_value(value: str, *, with_hours: bool) -> ActionValue:
             raise ValueError(f"hours {parts[0][:20]!r} is not a number") from None
         if not 0 < hours <= 24 * 365:
             raise ValueError(f"hours must be between 0 and a year, not {hours:g}")
+        menu = MENUS.get(action) if action is not None else None
+        if menu is not None and hours not in menu:
+            choices = ", ".join(f"{h:g}" for h in sorted(menu))
+            raise ValueError(f"{hours:g} hours is not on the {action} menu ({choices})")
         parts = parts[1:]
     if len(parts) != 2:
         raise ValueError("expected <reason>|<resource key>")

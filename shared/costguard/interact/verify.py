@@ -79,6 +79,7 @@ class SlackRequest:
     """A verified interaction request."""
 
     payload: dict[str, Any]
+    body: str  # the raw form body as Slack signed it: the actions worker verifies it again
     signature: str
     timestamp: int
     retry_num: int | None  # X-Slack-Retry-Num: Slack is delivering the same request again
@@ -123,23 +124,36 @@ def verify(event: dict[str, Any], signing_secret: str, now: datetime) -> SlackRe
     stamp = headers.get("x-slack-request-timestamp")
     if not signature or not stamp:
         raise BadSignature("no X-Slack-Signature or X-Slack-Request-Timestamp header")
-    if not stamp.isascii() or not stamp.isdigit() or len(stamp) > 12:
-        raise BadSignature("the request timestamp is not a number")
-    timestamp = int(stamp)
     body = body_of(event)
-    if len(body) > MAX_BODY:
-        raise BadSignature("the body is too large to be Slack's")
-    if abs(now.timestamp() - timestamp) > MAX_AGE_SECONDS:
-        raise StaleRequest(f"the request timestamp is {int(now.timestamp() - timestamp)} seconds from now")
-    verifier = SignatureVerifier(signing_secret, clock=_FixedClock(now))
-    if not verifier.is_valid(body=body, timestamp=stamp, signature=signature):
-        raise BadSignature("the signature does not match the body")
+    payload = verify_body(body, stamp, signature, signing_secret, now)
     return SlackRequest(
-        payload=payload_of(body),
+        payload=payload,
+        body=body.decode(),
         signature=signature,
-        timestamp=timestamp,
+        timestamp=int(stamp),
         retry_num=_retry_num(headers.get("x-slack-retry-num")),
     )
+
+
+def verify_body(body: bytes, stamp: str, signature: str, signing_secret: str, at: datetime) -> dict[str, Any]:
+    """The interaction payload of a body Slack signed with this secret, checked as of ``at`` (when the request
+    reached costguard): the endpoint checks at its clock, the actions worker again at the moment SQS took the
+    message from the endpoint. Raises BadSignature, StaleRequest or MalformedRequest."""
+    if not stamp.isascii() or not stamp.isdigit() or len(stamp) > 12:
+        raise BadSignature("the request timestamp is not a number")
+    if len(body) > MAX_BODY:
+        raise BadSignature("the body is too large to be Slack's")
+    timestamp = int(stamp)
+    if abs(at.timestamp() - timestamp) > MAX_AGE_SECONDS:
+        raise StaleRequest(f"the request timestamp is {int(at.timestamp() - timestamp)} seconds from then")
+    verifier = SignatureVerifier(signing_secret, clock=_FixedClock(at))
+    if not verifier.is_valid(body=body, timestamp=stamp, signature=signature):
+        raise BadSignature("the signature does not match the body")
+    try:
+        body.decode("ascii")  # Slack's form body is URL-encoded ASCII; the queue carries it as text
+    except UnicodeDecodeError:
+        raise MalformedRequest("the body is not URL-encoded text") from None
+    return payload_of(body)
 
 
 def payload_of(body: bytes) -> dict[str, Any]:

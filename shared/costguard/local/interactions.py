@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import base64
 import json
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs, quote, urlsplit
@@ -93,8 +94,11 @@ def block_actions(
     action_ts: str = "1795176300.000100",
     response_url: str = f"{SAMPLE_RESPONSE_ORIGIN}/response/local",
     select: bool | None = None,
+    channel: str = LOCAL_CHANNEL,
+    message_ts: str = "1795176000.000100",
 ) -> dict[str, Any]:
-    """A block_actions payload as Slack sends it for a click on one of costguard's elements."""
+    """A block_actions payload as Slack sends it for a click on one of costguard's elements (of the message
+    ``message_ts`` in ``channel``)."""
     select = action_id in ("costguard:keep", "costguard:mute") if select is None else select
     element: dict[str, Any] = {
         "action_id": action_id,
@@ -109,11 +113,57 @@ def block_actions(
         "type": "block_actions",
         "user": {"id": user, "username": user.lower(), "team_id": "T0LOCAL01"},
         "team": {"id": "T0LOCAL01", "domain": "costguard-local"},
-        "channel": {"id": LOCAL_CHANNEL, "name": "costguard"},
-        "container": {"type": "message", "message_ts": "1795176000.000100", "channel_id": LOCAL_CHANNEL},
+        "channel": {"id": channel, "name": "costguard"},
+        "container": {"type": "message", "message_ts": message_ts, "channel_id": channel},
         "response_url": response_url,
         "actions": [element],
     }
+
+
+@dataclass(frozen=True)
+class Offered:
+    """One element costguard posted: where (channel, message ts), and the value a click on it carries."""
+
+    channel: str
+    ts: str
+    action_id: str
+    value: str
+
+
+def offered_elements(sink: SlackSink) -> list[Offered]:
+    """Every button and menu option of costguard's messages as they stand now (after their updates), in the
+    order they were posted: what a person in Slack could click."""
+    found: list[Offered] = []
+    for posted in list(sink.messages):
+        channel, ts = str(posted.get("channel", "")), str(posted.get("ts", ""))
+        if not channel or not ts:
+            continue
+        for block in sink.current(channel, ts).get("blocks") or []:
+            if not isinstance(block, dict) or block.get("type") != "actions":
+                continue
+            for element in block.get("elements") or []:
+                action = str(element.get("action_id", ""))
+                values = [o["value"] for o in element.get("options") or [] if "value" in o]
+                values += [element["value"]] if "value" in element else []
+                found += [Offered(channel, ts, action, v) for v in values]
+    return found
+
+
+def click_on(
+    sink: SlackSink, action_id: str, resource_id: str, *, hours: int | None = None, reason: str | None = None
+) -> Offered:
+    """The latest element of that action for that resource (its menu option of ``hours``; of ``reason``) that
+    costguard posted: a click a person could make. AssertionError when none was offered."""
+    for offered in reversed(offered_elements(sink)):
+        parts = offered.value.split("|")
+        if offered.action_id != action_id or not parts[-1].endswith(f"/{resource_id}"):
+            continue
+        if hours is not None and parts[0] != str(hours):
+            continue
+        if reason is not None and reason not in parts:
+            continue
+        return offered
+    raise AssertionError(f"no {action_id} on {resource_id} was offered in any message")
 
 
 def form_body(payload: dict[str, Any]) -> str:
@@ -198,9 +248,11 @@ def arrival_time(event: dict[str, Any]) -> datetime | None:
 
 
 def to_sink(event: dict[str, Any], sink: SlackSink, at: datetime) -> dict[str, Any]:
-    """The request with its response_url pointed at the sink (nothing is ever sent to a real Slack). A
-    request whose signature held is signed again over the new body with its own timestamp, so it still
-    holds; a bad signature stays bad."""
+    """The request with its response_url pointed at the sink (nothing is ever sent to a real Slack), and a
+    click on an element the stack posted aimed at the message that carries it here (a recorded click names its
+    own workspace's channel and message; the same element posted by the local stack is in the sink). A request
+    whose signature held is signed again over the new body with its own timestamp, so it still holds; a bad
+    signature stays bad. A click on an element the stack never posted keeps its own message: refused."""
     headers = headers_of(event)
     try:
         body = body_of(event).decode()
@@ -211,6 +263,7 @@ def to_sink(event: dict[str, Any], sink: SlackSink, at: datetime) -> dict[str, A
     if not isinstance(url, str):
         return event
     payload["response_url"] = sink.response_url(urlsplit(url).path.rsplit("/", 1)[-1] or "local")
+    _aim_at_posted(payload, sink)
     stamp = headers.get("x-slack-request-timestamp", "")
     held = stamp.isdigit() and headers.get("x-slack-signature") == sign(
         body, int(stamp), LOCAL_SIGNING_SECRET
@@ -223,6 +276,22 @@ def to_sink(event: dict[str, Any], sink: SlackSink, at: datetime) -> dict[str, A
                 new_headers[name] = sign(new_body, int(stamp), LOCAL_SIGNING_SECRET)
     encoded = base64.b64encode(new_body.encode()).decode() if event.get("isBase64Encoded") else new_body
     return {**event, "headers": new_headers, "body": encoded}
+
+
+def _aim_at_posted(payload: dict[str, Any], sink: SlackSink) -> None:
+    actions = payload.get("actions")
+    element = actions[0] if isinstance(actions, list) and actions and isinstance(actions[0], dict) else {}
+    option = element.get("selected_option")
+    value = option.get("value") if isinstance(option, dict) else element.get("value")
+    for offered in reversed(offered_elements(sink)):
+        if offered.action_id == element.get("action_id") and offered.value == value:
+            payload["channel"] = {**(payload.get("channel") or {}), "id": offered.channel}
+            payload["container"] = {
+                **(payload.get("container") or {}),
+                "channel_id": offered.channel,
+                "message_ts": offered.ts,
+            }
+            return
 
 
 def enable_slack_app(stack: LocalStack) -> None:
