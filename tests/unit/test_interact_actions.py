@@ -13,7 +13,7 @@ from costguard.interact.actions import Interactions, UnreadableClick, carry_out,
 from costguard.interact.authorize import parse_allowed
 from costguard.interact.consumer import Worker, handle_record
 from costguard.interact.offers import MemoryOffers, Offer, offer_id
-from costguard.interact.values import ActionId, action_value
+from costguard.interact.values import action_value
 from costguard.local.interactions import LOCAL_CHANNEL, block_actions
 from costguard.model import MARK_TAG_KEY, Resource, ResourceKind
 from costguard.notify.queue import MemoryNoticeQueue
