@@ -50,7 +50,8 @@ class MemoryInventory:
 class MemoryMetrics:
     """CloudWatch series by (region, namespace, metric, dimensions), each a list of (time, value) already at the
     query's period and statistic (the twin neither aggregates nor resamples). ``get_metric_data`` returns the
-    points of each query's series within [start, end), oldest first."""
+    points of each query's series within [start, end), oldest first; a ``SampleCount`` query counts 1 for each
+    (one sample a period)."""
 
     def __init__(self) -> None:
         self.series: dict[tuple[str, str, str, Dimensions], Series] = {}
@@ -88,7 +89,9 @@ class MemoryMetrics:
             points = self.series.get((region, query.namespace, query.metric, tuple(sorted(query.dimensions))))
             resource, measure, sub = query.key
             merged = result.series[resource].setdefault((measure, sub), [])
-            merged.extend(p for p in points or [] if start <= p[0] < end)
+            within = [p for p in points or [] if start <= p[0] < end]
+            counted = query.stat == "SampleCount"
+            merged.extend([(at, 1.0) for at, _ in within] if counted else within)
         for by_measure in result.series.values():
             for points in by_measure.values():
                 points.sort(key=lambda p: p[0])

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import math
+from collections import defaultdict
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
 
+from costguard.detect.training_cadence import added_datapoints
 from costguard.detect.training_health import (
     CheckpointSeen,
     checkpoint_due,
@@ -273,6 +275,125 @@ def test_a_recovery_cancels_the_pending_stop() -> None:
     assert "no longer looks diverged" in finding.summary and "pending stop is cancelled" in finding.summary
     assert finding.evidence["marked_for"] == "training_diverged"
     assert decide(finding, Policy(dry_run=False), NOW).action is Action.UNMARK
+
+
+# --- datapoints added by someone else ------------------------------------------------------------
+
+STARTED = NOW - timedelta(hours=3)  # 09:00
+MINUTE = timedelta(minutes=1)
+STOPPABLE = {"costguard:stop-on-divergence": "true"}
+Points = list[tuple[datetime, float]]
+
+
+def read_back(*samples: Points) -> tuple[Points, Points]:
+    """The samples as GetMetricData gives them at one-minute periods from the start: each minute's Minimum and
+    its SampleCount, oldest first, the minute of ``NOW`` excluded."""
+    minutes: defaultdict[datetime, list[float]] = defaultdict(list)
+    for at, value in (p for points in samples for p in points):
+        if STARTED <= at < NOW:
+            minutes[STARTED + (at - STARTED) // MINUTE * MINUTE].append(value)
+    ordered = sorted(minutes.items())
+    return [(at, min(vs)) for at, vs in ordered], [(at, float(len(vs))) for at, vs in ordered]
+
+
+def healthy_run() -> Points:
+    """Three hours of a loss that keeps falling, a reading every 5 minutes from 09:05."""
+    return [(STARTED + timedelta(minutes=m), 2.0 / (1 + m / 60)) for m in range(5, 181, 5)]
+
+
+def finding_of(detail: TrainingJobDetail, values: Points, counts: Points) -> Any:
+    """What the training sweep makes of one job's loss read back: None, or its finding."""
+    found = judge(detail, {"train:loss": values})
+    if found is None:
+        return None
+    return diverged_finding(
+        detail,
+        found,
+        account=ACCOUNT,
+        region=REGION,
+        price=PRICE,
+        now=NOW,
+        observed_at=NOW,
+        added=added_datapoints(counts, MINUTE),
+    )
+
+
+@pytest.mark.parametrize("at", ["09:30:00", "09:31:20"])
+def test_one_added_low_reading_never_makes_a_plateau(at: str) -> None:
+    """The injection: one train:loss = 0.0 at 09:30 (in the job's own minute, or in one of its own), once the
+    best reading before the cut, which nothing after it could beat."""
+    detail = job(started=STARTED, tags=STOPPABLE)
+    added = datetime.fromisoformat(f"2026-11-20T{at}+00:00")
+    values, counts = read_back(healthy_run(), [(added, 0.0)])
+    assert (added.replace(second=0), 0.0) in values  # the lowest reading of the run
+    assert judge(detail, {"train:loss": values}) is None
+    assert finding_of(detail, values, counts) is None
+
+
+def test_one_low_reading_after_the_cut_does_not_break_a_plateau() -> None:
+    """Whoever wrote it, one reading sets no level: a flat loss with one lucky reading is still flat (and the
+    climb back from that reading, at the start of the window, is no rise either)."""
+    learned = every(10, [2.0 - 0.08 * k for k in range(12)], end=NOW - timedelta(minutes=130))
+    flat = every(10, [1.12, 1.125, 1.121, 1.123, 1.122, 0.4, 1.121, 1.122, 1.123, 1.121, 1.122, 1.125])
+    found = judge(job(), {"train:loss": learned + flat})
+    assert found is not None and found.kind == "plateau"
+    assert "lowest level 1.12 since, 1.12 before" in found.why
+
+
+def test_added_rising_readings_never_stop_a_healthy_run() -> None:
+    """The injection: 13 train:loss points from 0.01 to 0.13, 11:00 to 12:00, on the job's own minutes. Each
+    minute's Minimum is then the added reading, and climbs: the rising rule sees it, but the minutes hold two
+    samples where the job writes one, so the finding is only told."""
+    detail = job(started=STARTED, tags=STOPPABLE)
+    added = [(NOW - timedelta(minutes=60) + n * timedelta(minutes=5), 0.01 * (n + 1)) for n in range(13)]
+    values, counts = read_back(healthy_run(), added)
+    finding = finding_of(detail, values, counts)
+    assert finding is not None and finding.evidence["rule"] == "rising loss"
+    assert not finding.remediable
+    assert finding.evidence["added_datapoints"] == (
+        "2 samples in the 1-minute period from 2026-11-20 11:00 UTC, where the job writes 1"
+    )
+    assert "holds datapoints the job did not write" in finding.summary
+    assert "costguard will not stop it" in finding.summary
+    assert "Tag it" not in finding.summary
+    decision = decide(finding, Policy(dry_run=False), NOW)
+    assert decision.action is Action.NOTIFY
+    assert decision.note == "not stopped: its train:loss series holds datapoints the job did not write"
+
+
+def test_added_rising_readings_between_the_jobs_own_are_no_rise() -> None:
+    """The same 13 points two minutes after each of the job's own: its readings and the added ones take turns,
+    and the loss goes down as often as up."""
+    detail = job(started=STARTED, tags=STOPPABLE)
+    added = [(NOW - timedelta(minutes=58) + n * timedelta(minutes=5), 0.01 * (n + 1)) for n in range(13)]
+    values, counts = read_back(healthy_run(), added)
+    assert finding_of(detail, values, counts) is None
+    assert added_datapoints(counts, MINUTE) is not None
+
+
+def test_a_genuine_rising_loss_still_stops() -> None:
+    detail = job(started=STARTED, tags=STOPPABLE)
+    falling = [(at, v) for at, v in healthy_run() if at < NOW - timedelta(minutes=60)]
+    rising = [(NOW - timedelta(minutes=60) + n * timedelta(minutes=5), 0.8 + 0.05 * n) for n in range(13)]
+    values, counts = read_back(falling, rising)
+    finding = finding_of(detail, values, counts)
+    assert finding is not None and finding.evidence["rule"] == "rising loss"
+    assert finding.remediable and finding.evidence["added_datapoints"] is None
+    assert decide(finding, Policy(dry_run=False), NOW).action is Action.MARK
+
+
+def test_a_genuine_nan_still_stops_even_on_a_series_with_added_datapoints() -> None:
+    """CloudWatch refuses NaN: no one adds one, so a NaN reading stays evidence enough."""
+    detail = job(started=STARTED, tags=STOPPABLE)
+    nan_from = NOW - timedelta(minutes=30)
+    run = [(at, math.nan if at >= nan_from else v) for at, v in healthy_run()]
+    for extra in ([], [(STARTED + timedelta(minutes=30), 0.0)]):
+        values, counts = read_back(run, extra)
+        finding = finding_of(detail, values, counts)
+        assert finding is not None and finding.evidence["rule"] == "NaN or infinity"
+        assert finding.remediable
+        assert (finding.evidence["added_datapoints"] is None) == (not extra)
+        assert decide(finding, Policy(dry_run=False), NOW).action is Action.MARK
 
 
 # --- checkpoint_stale ----------------------------------------------------------------------------

@@ -142,9 +142,10 @@ def test_each_job_is_read_at_the_period_of_its_own_run_not_the_oldest_jobs() -> 
     ]
     run, _ = runtime(metrics)
     findings = divergence_findings(jobs, REGION, run, NOW, None)
-    # The twin returns the points as put, whatever the period: the periods asked for are what is checked.
+    # The twin returns the points as put, whatever the period: the periods asked for are what is checked. The
+    # young walk holds the two losses and the sample counts of the one job that may be stopped.
     walks = sorted((c[2], c[3], c[5]) for c in metrics.calls if c[0] == "get_metric_data")
-    assert walks == [(1, NOW - timedelta(days=14), 14 * 60), (2, NOW - timedelta(hours=5), 60)]
+    assert walks == [(1, NOW - timedelta(days=14), 14 * 60), (3, NOW - timedelta(hours=5), 60)]
     assert [(f.reason, f.resource.id) for f in findings] == [(Reason.TRAINING_DIVERGED, "young-rising")]
 
 

@@ -7,11 +7,17 @@ and infinity, so a NaN in a job's log may never reach CloudWatch as one: the non
 back, and a loss exploding on its way to NaN is the rising rule's. Every figure is hours x instance count x
 on-demand price (``Price``): for a managed spot job an upper bound. An unknown price gives an unknown figure,
 never zero.
+
+Anyone allowed ``cloudwatch:PutMetricData`` can add datapoints to a job's series. A NaN or infinity cannot be added
+(CloudWatch refuses them), but a low reading, or readings that climb, can: the plateau rule judges levels no
+single reading sets, and a rising loss or a plateau on a series with added datapoints
+(detect.training_cadence) is told, never acted on.
 """
 
 from __future__ import annotations
 
 import math
+import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -20,6 +26,7 @@ from typing import Any, Literal
 
 from costguard.detect.sagemaker import hourly_usd
 from costguard.detect.spot import CHECKPOINT_FALSE_VALUES, CHECKPOINT_TAG
+from costguard.detect.training_cadence import AddedDatapoints
 from costguard.detect.training_guardrails import usd_text
 from costguard.detect.training_jobs import training_job_resource
 from costguard.events.sagemaker import TrainingJobDetail
@@ -35,6 +42,8 @@ RISING_STEP_SHARE = 0.8
 MIN_RISING_POINTS = 4
 # A plateau is judged with at least this many readings before and after the cut.
 MIN_PLATEAU_POINTS = 3
+# A plateau compares levels: the median of this many consecutive readings, which no one reading sets.
+PLATEAU_LEVEL_POINTS = 3
 VALUES_SHOWN = 8  # the metric's latest readings quoted in the alert
 
 Series = Sequence[tuple[datetime, float]]
@@ -92,6 +101,14 @@ def _non_finite(metric: str, series: Series, since: datetime) -> Divergence | No
     )
 
 
+def _levels(values: Sequence[float]) -> list[float]:
+    """The loss's level at each reading with a neighbour on both sides: the median of PLATEAU_LEVEL_POINTS
+    consecutive readings centred on it. One reading far from its neighbours (an outlier, whoever wrote it) sets no
+    level; on a loss that only falls, or only rises, each level is the reading itself."""
+    k = PLATEAU_LEVEL_POINTS
+    return [statistics.median(values[n : n + k]) for n in range(len(values) - k + 1)]
+
+
 def _rising(
     metric: str, series: Series, since: datetime, tolerance: float, window: timedelta
 ) -> Divergence | None:
@@ -101,7 +118,10 @@ def _rising(
     steps = [b - a for a, b in pairwise(points)]
     up = sum(1 for step in steps if step > 0)
     first, last = points[0], points[-1]
-    if up / len(steps) < RISING_STEP_SHARE or last - first <= tolerance * max(abs(first), 1e-12):
+    # How far it rose, from level to level (``_levels``): one reading at either end sets neither.
+    levels = _levels(points)
+    low, high = levels[0], levels[-1]
+    if up / len(steps) < RISING_STEP_SHARE or high - low <= tolerance * max(abs(low), 1e-12):
         return None
     minutes = int(window.total_seconds() // 60)
     return Divergence(
@@ -123,17 +143,24 @@ def _plateau(
     tolerance: float,
     window: timedelta,
 ) -> Divergence | None:
-    """No improvement beyond ``tolerance`` (relative) over the last ``share`` of the run: the best reading since
-    the cut is not below the best before it by more than that. Not judged before the span reaches ``window``."""
+    """No improvement beyond ``tolerance`` (relative) over the last ``share`` of the run: the lowest level since
+    the cut is not below the lowest level before it by more than that (``_levels``: a level is the median of
+    three consecutive readings, so one low reading, like a datapoint added at 0.0, makes no plateau). Not judged
+    before the span reaches ``window``."""
     span = (now - started) * share
     if span < window:
         return None
     cut = now - span
-    before = [v for at, v in series if started <= at < cut and math.isfinite(v)]
-    after = [v for at, v in series if at >= cut and math.isfinite(v)]
+    readings = [(at, v) for at, v in series if started <= at and math.isfinite(v)]
+    before = [v for at, v in readings if at < cut]
+    after = [v for at, v in readings if at >= cut]
     if len(before) < MIN_PLATEAU_POINTS or len(after) < MIN_PLATEAU_POINTS:
         return None
-    best_before, best_after = min(before), min(after)
+    # Each level sits at the reading at its centre: a level straddling the cut belongs where its centre does.
+    levels = _levels([v for _, v in readings])
+    centre = PLATEAU_LEVEL_POINTS // 2
+    best_before = min(levels[: len(before) - centre])
+    best_after = min(levels[len(before) - centre :])
     if best_before - best_after > tolerance * max(abs(best_before), 1e-12):
         return None
     hours = span.total_seconds() / 3600
@@ -141,7 +168,8 @@ def _plateau(
         "plateau",
         metric,
         f"{metric} has not improved by more than {tolerance:.1%} in the last {hours:.1f}h ({share:.0%} of the "
-        f"run): best {show(best_after)} since, {show(best_before)} before",
+        f"run): lowest level {show(best_after)} since, {show(best_before)} before (a level is the median of "
+        f"{PLATEAU_LEVEL_POINTS} consecutive readings)",
         tuple(after[-VALUES_SHOWN:]),
     )
 
@@ -208,23 +236,35 @@ def diverged_finding(
     now: datetime,
     observed_at: datetime,
     event_id: str | None = None,
+    added: AddedDatapoints | None = None,
 ) -> Finding:
     """``training_diverged``: remediable only for a job tagged ``costguard:stop-on-divergence=true``, so the
-    common path marks it, then stops it after the grace period in remediate mode."""
+    common path marks it, then stops it after the grace period in remediate mode.
+
+    ``added``: the metric's series holds datapoints the job did not write (detect.training_cadence). A rising
+    loss or a plateau on such a series is evidence anyone allowed PutMetricData could have made: it is told, never
+    acted on. A NaN or infinite reading is not (CloudWatch refuses them), and stays remediable."""
     resource = training_job_resource(detail, account=account, region=region)
     hourly = hourly_usd(price, resource.instance_count)
     left = remaining_seconds(detail, now)
     rest = round(left / 3600 * hourly, 2) if left is not None and hourly is not None else None
-    allowed = may_stop_on_divergence(detail)
+    tagged = may_stop_on_divergence(detail)
+    doubted = added if found.kind != "non_finite" else None  # what makes the finding only told
     if left is None:
         cost = "the rest of the run costs an unknown amount (no MaxRuntimeInSeconds)"
     else:
         cost = f"the rest of its max runtime ({left / 3600:.1f}h) would cost {usd_text(rest)}"
-    advice = (
-        ""
-        if allowed
-        else f" Tag it {STOP_ON_DIVERGENCE_TAG}=true to let costguard stop a diverged run in remediate mode."
-    )
+    if doubted is not None:
+        advice = (
+            f" Its {found.metric} series holds datapoints the job did not write ({doubted.why}): anyone allowed "
+            "cloudwatch:PutMetricData can add them, so costguard will not stop it on this evidence."
+        )
+    elif not tagged:
+        advice = (
+            f" Tag it {STOP_ON_DIVERGENCE_TAG}=true to let costguard stop a diverged run in remediate mode."
+        )
+    else:
+        advice = ""
     evidence: dict[str, Any] = {
         "metric": found.metric,
         "rule": {"non_finite": "NaN or infinity", "rising": "rising loss", "plateau": "no improvement"}[
@@ -238,7 +278,8 @@ def diverged_finding(
         "instance_count": resource.instance_count,
         "price_usd_per_hour": price.usd_per_hour if price else None,
         "managed_spot": detail.EnableManagedSpotTraining,
-        "stop_on_divergence": allowed,
+        "stop_on_divergence": tagged,
+        "added_datapoints": added.why if added else None,
     }
     return Finding(
         reason=Reason.TRAINING_DIVERGED,
@@ -247,7 +288,12 @@ def diverged_finding(
         observed_at=observed_at,
         event_id=event_id,
         hourly_usd=hourly,
-        remediable=allowed,
+        remediable=tagged and doubted is None,
+        report_note=(
+            None
+            if doubted is None
+            else f"not stopped: its {found.metric} series holds datapoints the job did not write"
+        ),
         evidence=evidence,
     )
 

@@ -10,17 +10,21 @@ from botocore.exceptions import BotoCoreError, ClientError
 from pydantic import ValidationError
 
 from costguard.act.aws import permissions_for
+from costguard.act.shadow import key_of, overlay
 from costguard.aws import buckets, checkpoints, clients, metrics, sagemaker, training_metrics, training_state
-from costguard.aws.metrics import Series
 from costguard.aws.sagemaker import in_progress_jobs_described
+from costguard.aws.training_metrics import Readings
 from costguard.aws.training_state import TrainingState
+from costguard.detect.training_cadence import added_datapoints
 from costguard.detect.training_guardrails import digest_finding, guardrail_findings
 from costguard.detect.training_health import (
     checkpoint_due,
     checkpoint_location,
     diverged_finding,
     divergence,
+    loss_metrics,
     marked_for_divergence,
+    may_stop_on_divergence,
     metric_names,
     recovered,
     recovered_finding,
@@ -62,6 +66,20 @@ def judged_jobs(region: str) -> list[TrainingJobDetail]:
     return jobs
 
 
+def with_marks(
+    jobs: list[TrainingJobDetail], region: str, runtime: Runtime, now: datetime
+) -> list[TrainingJobDetail]:
+    """The jobs as a live run would read them: in notify mode, with the marks it keeps in the state table as the
+    mark tag (act/shadow.py), so that a run that recovers has its divergence mark cancelled in both modes."""
+    return overlay(
+        jobs,
+        runtime.shadow_marks,
+        now,
+        lambda j: key_of(_account(j), region, ResourceKind.TRAINING_JOB, j.TrainingJobName),
+        field="Tags",
+    )
+
+
 def _account(detail: TrainingJobDetail) -> str:
     """The job's account, from its ARN; empty when the description carries no whole ARN."""
     arn = detail.TrainingJobArn or ""
@@ -94,20 +112,24 @@ def ceiling_findings(
 Watched = Sequence[tuple[TrainingJobDetail, Sequence[str]]]  # jobs that have started, with their own metrics
 
 
-def job_series(
-    watched: Watched, region: str, runtime: Runtime, now: datetime
-) -> dict[str, dict[str, Series]]:
+def job_series(watched: Watched, region: str, runtime: Runtime, now: datetime) -> dict[str, Readings]:
     """Each watched job's own metrics by job name, over its run so far: one query per job and metric, in one
     GetMetricData walk per read group (training_metrics.read_groups: the jobs whose runs call for the same
-    period), 500 queries to a request, each followed through its NextToken pages; never a call per job."""
+    period), 500 queries to a request, each followed through its NextToken pages; never a call per job. A job
+    that may be stopped on divergence has its losses' sample counts read in the same walk (one more query per
+    loss): only a stop needs them."""
     metrics_of = {job.TrainingJobName: names for job, names in watched}
+    counted = {job.TrainingJobName: loss_metrics(job) for job, _ in watched if may_stop_on_divergence(job)}
     starts = {job.TrainingJobName: job.TrainingStartTime for job, _ in watched if job.TrainingStartTime}
-    series: dict[str, dict[str, Series]] = {}
+    readings: dict[str, Readings] = {}
     for start, period, names in training_metrics.read_groups(starts, now):
         queries = training_metrics.metric_queries([(name, metrics_of[name]) for name in names])
+        queries += training_metrics.count_queries(
+            [(name, counted[name]) for name in names if name in counted]
+        )
         data = runtime.reads.metrics.get_metric_data(region, queries, start, now, period)
-        series.update({name: training_metrics.series_of(data, name) for name in names})
-    return series
+        readings.update({name: training_metrics.readings_of(data, name, period) for name in names})
+    return readings
 
 
 def divergence_findings(
@@ -127,10 +149,11 @@ def divergence_findings(
         return []
     settings = runtime.settings
     window = timedelta(minutes=settings.divergence_window_minutes)
-    series = job_series(watched, region, runtime, now)
+    readings = job_series(watched, region, runtime, now)
     findings = []
     for job, _ in watched:
-        series_of = series.get(job.TrainingJobName, {})
+        read = readings.get(job.TrainingJobName)
+        series_of = read.values if read else {}
         found = divergence(
             job,
             series_of,
@@ -140,6 +163,7 @@ def divergence_findings(
             share=settings.plateau_share,
         )
         if found:
+            counts = read.counts.get(found.metric) if read else None
             findings.append(
                 diverged_finding(
                     job,
@@ -150,6 +174,7 @@ def divergence_findings(
                     now=now,
                     observed_at=now,
                     event_id=event_id,
+                    added=added_datapoints(counts, read.period) if read and counts else None,
                 )
             )
         elif (
@@ -286,7 +311,7 @@ def sweep_region(
 ) -> Report:
     """One account and region: its ceilings, its jobs' health, and yesterday's digest at the day's first run."""
     state = state or TrainingState(runtime.settings.state_table)
-    jobs = judged_jobs(region)
+    jobs = with_marks(judged_jobs(region), region, runtime, now)
     findings = ceiling_findings(jobs, region, runtime, now, event_id)
     held = {f.resource.id for f in findings if f.remediable}
     findings += divergence_findings(jobs, region, runtime, now, event_id, held)
