@@ -1,8 +1,9 @@
 """Entry point: queued notices from SQS, told in Slack (flows/notifier.py: conversations, groups, digests).
 
 A transient failure (429, 5xx, a connection error) goes back to the queue, then its dead-letter queue; a notice
-Slack refuses for good (another 4xx, a malformed secret) is parked in the failed-events queue instead. A notice
-already told in its conversation (a redelivery, a redrive) is not told again.
+Slack refuses for good (another 4xx, a malformed secret, a parent update refused) is parked in the failed-events
+queue instead. A notice already told in its conversation (a redelivery, a redrive) is not told again. What the
+invocation has no time left to start (Lambda's remaining time) goes back to the queue untouched.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from costguard.flows.notifier import DELIVER_PERMISSIONS, deliver_batch
 from costguard.handler import lambda_entry
-from costguard.notify.delivery import PermanentDeliveryError, redact
+from costguard.notify.delivery import Deadline, NotStartedError, PermanentDeliveryError, redact
 from costguard.notify.notice import AnyNotice, parse_notice
 from costguard.notify.parked import PERMISSIONS as PARK_PERMISSIONS
 from costguard.notify.parked import ParkError, park
@@ -30,8 +31,9 @@ PERMISSIONS = DELIVER_PERMISSIONS | PARK_PERMISSIONS
 settings = require(get_settings(), "state_table", "failed_events_queue_url", "slack_secret_id")
 
 
-def handle(records: list[dict[str, Any]]) -> list[str]:
-    """Tell the batch; the message ids to return to the queue."""
+def handle(records: list[dict[str, Any]], deadline: Deadline | None = None) -> list[str]:
+    """Tell the batch; the message ids to return to the queue (those not told, and those the invocation had no
+    time left to start: ``deadline``, from the Lambda context)."""
     failed: list[str] = []
     items: list[tuple[str, AnyNotice]] = []
     for record in records:
@@ -42,13 +44,15 @@ def handle(records: list[dict[str, Any]]) -> list[str]:
             logger.error("unreadable notice", extra={"message_id": mid})
             metrics.add_metric(name="UnreadableNotices", unit=MetricUnit.Count, value=1)
             failed.append(mid)  # stays on the queue, then lands in the dead-letter queue
-    failures = deliver_batch(items, settings)
+    failures = deliver_batch(items, settings, deadline=deadline)
     for mid, notice in items:
         error = failures.get(mid)
         if error is None:
             metrics.add_metric(name="NoticesDelivered", unit=MetricUnit.Count, value=1)
             continue
-        if isinstance(error, PermanentDeliveryError):
+        if isinstance(error, NotStartedError):  # no time left to start it: back to the queue, untried
+            metrics.add_metric(name="NoticesNotStarted", unit=MetricUnit.Count, value=1)
+        elif isinstance(error, PermanentDeliveryError):
             # Another try would meet the same answer: told once and kept, not retried into the dead-letter queue.
             try:
                 park(notice, error, settings, message_id=mid)
@@ -71,5 +75,5 @@ def _delivery_failed(message_id: str, notice: AnyNotice, cause: str) -> None:
 
 @lambda_entry
 def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
-    failed = handle(event.get("Records", []))
+    failed = handle(event.get("Records", []), Deadline.of(context))
     return {"batchItemFailures": [{"itemIdentifier": mid} for mid in failed]}

@@ -42,6 +42,26 @@ class ResourceKind(StrEnum):
     COSTGUARD_ALARM = "costguard_alarm"  # one of costguard's own CloudWatch alarms (template.yaml, ops)
     MEMBER_REGION = "member_region"  # one member account and region of an organization deployment
 
+    @property
+    def has_own_rate(self) -> bool:
+        """Whether a finding's ``hourly_usd`` on this kind is what the resource itself costs to run. On a budget,
+        an anomaly, a job family or a digest it is the sum over other resources (what runs in its scope), never
+        a rate to add up with theirs."""
+        return self in _OWN_RATE_KINDS
+
+
+# The kinds that run on instances of their own, and so have an hourly price of their own.
+_OWN_RATE_KINDS = frozenset(
+    {
+        ResourceKind.EC2_INSTANCE,
+        ResourceKind.TRAINING_JOB,
+        ResourceKind.NOTEBOOK,
+        ResourceKind.ENDPOINT,
+        ResourceKind.CAPACITY_RESERVATION,
+        ResourceKind.BATCH_JOB,
+    }
+)
+
 
 class Reason(StrEnum):
     """Stable reason codes: they appear in alerts, metrics and the README's catalogue."""

@@ -9,6 +9,8 @@ no handler makes a call outside it.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
+from typing import Any
 
 Permissions = frozenset[str]
 
@@ -25,3 +27,24 @@ def needs(*actions: str) -> Permissions:
 
 
 NONE: Permissions = frozenset()
+
+
+# The verbs of IAM actions that only read (budgets:ViewBudget, sagemaker:Search included).
+READ_VERBS = ("Describe", "Get", "List", "Search", "View")
+
+
+def is_read(action: str) -> bool:
+    """Whether an IAM action (``service:Verb...``) only reads."""
+    return action.partition(":")[2].startswith(READ_VERBS)
+
+
+def read_only_policy(sid: str, actions: Iterable[str]) -> dict[str, Any]:
+    """An IAM policy document allowing exactly these actions, every one a read, on any resource."""
+    listed = sorted(set(actions))
+    writes = [a for a in listed if not _ACTION.fullmatch(a) or not is_read(a)]
+    if writes:
+        raise ValueError(f"not read-only actions: {writes}")
+    return {
+        "Version": "2012-10-17",
+        "Statement": [{"Sid": sid, "Effect": "Allow", "Action": listed, "Resource": "*"}],
+    }

@@ -7,7 +7,8 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from costguard.act.executor import Outcome, Remediator, StopBlockerReader, StopLimiter, execute
-from costguard.model import Action, Decision, Finding, Reason
+from costguard.act.shadow import Shadow, ShadowMarks, marked_tags, read_marks
+from costguard.model import MARK_TAG_KEY, Action, Decision, Finding, Reason
 from costguard.notify.dedupe import RepeatGate, Sighting
 from costguard.notify.mutes import MuteReader
 from costguard.notify.notice import GROUP_ABOVE, ROWS_SHOWN, AnyNotice, GroupNotice, Notice, by_route
@@ -73,21 +74,47 @@ def _sightings(gate: RepeatGate, windows: dict[str, timedelta], now: datetime) -
         return dict.fromkeys(windows, Sighting.NEW)
 
 
+def with_shadow_marks(
+    findings: Sequence[Finding], shadow: ShadowMarks, now: datetime
+) -> tuple[list[Finding], dict[str, Shadow]]:
+    """A dry run's findings with their resources' shadow marks as the mark tag (act/shadow.py), and the marks: it
+    decides on the mark a live run would see on the resource. Read for the findings that may mark, stop or
+    unmark, and those whose resource shows a mark already (the flow read it: not read again)."""
+    keys = [
+        f.resource.key for f in findings if f.remediable or f.cancels_mark or MARK_TAG_KEY in f.resource.tags
+    ]
+    marks = read_marks(shadow, keys, now)
+    if not marks:
+        return list(findings), marks
+    out = []
+    for finding in findings:
+        tags = marked_tags(finding.resource.tags, marks.get(finding.resource.key))
+        if tags is not None:
+            finding = finding.model_copy(update={"resource": finding.resource.model_copy(update={"tags": tags})})
+        out.append(finding)
+    return out, marks
+
+
 def with_stop_blockers(
-    findings: Sequence[Finding], policy: Policy, now: datetime, remediator: Remediator
+    findings: Sequence[Finding],
+    policy: Policy,
+    now: datetime,
+    remediator: Remediator,
+    stopped: frozenset[str] = frozenset(),
 ) -> list[Finding]:
     """The findings, with what AWS would refuse a stop for (EC2 stop protection) read before deciding.
 
     Read only for the stop candidates, costliest first, until the per-run cap has as many stops as it allows:
     one read per stop about to be made (plus one per blocked candidate), never the fleet. A blocked resource
     is then decided like any resource with a stop blocker (reported, not stopped) and leaves its place under
-    the cap to the next. The same reads in notify mode: a dry run decides what a live run would.
+    the cap to the next. The same reads in notify mode: a dry run decides what a live run would (and reads none
+    for the resources of ``stopped``, whose stop it has decided already: decide_all).
     """
     listed = list(findings)
     if not isinstance(remediator, StopBlockerReader):
         return listed
     allowed = 0
-    for n in stop_candidates(listed, policy, now):
+    for n in stop_candidates(listed, policy, now, stopped):
         if allowed >= policy.max_stops:
             break
         resource = listed[n].resource
@@ -118,20 +145,30 @@ def act_on(
     source: str | None = None,
     group_above: int = GROUP_ABOVE,
     mutes: MuteReader | None = None,
+    shadow: ShadowMarks | None = None,
 ) -> Report:
     """Decide, act, and queue what is news: the first sighting of an episode (and any failure), one message
-    per channel when a run has many; what stays open past a day goes in that channel's daily digest."""
-    findings = with_stop_blockers(findings, policy, now, remediator)
+    per channel when a run has many; what stays open past a day goes in that channel's daily digest.
+
+    A dry run with ``shadow`` decides on the marks it kept there, and keeps its marks, stops and unmarks there
+    (act/shadow.py): what it says it would do is what a live run does."""
+    marks: dict[str, Shadow] = {}
+    if shadow is not None and policy.dry_run:
+        findings, marks = with_shadow_marks(findings, shadow, now)
+    stopped = frozenset(key for key, mark in marks.items() if mark.stopped is not None)
+    findings = with_stop_blockers(findings, policy, now, remediator, stopped)
     report = Report(findings=findings)
     gated: list[tuple[Notice, str | None]] = []  # in decision order; None: always told
     windows: dict[str, timedelta] = {}
-    for decision in decide_all(findings, policy, now):
-        outcome = execute(decision, remediator, limiter)
+    for decision in decide_all(findings, policy, now, stopped):
+        outcome = execute(decision, remediator, limiter, shadow)
         report.decisions.append(decision)
         report.outcomes.append(outcome)
         if decision.action is Action.NONE:
             continue  # waiting out a grace period: the mark message already said so
-        notice = Notice(decision=decision, outcome=outcome, protect_tag_key=policy.protect_tag_key)
+        notice = Notice(
+            decision=_as_told(decision, marks), outcome=outcome, protect_tag_key=policy.protect_tag_key
+        )
         key = _repeat_key(decision, outcome, now)
         if key is None:
             report.suppressed.append(decision)  # kept running by a person: told when they clicked
@@ -167,12 +204,28 @@ def act_on(
     return report
 
 
+def _as_told(decision: Decision, marks: dict[str, Shadow]) -> Decision:
+    """The decision as its message shows it: a dry run's resource without the shadow mark among its tags, which
+    the resource does not carry."""
+    kept = marks.get(decision.resource.key)
+    tags = decision.resource.tags
+    if not decision.dry_run or kept is None or kept.mark is None or tags.get(MARK_TAG_KEY) != kept.mark:
+        return decision
+    shown = decision.resource.model_copy(update={"tags": {k: v for k, v in tags.items() if k != MARK_TAG_KEY}})
+    return decision.model_copy(update={"finding": decision.finding.model_copy(update={"resource": shown})})
+
+
 def _repeat_key(decision: Decision, outcome: Outcome, now: datetime) -> str | None:
     """The repeat gate's key of a decision's notice: the same resource, reason and action (and what else makes
     it other news); None for a notification someone asked not to get (a snooze not yet over)."""
-    key = f"{decision.resource.key}|{decision.reason}|{decision.action}"
-    if decision.finding.repeat_scope:
-        key += f"|{decision.finding.repeat_scope}"
+    if decision.dry_run and decision.action is Action.STOP:
+        # A dry run's stop is news once for the resource, whatever finding it is decided for: a live run stops it
+        # once, and the one a dry run leaves running is decided on again at every run (act/shadow.py).
+        key = f"{decision.resource.key}|{decision.action}"
+    else:
+        key = f"{decision.resource.key}|{decision.reason}|{decision.action}"
+        if decision.finding.repeat_scope:
+            key += f"|{decision.finding.repeat_scope}"
     if snooze := decision.resource.tags.get(SNOOZE_TAG_KEY):
         if snoozed_until(decision.resource.tags, now) is not None and decision.action is Action.NOTIFY:
             return None

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from functools import lru_cache
@@ -135,26 +135,47 @@ def _decision(
     )
 
 
-def decide_all(findings: Iterable[Finding], policy: Policy, now: datetime) -> list[Decision]:
-    """Decide each finding, then hold stops beyond the cap back to a notification, costliest first."""
+def decide_all(
+    findings: Iterable[Finding], policy: Policy, now: datetime, stopped: Collection[str] = ()
+) -> list[Decision]:
+    """Decide each finding, then hold stops beyond the cap back to a notification, costliest first.
+
+    ``stopped``: the keys of resources a dry run has already decided to stop (act/shadow.py). A live run would
+    have stopped them then, and would not see them now: their stops, decided again, take no place under the cap.
+    """
     listed = list(findings)
     # Each action chosen first, each decision then built once: with many instances waiting on the cap,
     # building their stops only to copy each into a notification was much of the cost of a sweep (and of
     # every step of a backtest).
     chosen = [_choose(finding, policy, now) for finding in listed]
-    stops = _costliest_first(listed, (n for n, (action, _, _) in enumerate(chosen) if action is Action.STOP))
+    stops = _costliest_first(
+        listed,
+        (
+            n
+            for n, (action, _, _) in enumerate(chosen)
+            if action is Action.STOP and listed[n].resource.key not in stopped
+        ),
+    )
     held = f"stop cap of {policy.max_stops} per run reached: not stopped"
     for n in stops[policy.max_stops :]:
         chosen[n] = (Action.NOTIFY, held, chosen[n][2])
     return [_decision(finding, policy, now, *choice) for finding, choice in zip(listed, chosen, strict=True)]
 
 
-def stop_candidates(findings: Sequence[Finding], policy: Policy, now: datetime) -> list[int]:
+def stop_candidates(
+    findings: Sequence[Finding], policy: Policy, now: datetime, stopped: Collection[str] = ()
+) -> list[int]:
     """The positions of the findings whose decision would be a stop, costliest first: the order in which
-    ``decide_all`` gives out the per-run cap. What only AWS can tell about a stop (EC2 stop protection) is
-    read for these before deciding (pipeline.with_stop_blockers), and the stop is then decided with it."""
+    ``decide_all`` gives out the per-run cap (those of ``stopped`` left out, as there). What only AWS can tell
+    about a stop (EC2 stop protection) is read for these before deciding (pipeline.with_stop_blockers), and the
+    stop is then decided with it."""
     return _costliest_first(
-        findings, (n for n, finding in enumerate(findings) if _choose(finding, policy, now)[0] is Action.STOP)
+        findings,
+        (
+            n
+            for n, finding in enumerate(findings)
+            if _choose(finding, policy, now)[0] is Action.STOP and finding.resource.key not in stopped
+        ),
     )
 
 

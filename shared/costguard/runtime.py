@@ -29,6 +29,7 @@ from costguard.reads import Reads
 from costguard.settings import Settings, get_settings
 
 if TYPE_CHECKING:
+    from costguard.act.shadow import ShadowMarks
     from costguard.aws.idle_history import IdleHistories
     from costguard.aws.read_plan import ReadPlans
 
@@ -56,6 +57,7 @@ class Runtime:
     accounts: AccountLabels | None = None  # an organization deployment: accounts named in messages
     idle_histories: IdleHistories | None = None  # the adaptive idle policy's (COSTGUARD_IDLE_POLICY=adaptive)
     read_plans: ReadPlans | None = None  # the sweep's read schedule (COSTGUARD_READ_SCHEDULE): None reads all
+    shadow_marks: ShadowMarks | None = None  # notify mode's marks (act/shadow.py): None in remediate mode
     # What the flows read (inventory, metrics, SageMaker, budgets): AWS, or in-memory twins in a unit test.
     reads: Reads = field(default_factory=Reads)
 
@@ -90,6 +92,7 @@ class Runtime:
             group_above=self.settings.slack_group_above,
             mutes=self.mutes,
             source=os.environ.get("AWS_LAMBDA_LOG_GROUP_NAME"),
+            shadow=self.shadow_marks,
         )
 
 
@@ -107,6 +110,7 @@ def runtime() -> Runtime:
         accounts=OrganizationLabels() if settings.organization else None,
         idle_histories=_idle_histories(settings),
         read_plans=_read_plans(settings),
+        shadow_marks=_shadow_marks(settings),
     )
 
 
@@ -126,3 +130,12 @@ def _read_plans(settings: Settings) -> ReadPlans | None:
     from costguard.aws.read_plan import DynamoReadPlans
 
     return DynamoReadPlans(settings.state_table)
+
+
+def _shadow_marks(settings: Settings) -> ShadowMarks | None:
+    """Notify mode keeps its marks in the state table; remediate mode tags the resources."""
+    if not (settings.dry_run and settings.state_table):
+        return None
+    from costguard.act.shadow import DynamoShadowMarks
+
+    return DynamoShadowMarks(settings.state_table)

@@ -221,8 +221,9 @@ def test_anomaly_over_sns_lists_running_ec2_of_its_root_cause(stack: LocalStack)
         "cost_anomaly",
     )
     ranked = result.findings[0]["evidence"]["ranked"]
-    assert {r["kind"] for r in ranked} == {"ec2_instance"}
-    assert ranked[0]["id"] == "i-0a1f00000000000a4"  # the p5.48xlarge, $55.04/h
+    # Its root cause is BoxUsage:p4d.24xlarge: the p4d instances, each once (not the p5s, g5s...).
+    assert [r["id"] for r in ranked] == [P4D_IDLE, P4D_BUSY, "i-0a1f00000000000d4", "i-0a1f00000000000d6"]
+    assert {r["hourly_usd"] for r in ranked} == {21.958}
     assert result.findings[0]["cost_usd"] == 1054.39
     assert "BoxUsage:p4d.24xlarge" in json.dumps(result.slack)
 
@@ -230,8 +231,13 @@ def test_anomaly_over_sns_lists_running_ec2_of_its_root_cause(stack: LocalStack)
 def test_anomaly_over_eventbridge_lists_running_sagemaker(stack: LocalStack) -> None:
     [result] = replay(stack, [EVENTS / "cost-anomaly-detected.json"])
     assert result.ok, result.error
-    kinds = {r["kind"] for r in result.findings[0]["evidence"]["ranked"]}
-    assert kinds == {"training_job", "notebook_instance", "endpoint"}
+    ranked = result.findings[0]["evidence"]["ranked"]
+    # USE1-Notebk:ml.g5.xlarge and USE1-Train:ml.p4d.24xlarge: those notebooks and that job, no endpoint.
+    assert {(r["kind"], r["id"]) for r in ranked} == {
+        ("training_job", "bert-pretrain-hung"),
+        ("notebook_instance", "dana-scratch"),
+        ("notebook_instance", "li-finetune-lab"),
+    }
 
 
 def test_sns_deliveries_route_by_topic() -> None:

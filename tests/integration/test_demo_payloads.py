@@ -4,6 +4,7 @@ resource's kind, a dollar figure in the notification text, and how to get a stop
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -13,6 +14,7 @@ import pytest
 from costguard.local.demo import DemoRun, run_demo
 from costguard.local.render import render
 from costguard.local.world import World
+from costguard.model import ResourceKind
 from costguard.notify.message import build_group_message, build_message, build_reply
 from costguard.notify.notice import GroupNotice, Notice
 
@@ -41,6 +43,7 @@ class Demo:
     run: DemoRun
     built: list[tuple[dict[str, Any], dict[str, Any]]]  # (decision, payload) of single messages and replies
     groups: list[tuple[list[dict[str, Any]], dict[str, Any]]]  # (row decisions, payload) of group messages
+    grouped: list[tuple[GroupNotice, dict[str, Any]]]  # the same, with the group each was built from
 
     @property
     def payloads(self) -> list[dict[str, Any]]:
@@ -56,6 +59,7 @@ def demo_run(request: pytest.FixtureRequest) -> Demo:
 
     built: list[tuple[dict[str, Any], dict[str, Any]]] = []
     groups: list[tuple[list[dict[str, Any]], dict[str, Any]]] = []
+    grouped: list[tuple[GroupNotice, dict[str, Any]]] = []
 
     def recording(builder: Any) -> Any:
         def build(notice: Notice, **options: Any) -> dict[str, Any]:
@@ -68,6 +72,7 @@ def demo_run(request: pytest.FixtureRequest) -> Demo:
     def recording_group(group: GroupNotice, **options: Any) -> dict[str, Any]:
         payload = build_group_message(group, **options)
         groups.append(([row.decision.summary() for row in group.rows], payload))
+        grouped.append((group, payload))
         return payload
 
     world: World = load_world(DEMO_WORLD)
@@ -79,7 +84,7 @@ def demo_run(request: pytest.FixtureRequest) -> Demo:
     assert all(r.ok for r in run.results), [r.error for r in run.results if not r.ok]
     # Every payload Slack received is one the notifier built.
     assert len(run.posted) + len(run.updates) == len(built) + len(groups) > 10
-    return Demo(run, built, groups)
+    return Demo(run, built, groups, grouped)
 
 
 @pytest.fixture(scope="module")
@@ -87,10 +92,12 @@ def demo(demo_run: Demo) -> list[tuple[dict[str, Any], dict[str, Any]]]:
     return demo_run.built
 
 
-def test_the_demo_posts_at_most_15_messages_and_every_finding_is_in_one(demo_run: Demo) -> None:
+def test_the_demo_posts_at_most_22_messages_and_every_finding_is_in_one(demo_run: Demo) -> None:
     run = demo_run.run
     # What the channel shows: 44 messages for 37 events before conversations, groups and the batching window.
-    assert len(run.channel_messages) <= 15, [m["text"] for m in run.channel_messages]
+    # Each budget alert and each anomaly is its own message (a budget's alerts in one thread), and a group is of
+    # one resource kind: a kind with one finding in a batch is told on its own.
+    assert len(run.channel_messages) <= 22, [m["text"] for m in run.channel_messages]
     said = render_all(demo_run.payloads)
     missing = [
         (f["reason"], f["resource_id"])
@@ -152,7 +159,8 @@ def test_the_notification_text_carries_the_dollar_figure(
     demo: list[tuple[dict[str, Any], dict[str, Any]]],
 ) -> None:
     for decision, message in demo:
-        if decision["hourly_usd"] is not None:
+        # A budget's or an anomaly's $/h is what runs in its scope, not its own figure: never in its text.
+        if decision["hourly_usd"] is not None and ResourceKind(decision["resource_kind"]).has_own_rate:
             assert f"${decision['hourly_usd']:,.2f}/h" in message["text"], message["text"]
         if decision["cost_usd"] is not None:
             assert f"${decision['cost_usd']:,.2f}" in message["text"], message["text"]
@@ -161,6 +169,75 @@ def test_the_notification_text_carries_the_dollar_figure(
         unreadable = "could not read" in message["blocks"][1]["text"]["text"]  # a budget alert with no figure
         if decision["reason"] in ("budget_breach", "cost_anomaly", "training_digest", "job_failure_loop"):
             assert "$" in message["text"] or unreadable, message["text"]
+
+
+def test_every_group_total_counts_each_resource_once(demo_run: Demo) -> None:
+    """A group's $/h is the sum over its distinct resources with a price of their own: a resource with two
+    findings once, a budget's, an anomaly's or a family's figure never."""
+    assert demo_run.grouped
+    for grouped, payload in demo_run.grouped:
+        assert grouped.count == len(grouped.rows)  # the demo's groups carry every row: the sum can be redone
+        rates: dict[str, float] = {}
+        for row in grouped.rows:
+            resource, hourly = row.decision.resource, row.decision.hourly_usd
+            if resource.kind.has_own_rate and hourly is not None:
+                rates[resource.key] = max(hourly, rates.get(resource.key, hourly))
+        summary = payload["blocks"][1]["text"]["text"]
+        stated = re.search(r"costing \*\$([0-9,.]+)/h\*", summary)
+        if not rates:
+            assert stated is None, summary
+            continue
+        assert stated is not None, summary
+        assert float(stated.group(1).replace(",", "")) == round(sum(rates.values()), 2), summary
+        resources = {r.decision.resource.key for r in grouped.rows if r.decision.resource.kind.has_own_rate}
+        assert f" on {len(resources)} " in summary, summary
+
+
+STANDALONE = {"budget", "cost_anomaly"}
+
+
+def test_no_budget_alert_or_anomaly_is_a_row_of_a_group(demo_run: Demo) -> None:
+    """Each is its own message, with its ranked list and what its level did; a group is of one kind."""
+    for rows, payload in demo_run.groups:
+        assert not [r for r in rows if r["resource_kind"] in STANDALONE], payload["text"]
+        assert len({r["resource_kind"] for r in rows}) == 1, payload["text"]
+        said = json.dumps(payload)
+        assert "Budget breached" not in said and "Cost anomaly" not in said, said
+    alerts = [(d, m) for d, m in demo_run.built if d["resource_kind"] in STANDALONE and len(m["blocks"]) > 2]
+    assert {d["resource_kind"] for d, _ in alerts} == STANDALONE
+    for decision, message in alerts:
+        everything = "\n".join(_texts(message))
+        if decision["resource_kind"] == "budget" and "could not read" not in everything:
+            assert "costliest first" in everything, everything
+
+
+# The findings costguard reports and never acts on: no button may offer to stop what they are about.
+NEVER_STOPPED = {"training_job_failed", "spot_interruption", "gpu_starved", "checkpoint_stale"}
+
+
+def _stop_buttons(message: dict[str, Any]) -> list[str]:
+    """The reason of each Stop now a message offers (its value: "<reason>|<resource key>")."""
+    return [
+        element["value"].split("|", 1)[0]
+        for block in message["blocks"]
+        if block["type"] == "actions"
+        for element in block["elements"]
+        if element.get("action_id") == "costguard:stop"
+    ]
+
+
+def test_stop_now_is_offered_only_where_it_can_stop(demo_run: Demo) -> None:
+    notify = all(r.decisions == [] or all(d["dry_run"] for d in r.decisions) for r in demo_run.run.results)
+    offered = [reason for message in demo_run.payloads for reason in _stop_buttons(message)]
+    if notify:
+        assert offered == []  # notify mode stops nothing: a Stop now there could only say so
+    else:
+        assert offered  # remediate mode offers it on what costguard marked
+    assert not NEVER_STOPPED & set(offered), offered
+    told = {d["reason"] for d, _ in demo_run.built} | {
+        r["reason"] for rows, _ in demo_run.groups for r in rows
+    }
+    assert told & NEVER_STOPPED == NEVER_STOPPED  # the demo tells each of them
 
 
 def test_a_stop_says_how_to_get_the_resource_back(demo: list[tuple[dict[str, Any], dict[str, Any]]]) -> None:
@@ -191,7 +268,7 @@ def test_evidence_is_rendered_by_value_type() -> None:
     from costguard.notify.notice import Notice
 
     now = datetime(2026, 11, 20, 12, 0, tzinfo=UTC)
-    resource = Resource(kind=ResourceKind.BUDGET, id="b", account="123456789012", region="us-east-1")
+    resource = Resource(kind=ResourceKind.TRAINING_DIGEST, id="d", account="123456789012", region="us-east-1")
     evidence = {
         "flags": [True, False, None],
         "nested": {"managed_spot": False, "limit_hours": 72.0, "owner": None},
@@ -203,7 +280,7 @@ def test_evidence_is_rendered_by_value_type() -> None:
         "long": [f"item {i}" for i in range(30)],
     }
     finding = Finding(
-        reason=Reason.BUDGET_BREACH, resource=resource, summary="s", observed_at=now, evidence=evidence
+        reason=Reason.TRAINING_DIGEST, resource=resource, summary="s", observed_at=now, evidence=evidence
     )
     decision = Decision(
         action=Action.NOTIFY, reason=finding.reason, finding=finding, dry_run=True, decided_at=now
@@ -214,7 +291,7 @@ def test_evidence_is_rendered_by_value_type() -> None:
     assert "◦ Managed spot: no" in evidence_text and "◦ Limit hours: 72" in evidence_text
     assert "◦ Owner: unknown" in evidence_text
     assert "◦ i-1 (ec2 instance): $2.50/h, no metrics" in evidence_text
-    assert "• Price per hour: $3.83" in evidence_text
+    assert "• Price per instance-hour: $3.83" in evidence_text
     assert "• Runtime: 4h 03m" in evidence_text
     assert "• Share: 12.5%" in evidence_text
     assert "• Started: 2026-11-20 07:15 UTC" in evidence_text

@@ -82,7 +82,11 @@ def test_notify_mode_decides_the_same_but_dry_and_changes_nothing(stack: LocalSt
     results = replay(stack, [ALARM_IDLE, SWEEP])
     decisions = [d for r in results for d in r.decisions]
     assert decisions and all(d["dry_run"] for d in decisions)
-    assert [d["action"] for d in decisions if d["resource_id"] == IDLE] == ["mark", "mark"]
+    # Decided as remediate decides (marked by the alarm, in its grace period at the sweep): the mark is kept in
+    # the state table, not on the instance, and the stop it would make stays due at the same time.
+    idle = [d for d in decisions if d["resource_id"] == IDLE]
+    assert [d["action"] for d in idle] == ["mark", "none"]
+    assert len({d["stop_after"] for d in idle}) == 1
     assert MARK_TAG_KEY not in tags_of(IDLE)
     assert {state_of(i) for i in (IDLE, PROTECTED, ASG, BUSY)} == {"running"}
 

@@ -158,3 +158,68 @@ def test_a_handler_that_raises_prints_its_traceback_with_verbose(
     assert line["function"] == "TrainingJobsFunction"
     assert "RuntimeError: the training-jobs flow broke" in line["error"]
     assert "Traceback (most recent call last)" in err and "broken" in err
+
+
+def _with_message(path: str, message: dict[str, Any], to: Path) -> str:
+    """The SNS delivery at ``path`` carrying ``message`` instead, written to ``to``."""
+    event = json.loads(Path(path).read_text())
+    event["Records"][0]["Sns"]["Message"] = json.dumps(message)
+    to.write_text(json.dumps(event))
+    return str(to)
+
+
+def test_an_anomaly_naming_regions_that_are_not_region_codes_is_delivered_naming_them(
+    capsys: pytest.CaptureFixture[str], sleeps: list[float], tmp_path: Path
+) -> None:
+    anomaly = json.loads(json.loads(Path(ANOMALY).read_text())["Records"][0]["Sns"]["Message"])
+    ec2 = "Amazon Elastic Compute Cloud - Compute"
+    anomaly["rootCauses"] = [
+        {"service": ec2, "region": "global", "linkedAccount": "123456789012"},
+        {"service": "Amazon SageMaker", "region": "NoRegion", "linkedAccount": "123456789012"},
+        {"service": ec2, "region": "eu-west-1 ", "linkedAccount": "123456789012"},
+    ]
+    path = _with_message(ANOMALY, anomaly, tmp_path / "anomaly-odd-regions.json")
+    assert main(["replay", path, "--json"]) == 0
+    line = json.loads(capsys.readouterr().out)
+    assert "error" not in line
+    [decision] = line["decisions"]
+    assert (decision["reason"], decision["action"]) == ("cost_anomaly", "notify")
+    [finding] = line["findings"]
+    assert finding["evidence"]["regions_not_read"] == ["global", "NoRegion"]
+    assert "Regions not read (not a region code): global, NoRegion." in finding["summary"]
+    assert f"{ec2}, eu-west-1, account" in finding["summary"]
+
+
+def test_a_function_url_request_whose_body_cannot_be_read_is_rejected_and_the_run_goes_on(
+    capsys: pytest.CaptureFixture[str], sleeps: list[float], tmp_path: Path
+) -> None:
+    keep = EVENTS / "slack-interaction-keep.json"
+    request = json.loads(keep.read_text())
+    bad = {
+        "not-base64": (
+            {**request, "body": "%%% not base64 %%%", "isBase64Encoded": True},
+            "not valid base64",
+        ),
+        "number": ({**request, "body": 12345}, "not text but a JSON number"),
+        "object": ({**request, "body": {"payload": "{}"}}, "not text but a JSON object"),
+    }
+    paths = []
+    for name, (event, _) in bad.items():
+        (tmp_path / f"{name}.json").write_text(json.dumps(event))
+        paths += [str(tmp_path / f"{name}.json"), FAILED]
+    assert main(["replay", str(keep), *paths, "--json"]) == 1
+    out, err = capsys.readouterr()
+    lines = [json.loads(text) for text in out.strip().splitlines()]
+    assert [line["event"] for line in lines] == [str(keep), *paths]  # every event ran, in order
+    for line in lines:
+        name = Path(line["event"]).stem
+        if name in bad:
+            assert line["function"] == "InteractionsFunction"
+            assert "rejected by InteractionsFunction (HTTP 4" in line["error"], line
+            assert bad[name][1] in line["error"]
+            assert f"costguard: {line['event']}: rejected" in err
+        else:
+            assert "error" not in line, line
+    assert [[d["reason"] for d in line["decisions"]] for line in lines if line["event"] == FAILED] == [
+        ["training_job_failed"]
+    ] * 3

@@ -171,7 +171,9 @@ def test_notify_mode_changes_nothing(notifying: LocalStack, two_sweeps: list[str
     first, second = replay(notifying, two_sweeps)
     assert first.ok and second.ok, (first.error, second.error)
     assert all(d["dry_run"] for r in (first, second) for d in r.decisions)
-    assert by_resource(second)[HUNG]["action"] == "mark"  # never marked, so it is still only due a mark
+    # Marked in the state table, not on the resource: its stop falls due as in remediate mode, and is not made.
+    assert by_resource(first)[HUNG]["action"] == by_resource(first)[IDLE_NOTEBOOK]["action"] == "mark"
+    assert by_resource(second)[HUNG]["action"] == by_resource(second)[IDLE_NOTEBOOK]["action"] == "stop"
     assert training_job_status(HUNG) == "InProgress"
     assert notebook_status(IDLE_NOTEBOOK) == "InService"
     assert MARK_TAG_KEY not in tags_of(arn("training-job", HUNG))

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from costguard import clock
+from costguard.act.shadow import PREFIX as SHADOW_PREFIX
 from costguard.aws import clients
 from costguard.local.metric_responder import Dimensions, MetricResponder
 from costguard.local.sink import SlackSink
@@ -31,18 +32,22 @@ SQS_SENDS = {"SendMessage", "SendMessageBatch"}
 LATER = timedelta(minutes=30)
 
 
-def launch_fleet(stack: LocalStack, size: int) -> list[str]:
+def launch_fleet(stack: LocalStack, size: int, *, protected: bool = True) -> list[str]:
     """Running g5.xlarge instances (one A10G each), launched a day ago, in one RunInstances call (the world's
-    one call per instance would make this test slow); their series are answered by ``responder``."""
+    one call per instance would make this test slow); their series are answered by ``responder``. Protected,
+    their idle findings stand as they are (never marked, never due a stop) for as long as nothing changes."""
     from moto.ec2.models import ec2_backends  # the embedded AWS only
 
     ec2 = clients.ec2(REGION)
+    tags = [{"Key": "team", "Value": "research"}]
+    if protected:
+        tags.append({"Key": "costguard:protect", "Value": "true"})
     made = ec2.run_instances(
         ImageId=STAND_IN_IMAGE,
         InstanceType="g5.xlarge",
         MinCount=size,
         MaxCount=size,
-        TagSpecifications=[{"ResourceType": "instance", "Tags": [{"Key": "team", "Value": "research"}]}],
+        TagSpecifications=[{"ResourceType": "instance", "Tags": tags}],
     )
     reservation = ec2_backends[stack.world.account][REGION].reservations[made["ReservationId"]]
     for instance in reservation.instances:
@@ -212,3 +217,64 @@ def test_a_finding_that_changed_is_written_and_told(calls: Calls) -> None:
             if op == "UpdateItem" and "told" in p.get("UpdateExpression", "")
         ]
         assert len(claimed) == 1 and changed in claimed[0]
+
+
+MARKED = 150  # more than one BatchGetItem of keys
+
+
+def shadow_writes(calls: Calls) -> list[tuple[str, str]]:
+    """The writes to notify mode's marks (act/shadow.py): (operation, resource key)."""
+    written = []
+    for op, params in calls.params:
+        item = params.get("Item") or params.get("Key") or {}
+        key = item.get("id", {}).get("S", "")
+        if key.startswith(SHADOW_PREFIX):
+            written.append((op, key.removeprefix(SHADOW_PREFIX)))
+    return written
+
+
+def test_a_fleet_marked_in_notify_mode_keeps_its_stop_time_and_writes_nothing_once_it_is_told(
+    calls: Calls,
+) -> None:
+    """Notify mode keeps its marks in the state table: an idle fleet is marked once (a write each), waits out
+    its grace period (nothing written), is due its stop when remediate mode would stop it (a write each, told
+    once), then stands (nothing written, nothing told). The stop time never moves."""
+    overrides = {"COSTGUARD_MAX_STOPS_PER_RUN": "1000"}
+    with SlackSink() as sink, LocalStack(World(now=NOW), sink=sink, overrides=overrides) as stack:
+        ids = launch_fleet(stack, MARKED, protected=False)
+        responder(ids).install(clients.cloudwatch(REGION))
+        calls.watch()
+        due = (NOW + timedelta(minutes=15)).isoformat()  # the template's 15-minute grace period
+
+        def decided(summary: dict[str, Any]) -> set[tuple[str, str | None]]:
+            return {(d["action"], d["stop_after"]) for d in summary["decisions"]}
+
+        marked = sweep(stack, NOW)
+        assert decided(marked) == {("mark", due)} and len(marked["decisions"]) == MARKED
+        assert sorted(shadow_writes(calls)) == sorted(
+            ("PutItem", f"123456789012/{REGION}/ec2_instance/{i}") for i in ids
+        )
+
+        calls.clear()
+        waiting = sweep(stack, NOW + timedelta(minutes=10))
+        assert decided(waiting) == {("none", due)} and len(waiting["decisions"]) == MARKED
+        assert shadow_writes(calls) == [] and calls.sqs_sends() == 0
+        assert calls.dynamodb()["BatchGetItem"] >= MARKED // 100 + 1  # the marks, read back in batches
+
+        calls.clear()
+        stopping = sweep(stack, NOW + timedelta(minutes=30))
+        assert decided(stopping) == {("stop", due)} and stopping["notified"] == MARKED
+        assert len(shadow_writes(calls)) == MARKED  # each would-be stop kept once
+
+        calls.clear()
+        standing = sweep(stack, NOW + timedelta(minutes=60))
+        assert decided(standing) == {("stop", due)}
+        assert standing["notified"] == 0 and standing["suppressed"] == MARKED
+        assert shadow_writes(calls) == []
+        assert calls.dynamodb()["UpdateItem"] == 0 and calls.sqs_sends() == 0
+        assert {state for state in instance_states(ids)} == {"running"}  # a dry run stops nothing
+
+
+def instance_states(ids: list[str]) -> list[str]:
+    reservations = clients.ec2(REGION).describe_instances(InstanceIds=ids)["Reservations"]
+    return [i["State"]["Name"] for r in reservations for i in r["Instances"]]

@@ -9,6 +9,7 @@ documented base set every function gets.
 
 from __future__ import annotations
 
+import copy
 import importlib.util
 import json
 import re
@@ -56,6 +57,19 @@ def policy_templates() -> dict[str, Any]:
 
 def body() -> dict[str, Any]:
     return Template.load(TEMPLATE).body
+
+
+def deployed_with(template: dict[str, Any], **values: str) -> dict[str, Any]:
+    """The template as a stack deployed with these parameter values renders it (each becomes the Default)."""
+    changed = copy.deepcopy(template)
+    for name, value in values.items():
+        changed["Parameters"][name]["Default"] = value
+    return changed
+
+
+def slack_app_body() -> dict[str, Any]:
+    """template.yaml deployed with a Slack app (SlackApp=on): the interactions endpoint and worker exist."""
+    return deployed_with(body(), SlackApp="on")
 
 
 def roles(template: dict[str, Any]) -> dict[str, dict[str, Any]]:
@@ -236,9 +250,13 @@ _NEGATED = {
 _POSITIVE = {"StringEquals", "StringEqualsIgnoreCase", "StringLike", "ArnEquals", "ArnLike", "Bool"}
 
 
+NO_VALUE = object()  # ``!Ref AWS::NoValue``: the list item or property it stands for is left out
+
+
 class Rendered:
     """A template's intrinsics replaced by what the deployed stack would have (names as CloudFormation and
-    SAM make them; a SAM function's role is ``<Function>Role``)."""
+    SAM make them; a SAM function's role is ``<Function>Role``). ``!Ref AWS::NoValue`` (an ``!If`` branch) leaves
+    its list item or map key out, as CloudFormation does."""
 
     def __init__(self, template: dict[str, Any]) -> None:
         self.template = template
@@ -267,7 +285,9 @@ class Rendered:
     def _name(self, logical_id: str) -> str:
         return f"{STACK}-{logical_id}-1A2B3C4D5E6F"
 
-    def ref(self, name: str) -> str:
+    def ref(self, name: str) -> Any:
+        if name == "AWS::NoValue":
+            return NO_VALUE
         if name in PSEUDO:
             return PSEUDO[name]
         if name in self.parameters:
@@ -359,9 +379,10 @@ class Rendered:
                     return self.value(yes if self.condition(name) else no)
                 if key.startswith("Fn::"):
                     raise ValueError(f"no local value for {key}")
-            return {k: self.value(v) for k, v in value.items()}
+            pairs = ((k, self.value(v)) for k, v in value.items())
+            return {k: v for k, v in pairs if v is not NO_VALUE}
         if isinstance(value, list):
-            return [self.value(v) for v in value]
+            return [v for v in (self.value(item) for item in value) if v is not NO_VALUE]
         return value
 
 

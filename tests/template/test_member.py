@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import copy
 import json
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -61,7 +62,7 @@ def member_body(hub_account: str = HUB, hub_region: str = REGION) -> dict[str, A
     values = {
         "HubAccountId": hub_account,
         "HubRegion": hub_region,
-        "HubStackName": STACK,
+        "HubRoleArns": member_stack_parameters()["HubRoleArns"],
         "OrganizationId": ORG,
     }
     for name, value in values.items():
@@ -70,10 +71,37 @@ def member_body(hub_account: str = HUB, hub_region: str = REGION) -> dict[str, A
 
 
 def hub_body(organization: str = ORG) -> dict[str, Any]:
-    """template.yaml deployed as an organization's hub (OrganizationId given)."""
+    """template.yaml deployed as an organization's hub (OrganizationId given), with a Slack app: every hub role
+    that may act in a member account exists (the Slack buttons' worker only with SlackApp=on)."""
     template = copy.deepcopy(body())
     template["Parameters"]["OrganizationId"]["Default"] = organization
+    template["Parameters"]["SlackApp"]["Default"] = "on"
     return template
+
+
+class HubRendered(Rendered):
+    """template.yaml's intrinsics, a list's ``!If [cond, x, !Ref AWS::NoValue]`` left out when cond is false (as
+    CloudFormation does)."""
+
+    def value(self, value: Any) -> Any:
+        if isinstance(value, list):
+            return [self.value(v) for v in value if not self._no_value(v)]
+        return super().value(value)
+
+    def _no_value(self, value: Any) -> bool:
+        if isinstance(value, dict) and set(value) == {"Fn::If"}:
+            name, yes, no = value["Fn::If"]
+            return self._no_value(yes if self.condition(name) else no)
+        return bool(value == {"Ref": "AWS::NoValue"})
+
+
+def member_stack_parameters(hub: dict[str, Any] | None = None) -> dict[str, str]:
+    """The hub's output MemberStackParameters as the AWS CLI's shorthand reads it: ``Key=..,Value=..`` items
+    apart by spaces, an escaped comma (``\\,``) one inside a value."""
+    hub = hub or hub_body()
+    output = HubRendered(hub).value(hub["Outputs"]["MemberStackParameters"]["Value"])
+    items = (item.removeprefix("ParameterKey=").split(",ParameterValue=") for item in output.split())
+    return {key: value.replace("\\,", ",") for key, value in items}
 
 
 class MemberRendered(Rendered):
@@ -85,6 +113,14 @@ class MemberRendered(Rendered):
 
     def ref(self, name: str) -> str:
         return self.account if name == "AWS::AccountId" else super().ref(name)
+
+    def value(self, value: Any) -> Any:
+        """A CommaDelimitedList parameter's Ref is the list of its values."""
+        if isinstance(value, dict) and set(value) == {"Ref"}:
+            parameter = self.parameters.get(value["Ref"], {})
+            if parameter.get("Type") == "CommaDelimitedList":
+                return str(parameter.get("Default", "")).split(",")
+        return super().value(value)
 
 
 def member_role_statements(template: dict[str, Any] | None = None) -> list[dict[str, Any]]:
@@ -415,6 +451,56 @@ def test_the_member_role_trusts_the_hub_stacks_roles_of_the_organization_only() 
         )
 
 
+def hub_assuming_roles(hub: dict[str, Any] | None = None) -> set[str]:
+    """The ARNs of the hub's roles granted sts:AssumeRole (on member.yaml's role), as the hub stack names them:
+    of the functions the hub deploys (a function under a false condition has no role)."""
+    hub = hub or hub_body()
+    granted = {g.role for g in grants(hub) if "sts:AssumeRole" in g.actions}
+    assert granted == set(assuming_functions()), "the template's grants and the code's declarations differ"
+    rendered = HubRendered(hub)
+    deployed = {
+        role
+        for role in granted
+        if "Condition" not in hub["Resources"][role]
+        or rendered.condition(hub["Resources"][role]["Condition"])
+    }
+    return {rendered.attribute(f"{role}Role", "Arn") for role in deployed}
+
+
+def test_the_member_role_trusts_exactly_the_hub_roles_that_assume_it_by_their_arns() -> None:
+    [trust] = trust_statements()
+    conditions = trust["Condition"]
+    assert not [op for op in conditions if "Like" in op], "no name pattern"
+    assert "*" not in json.dumps(trust) and "?" not in json.dumps(trust), trust
+    assert set(conditions["StringEquals"]["aws:PrincipalArn"]) == hub_assuming_roles()
+    assert len(hub_assuming_roles()) >= 10
+    assert Template.load(MEMBER_TEMPLATE).body["Parameters"]["HubRoleArns"]["Type"] == "CommaDelimitedList"
+    inside = {"aws:PrincipalOrgID": ORG}
+    for arn in hub_assuming_roles():
+        assert decide([trust], Request("sts:AssumeRole", MEMBER_ROLE, Caller(arn=arn), inside)) == ALLOW
+    refused = [
+        _hub_role("GpuIdleFunction", stack="costguard-dev"),  # a second stack whose name starts the same
+        Caller.role("costguard-x", account=HUB),  # a role someone named with the hub stack's prefix
+        Caller.role(f"{STACK}-GpuIdleFunctionRole-OTHERSUFFIX0", account=HUB),  # the same name, another role
+        _hub_role("NotifierFunction"),  # a hub role that has no business in a member
+    ]
+    for caller in refused:
+        assert decide([trust], Request("sts:AssumeRole", MEMBER_ROLE, caller, inside)) != ALLOW, caller
+
+
+def test_the_member_parameter_takes_exact_role_arns_only() -> None:
+    pattern = re.compile(Template.load(MEMBER_TEMPLATE).body["Parameters"]["HubRoleArns"]["AllowedPattern"])
+    for arn in hub_assuming_roles():
+        assert pattern.fullmatch(arn), arn
+    for wild in (
+        f"arn:aws:iam::{HUB}:role/{STACK}-*",
+        f"arn:aws:iam::{HUB}:role/?",
+        "*",
+        f"arn:aws:iam::{HUB}:root",
+    ):
+        assert not pattern.fullmatch(wild), wild
+
+
 def test_the_hubs_grant_reaches_member_roles_of_the_organization_only() -> None:
     hub = hub_body()
     gpu = _hub_role("GpuIdleFunction")
@@ -485,14 +571,22 @@ def test_a_single_account_deployment_opens_no_bus() -> None:
 
 
 def test_the_hubs_member_stack_parameters_are_member_yamls() -> None:
-    hub = hub_body()
-    output = Rendered(hub).value(hub["Outputs"]["MemberStackParameters"]["Value"])
-    given = dict(item.removeprefix("ParameterKey=").split(",ParameterValue=") for item in output.split())
+    given = member_stack_parameters()
     assert set(given) == set(Template.load(MEMBER_TEMPLATE).body["Parameters"])
+    roles = given.pop("HubRoleArns").split(",")
+    assert sorted(roles) == sorted(hub_assuming_roles()), "each role once, all of them"
+    # With a Slack app, its actions worker (protect, keep, stop now in a member) is trusted too; without, not.
+    trusted: dict[str, list[str]] = {}
+    for slack_app in ("off", "on"):
+        hub = hub_body()
+        hub["Parameters"]["SlackApp"]["Default"] = slack_app
+        trusted[slack_app] = member_stack_parameters(hub)["HubRoleArns"].split(",")
+        assert sorted(trusted[slack_app]) == sorted(hub_assuming_roles(hub)), slack_app
+    worker = HubRendered(hub_body()).attribute("InteractionActionsFunctionRole", "Arn")
+    assert set(trusted["on"]) - set(trusted["off"]) == {worker}
     assert given == {
         "HubAccountId": HUB,
         "HubRegion": REGION,
-        "HubStackName": STACK,
         "OrganizationId": ORG,
         "MemberRoleName": "costguard-member",
         "ProtectTagKey": PROTECT_TAG,

@@ -21,6 +21,7 @@ from tests.template.iam import (
     decide,
     grants,
     resource_policy,
+    slack_app_body,
 )
 
 pytestmark = pytest.mark.template
@@ -80,7 +81,15 @@ def test_the_functions_that_queue_notices_are_the_ones_the_policy_names() -> Non
     assert deny["Action"] == "sqs:SendMessage", (
         "only sending is refused: receive and delete stay the notifier's"
     )
-    named = deny["Condition"]["ArnNotEquals"]["aws:PrincipalArn"]
+    # A role of a function that exists only under a condition (the Slack app's worker) is named under it.
+    named = []
+    for arn in deny["Condition"]["ArnNotEquals"]["aws:PrincipalArn"]:
+        if "Fn::If" in arn:
+            condition, arn, absent = arn["Fn::If"]
+            assert absent == {"Ref": "AWS::NoValue"}
+            function = arn["Fn::GetAtt"][0].removesuffix("Role")
+            assert template["Resources"][function]["Condition"] == condition, function
+        named.append(arn)
     expected = [{"Fn::GetAtt": [f"{f}Role", "Arn"]} for f in sorted(senders)] + [
         {"Fn::GetAtt": [REDRIVE_ROLE, "Arn"]}
     ]
@@ -89,7 +98,16 @@ def test_the_functions_that_queue_notices_are_the_ones_the_policy_names() -> Non
 
 @pytest.mark.parametrize("function", sorted(_senders(body())))
 def test_costguards_functions_queue_notices(function: str) -> None:
-    assert _send(body(), Caller(arn=_role_arn(body(), function))) == ALLOW
+    template = slack_app_body()  # every function exists
+    assert _send(template, Caller(arn=_role_arn(template, function))) == ALLOW
+
+
+def test_without_a_slack_app_the_worker_is_not_named_and_the_others_still_queue() -> None:
+    template = body()
+    assert template["Parameters"]["SlackApp"]["Default"] == "off"
+    worker = _role_arn(template, "InteractionActionsFunction")
+    assert _send(template, Caller(arn=worker)) == DENY
+    assert _send(template, Caller(arn=_role_arn(template, "GpuIdleFunction"))) == ALLOW
 
 
 @pytest.mark.parametrize(
@@ -210,3 +228,36 @@ def test_nothing_goes_over_plain_http(action: str, key: str | None) -> None:
     statements = [*statements, {"Effect": "Allow", "Action": "s3:*", "Resource": "*"}]
     assert decide(statements, Request(action, resource, admin, {"aws:SecureTransport": "false"})) == DENY
     assert decide(statements, Request(action, resource, admin, {"aws:SecureTransport": "true"})) == ALLOW
+
+
+# --- the interactions queue: only the endpoint's clicks ------------------------------------------------------
+
+
+def _click_queue(template: dict[str, Any], caller: Caller, action: str = "sqs:SendMessage") -> str:
+    [name] = [
+        n
+        for n, r in template["Resources"].items()
+        if r.get("Type") == "AWS::SQS::QueuePolicy"
+        and {"Ref": "InteractionsQueue"} in _as_list(r["Properties"]["Queues"])
+    ]
+    statements = resource_policy(template, name)
+    if caller.arn and caller.arn.split(":")[4] == ACCOUNT:
+        statements.append(SQS_ANYWHERE)
+    queue = Rendered(template).attribute("InteractionsQueue", "Arn")
+    return decide(statements, Request(action, queue, caller, {}))
+
+
+def test_only_the_interactions_endpoint_queues_a_click() -> None:
+    template = slack_app_body()
+    assert _click_queue(template, Caller(arn=_role_arn(template, "InteractionsFunction"))) == ALLOW
+    for caller in (
+        Caller.role("ml-engineer"),
+        Caller(arn=_role_arn(template, "InteractionActionsFunction")),
+        Caller(arn=_role_arn(template, "GpuIdleFunction")),
+        Caller.role("costguard-dev-InteractionsFunctionRole-1A2B3C4D5E6F"),
+        Caller.role("admin", account=OTHER_ACCOUNT),
+    ):
+        assert _click_queue(template, caller) == DENY, caller.arn
+    # The worker still receives and deletes with its own role.
+    worker = Caller(arn=_role_arn(template, "InteractionActionsFunction"))
+    assert _click_queue(template, worker, "sqs:ReceiveMessage") == ALLOW

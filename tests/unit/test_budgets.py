@@ -12,12 +12,14 @@ from costguard.detect.budgets import (
     BudgetMessageError,
     Running,
     Scope,
+    anomaly_finding,
     anomaly_scope,
     breach_stops,
     busiest_last,
     parse_budget_message,
     ranked,
     scope_from_budget,
+    unread_regions,
 )
 from costguard.detect.escalation import DEFAULT_ESCALATION, AlertType, Escalation, level_for, parse_levels
 from costguard.events.budgets import Anomaly, AnomalyDetected, BudgetNotification, CostAnomalyNotification
@@ -290,3 +292,39 @@ def test_anomaly_names_the_kinds_and_regions_to_list() -> None:
         "us-west-2": {ResourceKind.EC2_INSTANCE},
         "us-east-1": {ResourceKind.TRAINING_JOB, ResourceKind.NOTEBOOK, ResourceKind.ENDPOINT},
     }
+
+
+def test_an_anomaly_naming_regions_that_are_not_region_codes_lists_the_others_and_names_them() -> None:
+    ec2 = "Amazon Elastic Compute Cloud - Compute"
+    anomaly = Anomaly.model_validate(
+        {
+            "anomalyId": "a1",
+            "rootCauses": [
+                {"service": ec2, "region": "global"},
+                {"service": "Amazon SageMaker", "region": "NoRegion", "linkedAccount": "123456789012"},
+                {"service": ec2, "region": "eu-west-1 "},
+                {"service": ec2, "region": " NoRegion"},
+                {"service": "AWS CloudTrail", "region": "global"},  # no GPU service: nothing to list there
+                {"service": ec2, "region": ""},  # no region: the alert's own
+            ],
+        }
+    )
+    assert anomaly_scope(anomaly, "123456789012", "us-east-1") == {
+        "eu-west-1": {ResourceKind.EC2_INSTANCE},
+        "us-east-1": {ResourceKind.EC2_INSTANCE},
+    }
+    unread = unread_regions(anomaly, "123456789012")
+    assert unread == ["global", "NoRegion"]
+    finding = anomaly_finding(
+        anomaly,
+        [],
+        account="123456789012",
+        region="us-east-1",
+        now=NOW,
+        event_id="e1",
+        protect_tag_key="costguard:protect",
+        unread=unread,
+    )
+    assert "Regions not read (not a region code): global, NoRegion.\n" in finding.summary
+    assert f"{ec2}, eu-west-1;" in finding.summary
+    assert finding.evidence["regions_not_read"] == ["global", "NoRegion"]

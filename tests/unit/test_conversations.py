@@ -4,8 +4,10 @@ remembers the conversations (the state table, on moto)."""
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterator
 from datetime import UTC, datetime
+from types import SimpleNamespace
 
 import pytest
 from botocore.stub import Stubber
@@ -18,8 +20,11 @@ from costguard.model import Action, Decision, Finding, Reason, Resource, Resourc
 from costguard.notify.conversation import (
     Conversation,
     DynamoConversationStore,
+    Lease,
     destination_id,
+    group_post_id,
     item_id,
+    order_of,
 )
 from costguard.notify.notice import GroupNotice, Notice, group
 
@@ -211,20 +216,6 @@ def test_a_group_whose_rows_were_all_told_is_skipped() -> None:
     assert told == ["g"]
 
 
-# -- Conversation -------------------------------------------------------------------------------------------
-
-
-def test_with_told_keeps_the_latest_twenty() -> None:
-    conversation = _conversation(_notice(1))
-    for n in range(25):
-        conversation = conversation.with_told(f"id{n}")
-    assert conversation.told == tuple(f"id{n}" for n in range(5, 25))
-    again = conversation.with_told("id10")  # told again: moves to the end, not twice
-    assert len(again.told) == 20
-    assert again.told[-1] == "id10"
-    assert again.told.count("id10") == 1
-
-
 # -- DynamoConversationStore (moto) -------------------------------------------------------------------------
 
 
@@ -242,54 +233,66 @@ def table() -> Iterator[str]:
         clients.reset()
 
 
-def _stored(key: str, n: int = 0) -> Conversation:
-    return Conversation(
-        key=key,
-        destination=destination_id(WEBHOOK),
+WHERE = destination_id(WEBHOOK)
+
+
+def _opened(store: DynamoConversationStore, key: str, n: int = 0) -> Conversation:
+    """A conversation opened by a post (as the notifier records one), read back."""
+    store.open(
+        WHERE,
+        key,
         channel="C0123456789",
+        post=f"post-{n}",
         ts=f"1700000000.{n:06d}",
         grouped=n % 2 == 1,
-        told=(f"notice-{n}", f"notice-{n}-b"),
+        told=[f"notice-{n}", f"notice-{n}-b"],
+        now=NOW,
     )
+    return store.get_many(WEBHOOK, [key])[key]
 
 
-def test_a_stored_conversation_is_read_back(table: str) -> None:
+def test_an_opened_conversation_is_read_back(table: str) -> None:
     store = DynamoConversationStore(table)
-    conversation = _stored("123456789012/us-east-1/ec2_instance/i-0abc", 1)
-    store.put(conversation, NOW)
-    found = store.get_many(WEBHOOK, [conversation.key, "123456789012/us-east-1/ec2_instance/i-missing"])
-    assert found == {conversation.key: conversation}
+    key = "123456789012/us-east-1/ec2_instance/i-0abc"
+    conversation = _opened(store, key, 1)
+    assert (conversation.channel, conversation.ts, conversation.grouped) == (
+        "C0123456789",
+        "1700000000.000001",
+        True,
+    )
+    assert (conversation.post, conversation.claim) == ("post-1", None)
+    assert sorted(conversation.told) == ["notice-1", "notice-1-b"]
+    found = store.get_many(WEBHOOK, [key, "123456789012/us-east-1/ec2_instance/i-missing"])
+    assert found == {key: conversation}
 
 
 def test_more_than_a_hundred_keys_are_read_in_pages(table: str) -> None:
     store = DynamoConversationStore(table)
     keys = [f"123456789012/us-east-1/ec2_instance/i-{n:017x}" for n in range(130)]
-    store.put(_stored(keys[0], 0), NOW)
+    first = _opened(store, keys[0])
     [written] = clients.client("dynamodb").scan(TableName=table)["Items"]
-    # The rest written 25 at a time, each just as put() writes it (faster than 130 PutItems on moto).
-    items = [
-        {**written, "id": {"S": item_id(destination_id(WEBHOOK), key)}, "key": {"S": key}} for key in keys[1:]
-    ]
+    # The rest written 25 at a time, each just as open() writes it (faster than 130 UpdateItems on moto).
+    items = [{**written, "id": {"S": item_id(WHERE, key)}, "key": {"S": key}} for key in keys[1:]]
     for start in range(0, len(items), 25):
         clients.client("dynamodb").batch_write_item(
             RequestItems={table: [{"PutRequest": {"Item": item}} for item in items[start : start + 25]]}
         )
     found = store.get_many(WEBHOOK, [*keys, *keys[:10]])  # more than BatchGetItem's 100; repeats asked once
     assert set(found) == set(keys)
-    assert found[keys[129]] == _stored(keys[0], 0).model_copy(update={"key": keys[129]})
+    assert found[keys[129]] == first.model_copy(update={"key": keys[129]})
 
 
 def test_another_destination_does_not_see_it(table: str) -> None:
     store = DynamoConversationStore(table)
-    conversation = _stored("123456789012/us-east-1/ec2_instance/i-0abc")
-    store.put(conversation, NOW)
-    assert store.get_many(OTHER_WEBHOOK, [conversation.key]) == {}
-    assert store.get_many(WEBHOOK, [conversation.key]) == {conversation.key: conversation}
+    key = "123456789012/us-east-1/ec2_instance/i-0abc"
+    conversation = _opened(store, key)
+    assert store.get_many(OTHER_WEBHOOK, [key]) == {}
+    assert store.get_many(WEBHOOK, [key]) == {key: conversation}
 
 
 def test_the_webhook_url_is_never_stored(table: str) -> None:
     store = DynamoConversationStore(table)
-    store.put(_stored("123456789012/us-east-1/ec2_instance/i-0abc"), NOW)
+    store.add_told(WHERE, "123456789012/us-east-1/ec2_instance/i-0abc", ["n1"], NOW)
     items = clients.client("dynamodb").scan(TableName=table)["Items"]
     assert len(items) == 1
     dumped = json.dumps(items)
@@ -297,6 +300,168 @@ def test_the_webhook_url_is_never_stored(table: str) -> None:
     assert "SECRETtoken" not in dumped
     assert "hooks.slack.com" not in dumped
     assert items[0]["expiration"]["N"] == str(int(NOW.timestamp()) + 30 * 24 * 3600)
+
+
+def test_a_conversation_stored_before_told_became_a_set_is_read_with_both(table: str) -> None:
+    key = "123456789012/us-east-1/ec2_instance/i-0abc"
+    clients.client("dynamodb").put_item(
+        TableName=table,
+        Item={
+            "id": {"S": item_id(WHERE, key)},
+            "key": {"S": key},
+            "destination": {"S": WHERE},
+            "channel": {"S": "C0123456789"},
+            "ts": {"S": "1700000000.000100"},
+            "grouped": {"BOOL": False},
+            "told": {"L": [{"S": "old-1"}, {"S": "old-2"}]},
+        },
+    )
+    store = DynamoConversationStore(table)
+    store.add_told(WHERE, key, ["new-1"], NOW, ts="1700000000.000100")
+    assert store.get_many(WEBHOOK, [key])[key].told == ("old-1", "old-2", "new-1")
+
+
+# -- claims, told sets, groups and leases: written with conditions ------------------------------------------
+
+KEY = "123456789012/us-east-1/ec2_instance/i-0abc"
+
+
+def test_a_parent_is_claimed_once_and_the_loser_sees_the_winner(table: str) -> None:
+    store = DynamoConversationStore(table)
+    later = time.time() + 60
+    first = store.claim(WHERE, KEY, "C1", "post-a", later, NOW)
+    second = store.claim(WHERE, KEY, "C1", "post-b", later, NOW)
+    assert (first.won, first.before) == (True, None)
+    assert not second.won and second.before is not None and second.before.claim == "post-a"
+    assert store.open(
+        WHERE,
+        KEY,
+        channel="C1",
+        post="post-a",
+        ts="1.1",
+        grouped=False,
+        told=["n"],
+        now=NOW,
+        claims=["post-a"],
+    )
+    third = store.claim(WHERE, KEY, "C1", "post-c", later, NOW)
+    assert not third.won and third.before is not None and third.before.ts == "1.1"  # open: reply there
+    conversation = store.get(WHERE, KEY)
+    assert conversation is not None and (conversation.ts, conversation.claim) == ("1.1", None)
+
+
+def test_a_claim_whose_holder_is_gone_is_taken_over_and_says_what_it_held(table: str) -> None:
+    store = DynamoConversationStore(table)
+    assert store.claim(WHERE, KEY, "C1", "post-a", time.time() - 1, NOW).won  # its Lambda is over
+    taken = store.claim(WHERE, KEY, "C1", "post-b", time.time() + 60, NOW)
+    assert taken.won and taken.before is not None and taken.before.claim == "post-a"
+    store.release(WHERE, KEY, "post-b", taken.before)  # put back: post-a may be in Slack, the next one looks
+    held = store.get(WHERE, KEY)
+    assert held is not None and held.claim == "post-a"
+    store.release(WHERE, KEY, "post-a")
+    released = store.get(WHERE, KEY)
+    assert released is not None and released.claim is None
+
+
+def test_a_parent_posted_for_another_claim_is_not_recorded(table: str) -> None:
+    store = DynamoConversationStore(table)
+    store.claim(WHERE, KEY, "C1", "post-a", time.time() + 60, NOW)
+    assert not store.open(
+        WHERE,
+        KEY,
+        channel="C1",
+        post="post-b",
+        ts="1.2",
+        grouped=False,
+        told=["n"],
+        now=NOW,
+        claims=["post-b"],
+    )
+    assert store.open(
+        WHERE,
+        KEY,
+        channel="C1",
+        post="post-a",
+        ts="1.1",
+        grouped=False,
+        told=["n"],
+        now=NOW,
+        claims=["post-a"],
+    )
+    # Opened: another ts is refused, the same one is taken again (a redelivery recording what it found).
+    assert not store.open(WHERE, KEY, channel="C1", post="post-a", ts="1.9", grouped=False, told=[], now=NOW)
+    assert store.open(WHERE, KEY, channel="C1", post="post-a", ts="1.1", grouped=False, told=["m"], now=NOW)
+
+
+def test_told_ids_are_added_never_rewritten_and_trimmed_to_the_latest(
+    table: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import costguard.notify.conversation as module
+
+    clock = [1_000_000.0]
+    monkeypatch.setattr(module, "time", SimpleNamespace(time=lambda: clock[0]))
+    store = DynamoConversationStore(table)
+    store.open(WHERE, KEY, channel="C1", post="p", ts="1.1", grouped=False, told=["opener"], now=NOW)
+    for n in range(70):
+        clock[0] += 1
+        store.add_told(WHERE, KEY, [f"id{n:02d}"], NOW, ts="1.1")
+    told = store.get_many(WEBHOOK, [KEY])[KEY].told
+    assert len(told) <= 60 and told[-1] == "id69"
+    assert "opener" not in told and "id00" not in told  # the oldest went first
+    store.add_told(WHERE, KEY, ["elsewhere"], NOW, ts="9.9")  # another thread: not recorded here
+    assert "elsewhere" not in store.get_many(WEBHOOK, [KEY])[KEY].told
+
+
+def test_a_single_parent_keeps_the_newest_notice_and_what_slack_shows(table: str) -> None:
+    store = DynamoConversationStore(table)
+    old, new = _notice(1), _notice(1).model_copy(deep=True)
+    new = new.model_copy(
+        update={
+            "decision": new.decision.model_copy(update={"decided_at": NOW.replace(hour=13), "note": "later"})
+        }
+    )
+    store.open(
+        WHERE, KEY, channel="C1", post=old.id, ts="1.1", grouped=False, told=[old.id], now=NOW, parent=old
+    )
+    assert store.set_parent(WHERE, KEY, new)
+    assert not store.set_parent(WHERE, KEY, old)  # older: the parent keeps showing the newer one
+    shown, order, shown_at = store.parent(WHERE, KEY)
+    assert shown == new and order == order_of(new) and shown_at == order_of(old)
+    assert store.get_many(WEBHOOK, [KEY])[KEY].stale
+    store.mark_shown(WHERE, KEY, order_of(new))
+    store.mark_shown(WHERE, KEY, order_of(old))  # never back to an older one
+    assert store.parent(WHERE, KEY)[2] == order_of(new)
+    assert not store.get_many(WEBHOOK, [KEY])[KEY].stale
+
+
+def test_a_group_row_is_written_over_the_version_read(table: str) -> None:
+    store = DynamoConversationStore(table)
+    body = group([_notice(n) for n in range(4)], routing_tag_key="team")
+    store.put_group(WHERE, "g1", body, NOW)
+    item = group_post_id(WHERE, "g1")
+    state = store.group(item)
+    assert state is not None and (state.version, state.shown, state.stale) == (1, 1, False)
+    assert state.posted == tuple(r.id for r in body.rows)
+    changed = body.model_copy(update={"rows": body.rows[:3]})
+    assert store.put_group_version(item, changed, 1)
+    assert not store.put_group_version(item, body, 1)  # read at 1, written at 2 meanwhile: refused
+    after = store.group(item)
+    assert after is not None and (after.version, after.body, after.stale) == (2, changed, True)
+    store.mark_group_shown(item, 2)
+    assert not store.group(item).stale  # type: ignore[union-attr]
+
+
+def test_a_lease_is_taken_once_until_its_holder_is_gone(table: str) -> None:
+    store = DynamoConversationStore(table)
+    assert store.begin(WHERE, "n1", time.time() + 60, NOW) == Lease(True)
+    assert store.begin(WHERE, "n1", time.time() + 60, NOW) == Lease(False, busy=True)
+    store.abandon_lease(WHERE, "n1", -1)  # its answer lost: handed on
+    assert store.begin(WHERE, "n1", time.time() + 60, NOW) == Lease(True, unsure=True)  # look first
+    store.finish(WHERE, "n1", "1.5")
+    assert store.begin(WHERE, "n1", time.time() + 60, NOW) == Lease(False, ts="1.5")
+    assert store.begin(WHERE, "n2", time.time() + 60, NOW).won
+    store.release_lease(WHERE, "n2")  # nothing posted: the next need not look
+    assert store.begin(WHERE, "n2", time.time() + 60, NOW) == Lease(True)
 
 
 def test_a_producers_group_replies_in_open_threads_and_groups_only_the_rest() -> None:

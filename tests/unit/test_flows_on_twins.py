@@ -237,7 +237,7 @@ def test_an_instance_working_again_is_unmarked_and_not_read_again_before_its_bou
     assert plans.read(ACCOUNT, REGION)[BUSY].due == NOW - timedelta(minutes=1) + timedelta(minutes=30)
 
 
-def test_an_unchanged_standing_idle_finding_rewrites_no_entry() -> None:
+def test_an_unchanged_standing_idle_finding_rewrites_its_entry_at_its_slots_only() -> None:
     world, _, metrics = gpu_world((IDLE, 0.0))
     for index in range(8):  # idle on, for the hour the test sweeps
         ahead = [(NOW + timedelta(minutes=m), 0.0) for m in range(0, 61)]
@@ -247,16 +247,20 @@ def test_an_unchanged_standing_idle_finding_rewrites_no_entry() -> None:
     first = gpu_flow.evaluate(REGION, world.runtime, NOW)
     assert [f.reason for f in first.findings] == [Reason.GPU_IDLE]
     written = plans.items_written
-    # Read again on the idle window's slots only, and found idle again without rewriting its entry.
-    reads = []
+    # Read again on the idle window's slots only, and found idle again: the entry is rewritten at each slot's
+    # read (its next slot), at no other sweep.
+    reads, writes = [], []
     for minutes_on in range(5, 65, 5):
         metrics.calls.clear()
         report = gpu_flow.evaluate(REGION, world.runtime, NOW + timedelta(minutes=minutes_on))
         if metrics.calls:
             reads.append(minutes_on)
             assert [f.reason for f in report.findings] == [Reason.GPU_IDLE]
-    assert reads == [30, 60]
-    assert plans.items_written == written
+        if plans.items_written != written:
+            writes.append(minutes_on)
+            written = plans.items_written
+    assert reads == writes == [30, 60]
+    assert plans.read(ACCOUNT, REGION)[IDLE].due == NOW + timedelta(minutes=90)
 
 
 def test_a_busy_gpu_instance_gives_nothing() -> None:

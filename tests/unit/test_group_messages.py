@@ -12,7 +12,7 @@ import pytest
 from costguard.act.executor import Outcome
 from costguard.interact.values import MAX_OPTION_VALUE, action_value, parse_action_value
 from costguard.local.sink import block_problems
-from costguard.model import Action, Decision, Finding, Reason, Resource, ResourceKind
+from costguard.model import MARK_TAG_KEY, Action, Decision, Finding, Reason, Resource, ResourceKind
 from costguard.notify.message import (
     KEEP,
     MUTE,
@@ -31,6 +31,7 @@ NOW = datetime(2026, 11, 20, 12, 0, tzinfo=UTC)
 ACCOUNT, REGION = "123456789012", "us-east-1"
 HOSTILE = "<!channel>"
 USER = "U0123ABCDEF"
+MARKED = {MARK_TAG_KEY: "2026-11-20T11:00:00+00:00"}  # marked by costguard: Stop now can stop it
 
 
 def _resource(
@@ -127,7 +128,10 @@ def test_group_header_says_the_count_and_the_summary_the_total() -> None:
     assert message["blocks"][0]["type"] == "header"
     assert message["blocks"][0]["text"]["text"] == "costguard: Findings (7)"
     total = sum(range(1, 8))
-    assert f"*7 findings* costing *${total:,.2f}/h* together" in message["blocks"][1]["text"]["text"]
+    assert (
+        f"*7 findings* on 7 EC2 instances costing *${total:,.2f}/h* together"
+        in message["blocks"][1]["text"]["text"]
+    )
     assert message["text"] == f"costguard: 7 findings ({ACCOUNT}/{REGION}): ${total:,.2f}/h"
     assert block_problems(message) == []
 
@@ -242,8 +246,8 @@ def _elements(notice: Notice, *, short: bool = False) -> list[dict[str, Any]]:
 @pytest.mark.parametrize(
     "kind", [ResourceKind.EC2_INSTANCE, ResourceKind.NOTEBOOK, ResourceKind.TRAINING_JOB]
 )
-def test_what_costguard_can_stop_gets_keep_stop_protect_and_mute(kind: ResourceKind) -> None:
-    notice = _notice(_resource(rid="res-1", kind=kind))
+def test_what_costguard_has_marked_gets_keep_stop_protect_and_mute(kind: ResourceKind) -> None:
+    notice = _notice(_resource(rid="res-1", kind=kind, tags=MARKED))
     assert [e["action_id"] for e in _elements(notice)] == [KEEP, STOP_NOW, PROTECT, MUTE]
     assert [e["action_id"] for e in _elements(notice, short=True)] == [KEEP, STOP_NOW, MUTE]
 
@@ -262,18 +266,19 @@ def test_mute_only_for_what_cannot_be_stopped_from_slack(notice: Notice) -> None
     assert [e["action_id"] for e in _elements(notice)] == [MUTE]
 
 
-def test_a_dry_run_stop_still_has_the_buttons() -> None:
+def test_a_dry_run_stop_keeps_keep_and_protect_but_has_no_stop_now() -> None:
+    """Notify mode stops nothing: a Stop now there could only answer that it does nothing."""
     notice = _notice(
-        _resource(3),
+        _resource(3, tags=MARKED),
         action=Action.STOP,
         dry_run=True,
         outcome=Outcome(done=False, detail="dry run: would stop"),
     )
-    assert [e["action_id"] for e in _elements(notice)] == [KEEP, STOP_NOW, PROTECT, MUTE]
+    assert [e["action_id"] for e in _elements(notice)] == [KEEP, PROTECT, MUTE]
 
 
 def test_every_value_parses_back_to_the_reason_and_resource() -> None:
-    resource = _resource(rid="i-0abc")
+    resource = _resource(rid="i-0abc", tags=MARKED)
     notice = _notice(resource)
     elements = _elements(notice)
     values: list[tuple[str, bool]] = []
@@ -309,7 +314,7 @@ def test_an_id_that_just_fits_gets_actions() -> None:
 
 def test_the_stop_confirmation_escapes_a_hostile_name() -> None:
     """The Stop now confirmation must not carry a Name tag's mention or link as mrkdwn."""
-    elements = _elements(_notice(_resource(4, name=HOSTILE)))
+    elements = _elements(_notice(_resource(4, name=HOSTILE, tags=MARKED)))
     [stop] = [e for e in elements if e["action_id"] == STOP_NOW]
     confirm_text = stop["confirm"]["text"]
     assert confirm_text["type"] == "plain_text" or HOSTILE not in confirm_text["text"]

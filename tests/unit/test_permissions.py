@@ -27,6 +27,10 @@ def test_remediation_needs_follow_the_kind_of_resource() -> None:
         "ec2:CreateTags",
         "ec2:DeleteTags",
         "ec2:DescribeInstanceAttribute",  # stop protection, read just before a stop
+        # notify mode's marks, kept in the state table (act/shadow.py)
+        "dynamodb:BatchGetItem",
+        "dynamodb:PutItem",
+        "dynamodb:DeleteItem",
     }
     assert "ec2:CancelCapacityReservation" in permissions_for(ResourceKind.CAPACITY_RESERVATION)
     # Endpoints are reported, never stopped or marked: nothing to grant.

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import random
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -13,9 +14,9 @@ from costguard.backtest.generate import generate
 from costguard.backtest.walk import Params, Result, backtest
 from costguard.backtest.world_history import world_history
 from costguard.detect import read_schedule
-from costguard.detect.gpu import Thresholds, Verdict, read_gpus
+from costguard.detect.gpu import Thresholds, Verdict, instance_resource, read_gpus
 from costguard.local.world import load_world
-from costguard.model import MARK_TAG_KEY
+from costguard.model import MARK_TAG_KEY, Ec2Instance, Finding, Reason
 from costguard.pricing import PriceBook
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -91,38 +92,93 @@ def test_a_silent_gpu_makes_the_next_reading_due() -> None:
     assert read_schedule.earliest_finding(series, T0, THRESHOLDS, 2) == T0
 
 
-def test_a_standing_idle_finding_keeps_its_slots_and_a_mark_makes_it_due_every_sweep() -> None:
-    from costguard.detect.gpu import instance_resource
-    from costguard.model import Ec2Instance, Finding, Reason
-
+def _idle_finding(at: datetime = T0) -> Finding:
     instance = Ec2Instance(
         id="i-0a", type="g5.xlarge", state="running", account="1", region="us-east-1", launch_time=T0
     )
-    idle = Finding(
-        reason=Reason.GPU_IDLE, resource=instance_resource(instance), summary="idle", observed_at=T0
+    return Finding(
+        reason=Reason.GPU_IDLE, resource=instance_resource(instance), summary="idle", observed_at=at
     )
+
+
+def _standing_reads(sweeps: list[datetime], window: timedelta) -> list[datetime]:
+    """The sweeps that read a standing idle finding first read at ``sweeps[0]``, each read planning the next."""
+    entry, reads = None, []
+    for at in sweeps:
+        if read_schedule.is_due(entry, at, tags={}, launched=None):
+            reads.append(at)
+            entry = read_schedule.next_entry(
+                entry, [_idle_finding(at)], now=at, earliest=at, window=window, tags={}, launched=None
+            )
+    return reads
+
+
+def test_a_standing_idle_finding_keeps_its_slots_and_a_mark_makes_it_due_every_sweep() -> None:
     step, window = timedelta(minutes=5), THRESHOLDS.idle_window
-    first = read_schedule.next_entry(None, [idle], now=T0, earliest=T0, tags={}, launched=None)
-    again = read_schedule.next_entry(first, [idle], now=T0 + window, earliest=T0, tags={}, launched=None)
-    assert again == first  # unchanged: nothing to write
-    due = [
-        m
-        for m in range(5, 65, 5)
-        if read_schedule.is_due(first, T0 + MINUTE * m, step, window, tags={}, launched=None)
-    ]
-    assert due == [30, 60]
-    assert read_schedule.is_due(first, T0 + step, step, window, tags={MARK_TAG_KEY: "x"}, launched=None)
+    idle = _idle_finding()
+    first = read_schedule.next_entry(None, [idle], now=T0, earliest=T0, window=window, tags={}, launched=None)
+    assert (first.anchor, first.due) == (T0, T0 + window)
+    # A read forced before the slot (a tag come and gone) leaves the entry as it was: nothing to write.
+    forced = read_schedule.next_entry(
+        first, [idle], now=T0 + 2 * step, earliest=T0, window=window, tags={}, launched=None
+    )
+    assert forced == first
+    sweeps = [T0 + MINUTE * m for m in range(0, 65, 5)]
+    assert _standing_reads(sweeps, window) == [T0, T0 + window, T0 + 2 * window]
+    assert read_schedule.is_due(first, T0 + step, tags={MARK_TAG_KEY: "x"}, launched=None)
     marked = read_schedule.next_entry(
-        first, [idle], now=T0, earliest=T0, tags={MARK_TAG_KEY: "x"}, launched=None
+        first, [idle], now=T0, earliest=T0, window=window, tags={MARK_TAG_KEY: "x"}, launched=None
     )
     assert marked.kind is read_schedule.Kind.EVERY
     assert read_schedule.Entry.decode(first.encode()) == first
 
 
-def test_costguard_s_own_mark_makes_no_entry_due_again_but_a_marked_instance_is_read_every_sweep() -> None:
-    from costguard.detect.gpu import instance_resource
-    from costguard.model import Ec2Instance, Finding, Reason
+def test_sweeps_straddling_a_slot_read_at_the_first_sweep_after_it_and_keep_the_slots() -> None:
+    window = THRESHOLDS.idle_window
+    anchor = T0  # the standing finding's first reading, 12:00:00: slots at 12:30, 13:00, ...
+    seconds = timedelta(seconds=1)
+    straddling = [anchor, T0 + MINUTE * 29 + 50 * seconds, T0 + MINUTE * 35 + 10 * seconds]
+    after = [T0 + MINUTE * m + 10 * seconds for m in range(40, 65, 5)]  # 12:40:10 ... 13:00:10
+    early = T0 + MINUTE * 59 + 50 * seconds  # a sweep just before 13:00
+    reads = _standing_reads([*straddling, *after[:-1], early, after[-1]], window)
+    # 12:29:50 is before the 12:30 slot, 12:35:10 the first sweep at or after it: it reads. The next slot is
+    # 13:00 (from the slot, not 13:05:10 from the read): 12:59:50 is before it, 13:00:10 reads.
+    assert reads == [anchor, straddling[2], after[-1]]
+    entry = read_schedule.next_entry(
+        None, [_idle_finding()], now=anchor, earliest=anchor, window=window, tags={}, launched=None
+    )
+    late = read_schedule.next_entry(
+        entry, [_idle_finding()], now=straddling[2], earliest=anchor, window=window, tags={}, launched=None
+    )
+    assert (late.anchor, late.due) == (anchor, anchor + 2 * window)
 
+
+@pytest.mark.parametrize("seed", range(20))
+def test_over_jittered_sweeps_every_slot_is_read_at_the_first_sweep_after_it(seed: int) -> None:
+    """However early or late each sweep runs (and with some sweeps missed), every slot of a standing finding is
+    read by the first sweep at or after it, once: no standing finding waits more than one window and a sweep."""
+    rng = random.Random(seed)
+    step, window = timedelta(minutes=5), THRESHOLDS.idle_window
+    jitter = timedelta(seconds=rng.choice([5, 30, 90, 150]))
+    sweeps = []
+    for n in range(12 * 12):  # twelve hours of 5-minute sweeps
+        if rng.random() < 0.05:
+            continue  # a sweep that did not run
+        sweeps.append(T0 + step * n + jitter * rng.uniform(-1, 1))
+    sweeps.sort()
+    reads = _standing_reads(sweeps, window)
+    anchor = reads[0]
+    slots = [anchor + window * k for k in range(1, 24) if anchor + window * k <= sweeps[-1]]
+    served = [min(t for t in sweeps if t >= slot) for slot in slots]
+    assert reads == [anchor, *served]
+    gaps = [b - a for a, b in itertools.pairwise(sweeps)]
+    for before, read in itertools.pairwise(reads):
+        assert read - before <= window + max(gaps)
+    for slot, read in zip(slots, served, strict=True):
+        assert read - slot < max(gaps)
+
+
+def test_costguard_s_own_mark_makes_no_entry_due_again_but_a_marked_instance_is_read_every_sweep() -> None:
     step, window = timedelta(minutes=5), THRESHOLDS.idle_window
     marked = {"team": "a", MARK_TAG_KEY: "2026-11-20T12:00:00+00:00"}
     assert read_schedule.tags_digest(marked) == read_schedule.tags_digest({"team": "a"})
@@ -145,14 +201,16 @@ def test_costguard_s_own_mark_makes_no_entry_due_again_but_a_marked_instance_is_
         cancels_mark=True,
     )
     bound = T0 + window
-    entry = read_schedule.next_entry(None, [again], now=T0, earliest=bound, tags=marked, launched=T0)
+    entry = read_schedule.next_entry(
+        None, [again], now=T0, earliest=bound, window=window, tags=marked, launched=T0
+    )
     assert (entry.kind, entry.due) == (read_schedule.Kind.BOUND, bound)
     # Unmarked, as the decision left it: not read before its bound, whose read the mark's removal does not force.
     unmarked = {"team": "a"}
-    assert not read_schedule.is_due(entry, T0 + step, step, window, tags=unmarked, launched=T0)
-    assert read_schedule.is_due(entry, bound, step, window, tags=unmarked, launched=T0)
+    assert not read_schedule.is_due(entry, T0 + step, tags=unmarked, launched=T0)
+    assert read_schedule.is_due(entry, bound, tags=unmarked, launched=T0)
     # Still marked (the unmark failed, or a budget breach marked it): read at every sweep.
-    assert read_schedule.is_due(entry, T0 + step, step, window, tags=marked, launched=T0)
+    assert read_schedule.is_due(entry, T0 + step, tags=marked, launched=T0)
 
 
 def _decisions(result: Result, *, notices: bool = True) -> list[list[tuple[object, ...]]]:

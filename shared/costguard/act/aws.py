@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
+from costguard.act import shadow
 from costguard.aws import capacity, clients, inventory, sagemaker
 from costguard.aws.capacity import CapacityReservations
 from costguard.aws.sagemaker import TrainingJobStopper
@@ -28,8 +29,10 @@ _PERMISSIONS_BY_KIND: dict[ResourceKind, Permissions] = {
 
 
 def permissions_for(*kinds: ResourceKind) -> Permissions:
-    """What AwsRemediator needs to stop, mark and unmark these kinds (nothing for a kind it never acts on)."""
-    return NONE.union(*(_PERMISSIONS_BY_KIND.get(kind, NONE) for kind in kinds))
+    """What AwsRemediator needs to stop, mark and unmark these kinds (nothing for a kind it never acts on), and
+    what notify mode's marks of them need (act/shadow.py: kept in the state table, read back before judging)."""
+    found = NONE.union(*(_PERMISSIONS_BY_KIND.get(kind, NONE) for kind in kinds))
+    return found | shadow.PERMISSIONS if found else found
 
 
 class UnsupportedAction(RuntimeError):

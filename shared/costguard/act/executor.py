@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from botocore.exceptions import ClientError
 from pydantic import BaseModel, ConfigDict, Field
 
 from costguard.model import Action, Decision, Reason, Resource
 from costguard.observability import logger
+
+if TYPE_CHECKING:
+    from costguard.act.shadow import ShadowMarks
 
 _VERBS = {
     Action.STOP: ("stop", "stopped"),
@@ -76,8 +79,14 @@ class Outcome(BaseModel):
     )
 
 
-def execute(decision: Decision, remediator: Remediator, limiter: StopLimiter | None = None) -> Outcome:
-    """Carry a decision out; a dry run walks the same path and stops just short of the API call."""
+def execute(
+    decision: Decision,
+    remediator: Remediator,
+    limiter: StopLimiter | None = None,
+    shadow: ShadowMarks | None = None,
+) -> Outcome:
+    """Carry a decision out; a dry run walks the same path and stops just short of the API call, where it keeps
+    the mark (or the stop, or the unmark) in ``shadow`` instead, when given (act/shadow.py)."""
     resource = decision.resource
     if decision.action not in _VERBS:
         return Outcome(done=False, detail="no change to the resource")
@@ -85,6 +94,8 @@ def execute(decision: Decision, remediator: Remediator, limiter: StopLimiter | N
     # Recorded before acting, so no resource is ever changed without its decision in the log.
     logger.info("executing decision", extra={"decision": decision.summary(), "verb": verb})
     if decision.dry_run:
+        if shadow is not None:
+            _keep_shadow(decision, shadow)
         return Outcome(done=False, detail=f"dry run: would {verb} {resource.display_name}")
     if decision.action is Action.STOP and limiter is not None:
         try:
@@ -107,9 +118,7 @@ def execute(decision: Decision, remediator: Remediator, limiter: StopLimiter | N
         if decision.action is Action.STOP:
             remediator.stop(resource)
         elif decision.action is Action.MARK:
-            # A mark for something other than idleness says so (model.mark_text): see AwsRemediator.mark.
-            why = None if decision.reason is Reason.JOB_STALLED else decision.reason.value
-            remediator.mark(resource, decision.decided_at, why)
+            remediator.mark(resource, decision.decided_at, _mark_reason(decision))
         else:
             remediator.unmark(resource)
     except Exception as error:  # reported in the alert, never swallowed silently
@@ -131,6 +140,30 @@ def execute(decision: Decision, remediator: Remediator, limiter: StopLimiter | N
             refused=code,
         )
     return Outcome(done=True, detail=f"{done} {resource.display_name}")
+
+
+def _keep_shadow(decision: Decision, shadow: ShadowMarks) -> None:
+    """A dry run's final call: the state table, not the resource. Not kept (the table unreachable), the next run
+    marks anew, as a dry run did before it kept marks: logged, and the notice goes out all the same."""
+    resource = decision.resource
+    try:
+        if decision.action is Action.MARK:
+            shadow.mark(resource, decision.decided_at, _mark_reason(decision))
+        elif decision.action is Action.STOP:
+            shadow.stop(resource, decision.decided_at)
+        else:
+            shadow.unmark(resource)
+    except Exception:
+        logger.warning(
+            "shadow mark not kept",
+            extra={"decision_id": decision.id, "action": decision.action.value},
+            exc_info=True,
+        )
+
+
+def _mark_reason(decision: Decision) -> str | None:
+    # A mark for something other than idleness says so (model.mark_text): see AwsRemediator.mark.
+    return None if decision.reason is Reason.JOB_STALLED else decision.reason.value
 
 
 def refusal_code(error: Exception) -> str | None:

@@ -3,8 +3,8 @@
 The entries of one account and region are spread over ``SHARDS`` items by a hash of the instance id: a sweep
 reads them all in one BatchGetItem and writes back, in one BatchWriteItem call per 25, only the items whose
 entries changed. An entry is a few dozen bytes, so an item stays far under DynamoDB's 400 KB at 100,000
-instances, and a fleet whose instances say the same as at the last sweep (busy ones not due, idle ones on their
-slots) costs no write at all.
+instances, and a fleet whose instances say the same as at the last sweep costs no write at all but a standing
+idle finding's next slot, once an idle window.
 """
 
 from __future__ import annotations

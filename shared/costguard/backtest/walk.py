@@ -787,7 +787,7 @@ def _walk(history: History, params: Params, progress: Progress | None) -> Result
                 continue  # not running: stopped by its owner, not yet launched, or gone
             if n in restart:
                 state.started(restart[n])
-            if scheduled and not _due(state, now, step, params):
+            if scheduled and not _due(state, now):
                 continue  # nothing it could say yet: not read (detect/read_schedule.py)
             outcome.reads += 1
             reading = state.reading(n, now, thresholds)
@@ -813,14 +813,12 @@ def _walk(history: History, params: Params, progress: Progress | None) -> Result
     return Result(history, params, [s.outcome for s in states])
 
 
-def _due(state: _State, now: datetime, step: timedelta, params: Params) -> bool:
+def _due(state: _State, now: datetime) -> bool:
     """Whether the deployed sweep at ``now`` would read the subject by its read schedule."""
     current = state.current
     if not isinstance(current, Ec2Instance):
         return True  # the schedule is the EC2 sweep's
-    return read_schedule.is_due(
-        state.plan, now, step, params.idle_window, tags=current.tags, launched=current.launch_time
-    )
+    return read_schedule.is_due(state.plan, now, tags=current.tags, launched=current.launch_time)
 
 
 def _evidence_metrics(

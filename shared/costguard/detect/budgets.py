@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from costguard.detect.escalation import AlertType, Escalation, Level
-from costguard.events.budgets import Anomaly
+from costguard.events.budgets import Anomaly, RootCause
 from costguard.model import Finding, Reason, Resource, ResourceKind
 from costguard.policy import is_protected, marked_at
 
@@ -436,22 +436,50 @@ def kinds_of_service(service: str | None) -> frozenset[ResourceKind]:
     return frozenset()
 
 
+# A region code (us-east-1, ap-southeast-4): Cost Explorer also names ``global`` and ``NoRegion``.
+_REGION_CODE = re.compile(r"[a-z]{2}(-[a-z]+)+-[0-9]{1,2}")
+
+
+def cause_region(region: str | None, default_region: str) -> str | None:
+    """A root cause's region, trimmed: ``default_region`` when it names none, None when what it names is not
+    a region code (``global``, ``NoRegion``): there is no region to list resources in."""
+    text = (region or "").strip()
+    if not text:
+        return default_region
+    return text if _REGION_CODE.fullmatch(text) else None
+
+
 def anomaly_scope(anomaly: Anomaly, own_account: str, default_region: str) -> dict[str, set[ResourceKind]]:
     """Region -> resource kinds to list: the root causes' services in this account (or the monitored
-    dimension when there are no root causes). Other accounts' resources are not visible from here."""
+    dimension when there are no root causes). Other accounts' resources are not visible from here, nor those
+    of a root cause whose region is not a region code (``unread_regions``)."""
     wanted: dict[str, set[ResourceKind]] = {}
     causes = anomaly.root_causes or []
     for cause in causes:
         if cause.linked_account and own_account and cause.linked_account != own_account:
             continue
         kinds = kinds_of_service(cause.service)
-        if kinds:
-            wanted.setdefault(cause.region or default_region, set()).update(kinds)
+        where = cause_region(cause.region, default_region)
+        if kinds and where is not None:
+            wanted.setdefault(where, set()).update(kinds)
     if not causes:
         kinds = kinds_of_service(anomaly.dimension_value)
         if kinds:
             wanted.setdefault(default_region, set()).update(kinds)
     return wanted
+
+
+def unread_regions(anomaly: Anomaly, own_account: str) -> list[str]:
+    """The regions of this account's root causes, of a GPU service, that are not region codes (trimmed, each
+    once): ``anomaly_scope`` lists nothing there, and the finding says so."""
+    found: list[str] = []
+    for cause in anomaly.root_causes or []:
+        if cause.linked_account and own_account and cause.linked_account != own_account:
+            continue
+        text = (cause.region or "").strip()
+        if kinds_of_service(cause.service) and cause_region(text, "") is None and text not in found:
+            found.append(text)
+    return found
 
 
 def anomaly_finding(
@@ -463,8 +491,10 @@ def anomaly_finding(
     now: datetime,
     event_id: str | None,
     protect_tag_key: str,
+    unread: Sequence[str] = (),
 ) -> Finding:
-    """``cost_anomaly``: impact, root causes and the GPU resources running in what they name. Never acts."""
+    """``cost_anomaly``: impact, root causes and the GPU resources running in what they name. Never acts.
+    ``unread``: the root causes' regions that are not region codes, where nothing could be listed."""
     impact = anomaly.impact
     percent = f" (+{impact.total_impact_percentage:g}%)" if impact.total_impact_percentage is not None else ""
     causes = "; ".join(
@@ -472,7 +502,7 @@ def anomaly_finding(
             part
             for part in (
                 c.service,
-                c.region,
+                (c.region or "").strip(),
                 c.usage_type,
                 f"account {c.linked_account}"
                 + (f" ({c.linked_account_name})" if c.linked_account_name else "")
@@ -483,14 +513,16 @@ def anomaly_finding(
         )
         for c in anomaly.root_causes
     )
-    listed = ranked(running)
+    listed = ranked(named_by_causes(anomaly, running, default_region=region))
     what = anomaly.dimension_value or anomaly.monitor_name or "spend"
     summary = (
         f"Cost anomaly on {what} since {anomaly.start_date or 'an unknown date'}: "
         f"{_money(impact.total_impact)} above the expected {_money(impact.total_expected_spend)} "
         f"(actual {_money(impact.total_actual_spend)}){percent}.\n"
         f"Root causes: {causes or 'none given'}.\n"
-        f"Running GPU and accelerator resources of the services and regions named, costliest first "
+        + (f"Regions not read (not a region code): {', '.join(unread)}.\n" if unread else "")
+        + f"Running GPU and accelerator resources its root causes name (service, region, usage type, account), "
+        f"costliest first "
         f"({len(listed)}, {_money(total_hourly(listed), '/h')} together):\n"
         + listing(listed, protect_tag_key)
     )
@@ -513,6 +545,7 @@ def anomaly_finding(
             "max_score": anomaly.score.max_score,
             "total_impact_usd": impact.total_impact,
             "details": anomaly.details_link,
+            **({"regions_not_read": list(unread)} if unread else {}),
             "ranked": [
                 {
                     "kind": r.resource.kind.value,
@@ -524,6 +557,45 @@ def anomaly_finding(
             ],
         },
     )
+
+
+# What a SageMaker usage type's operation runs on (USE1-Train:ml.p4d.24xlarge, USE1-Notebk:ml.g5.xlarge).
+_SAGEMAKER_USAGE = {
+    "train": ResourceKind.TRAINING_JOB,
+    "notebk": ResourceKind.NOTEBOOK,
+    "host": ResourceKind.ENDPOINT,
+}
+_INSTANCE_TYPE = re.compile(r"(?:ml\.)?[a-z][a-z0-9-]*\.[a-z0-9-]+")
+
+
+def _named_by(cause: RootCause, resource: Resource, default_region: str) -> bool:
+    """Whether a root cause names the resource: one of its service's kinds, in its region and linked account,
+    and, when its usage type names an instance type (BoxUsage:p4d.24xlarge), of that type and of the kind that
+    usage runs on (Train: a training job, Notebk: a notebook instance, Host: an endpoint)."""
+    if cause.linked_account and cause.linked_account != resource.account:
+        return False
+    if cause_region(cause.region, default_region) != resource.region:
+        return False
+    if resource.kind not in kinds_of_service(cause.service):
+        return False
+    usage, _, named = (cause.usage_type or "").strip().rpartition(":")
+    if _INSTANCE_TYPE.fullmatch(named) and named != resource.instance_type:
+        return False
+    operations = {_SAGEMAKER_USAGE[part] for part in usage.lower().split("-") if part in _SAGEMAKER_USAGE}
+    return not operations or resource.kind in operations
+
+
+def named_by_causes(anomaly: Anomaly, running: Iterable[Running], *, default_region: str) -> list[Running]:
+    """What an anomaly lists: the running resources its root causes name (all of them when it gives none, as
+    its monitored dimension is then all there is), each once."""
+    causes = anomaly.root_causes or []
+    found: dict[str, Running] = {}
+    for r in running:
+        if r.resource.key in found:
+            continue
+        if not causes or any(_named_by(c, r.resource, default_region) for c in causes):
+            found[r.resource.key] = r
+    return list(found.values())
 
 
 def keep_budget_marks(findings: list[Finding], stop_all_scopes: Sequence[Scope]) -> list[Finding]:

@@ -12,11 +12,13 @@ An instance with something to say is read again as follows:
 - marked for a stop (a grace period running), or snoozed (the snooze's end changes the decision): at every
   sweep, since what is decided of it can change at any minute;
 - otherwise (notify-only mode, a protected instance, a notify-only reason such as starved or partial metrics):
-  a standing idle finding on fixed slots one idle window apart from its first reading (its ``anchor``); any
-  other at the moment an idle verdict could come, which is never more than an idle window on. So what is *decided* (marks,
-  unmarks, stops) is exactly what a sweep reading every time decides; what is *said* of a standing finding may
-  be seen to end up to one idle window late: a standing finding flickering off and on between two slots is one
-  episode rather than two. Slots that depend on nothing but the anchor mean an unchanged fleet rewrites nothing.
+  a standing idle finding on fixed slots one idle window apart from its first reading (its ``anchor``), each
+  read at the first sweep at or after it, whenever the sweeps run; any other at the moment an idle verdict
+  could come, which is never more than an idle window on. So what is *decided* (marks, unmarks, stops) is
+  exactly what a sweep reading every time decides; what is *said* of a standing finding may be seen to end up to
+  one idle window (and a sweep) late: a standing finding flickering off and on between two slots is one episode
+  rather than two. The entry holds the next slot due: a read moves it to the slot after, counted from the anchor
+  and not from the moment of the read, so a late or early sweep neither skips a slot nor shifts the ones after.
 
 Anything that would change what is decided about an instance without a new datapoint makes it due at once: its
 tags (protect, snooze; any other tag too), a new launch (a restart), no entry yet. A mark makes it due at every
@@ -40,7 +42,7 @@ from costguard.policy import SNOOZE_TAG_KEY, Policy, waits_out_grace
 
 class Kind(StrEnum):
     BOUND = "b"  # nothing to say: read again at ``due``, the earliest moment a finding could come
-    STANDING = "s"  # a standing finding, unmarked: on the idle window's slots from ``anchor``, and at ``due``
+    STANDING = "s"  # a standing finding, unmarked: at ``due``, an idle one's next slot from ``anchor``
     EVERY = "e"  # something that can change at any minute: read at every sweep
 
 
@@ -49,8 +51,9 @@ class Entry:
     """When an instance is next read, and what makes it due sooner. Written only when it changes."""
 
     kind: Kind
-    due: datetime | None = None  # BOUND, STANDING: the earliest moment a finding (an idle verdict) could come
-    anchor: datetime | None = None  # STANDING: the first reading of the standing finding
+    # BOUND, STANDING: the earliest moment a finding (an idle verdict) could come; a standing idle one's next slot
+    due: datetime | None = None
+    anchor: datetime | None = None  # STANDING: the first reading of the standing finding, its slots' origin
     launched: datetime | None = None  # the launch it was read under: a restart makes it due
     tags: str = ""  # a digest of its tags when read: a change makes it due
 
@@ -86,27 +89,21 @@ def tags_digest(tags: Mapping[str, str]) -> str:
     return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=6).hexdigest()
 
 
-def is_due(
-    entry: Entry | None,
-    now: datetime,
-    step: timedelta,
-    window: timedelta,
-    *,
-    tags: Mapping[str, str],
-    launched: datetime | None,
-) -> bool:
-    """Whether the sweep at ``now`` (one every ``step``) reads the instance."""
+def is_due(entry: Entry | None, now: datetime, *, tags: Mapping[str, str], launched: datetime | None) -> bool:
+    """Whether the sweep at ``now`` reads the instance."""
     if entry is None or entry.kind is Kind.EVERY or MARK_TAG_KEY in tags:
         return True
     if entry.launched != launched or entry.tags != tags_digest(tags):
         return True
-    if entry.due is not None:
-        # BOUND, and a standing finding that is not idle: its due moment is no later than an idle window on.
-        return now >= entry.due
-    if entry.kind is Kind.BOUND or entry.anchor is None:
-        return True
-    # The first sweep at or after each slot anchor + k * window: the slot fell in (now - step, now].
-    return (now - entry.anchor) // window > (now - step - entry.anchor) // window
+    # BOUND, a standing finding that is not idle (no later than an idle window on), and a standing idle finding's
+    # next slot: the first sweep at or after it reads, however late or early the sweeps before it ran. An entry
+    # with no due moment (a standing one of an earlier version) is simply read.
+    return entry.due is None or now >= entry.due
+
+
+def next_slot(anchor: datetime, now: datetime, window: timedelta) -> datetime:
+    """The first of the slots ``anchor + k * window`` after ``now``."""
+    return anchor + window * ((now - anchor) // window + 1)
 
 
 def next_entry(
@@ -115,12 +112,15 @@ def next_entry(
     *,
     now: datetime,
     earliest: datetime,
+    window: timedelta,
     tags: Mapping[str, str],
     launched: datetime | None,
     slots: bool = True,
 ) -> Entry:
     """The entry after a read at ``now`` that gave ``findings``. ``earliest`` is, on the sweep's clock,
     ``earliest_finding``'s moment when there is no finding, ``idle_bound``'s when there are findings.
+    A standing idle finding is due at its next slot, ``window`` apart from its anchor: a read at a slot (or
+    after it, when the sweeps ran late) moves it to the slot after, one that forced earlier leaves it as it was.
     ``slots`` is False when the notifier's repeat window is shorter than the idle window: a standing finding
     is then news again between two slots, and is read at every sweep."""
     # A pending stop cancelled (working again) says nothing of when the next finding can come.
@@ -131,8 +131,8 @@ def next_entry(
     if not slots or MARK_TAG_KEY in tags or SNOOZE_TAG_KEY in tags:
         return Entry(Kind.EVERY, launched=launched, tags=digest)
     standing = previous is not None and previous.kind is Kind.STANDING and previous.launched == launched
-    anchor = previous.anchor if standing and previous is not None else now
-    due = None if Reason.GPU_IDLE in reasons else max(earliest, now)
+    anchor = previous.anchor if standing and previous is not None and previous.anchor is not None else now
+    due = next_slot(anchor, now, window) if Reason.GPU_IDLE in reasons else max(earliest, now)
     return Entry(Kind.STANDING, due=due, anchor=anchor, launched=launched, tags=digest)
 
 
@@ -161,6 +161,7 @@ def after_read(
         findings,
         now=now,
         earliest=bound + (now - known),
+        window=thresholds.idle_window,
         tags=tags,
         launched=launched,
         slots=slots,

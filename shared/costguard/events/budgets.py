@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
@@ -9,9 +10,11 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from costguard.events.common import json_object
 from costguard.events.envelope import EventBridgeModel
-from costguard.events.sns import SnsDelivery
+from costguard.events.sns import ACCOUNT_ID, SnsDelivery
 
 ANOMALY_DETAIL_TYPE = "Anomaly Detected"
+# The account line of a Budgets message: "AWS Account 123456789012".
+_BUDGET_ACCOUNT = re.compile(r"\bAWS Account\s*:?\s*([0-9]{12})\b", re.IGNORECASE)
 
 
 class BudgetNotification(SnsDelivery):
@@ -20,6 +23,10 @@ class BudgetNotification(SnsDelivery):
     Every SNS message on the topic that is not an anomaly lands here, readable or not, so that a change of
     wording is forwarded to Slack rather than rejected.
     """
+
+    def message_account(self) -> str | None:
+        found = _BUDGET_ACCOUNT.search(self.sns.message)
+        return found.group(1) if found else None
 
 
 # -- Cost Anomaly Detection ---------------------------------------------------------------------
@@ -84,6 +91,10 @@ class CostAnomalyNotification(SnsDelivery):
     @property
     def anomaly(self) -> Anomaly:
         return Anomaly.model_validate(json_object(self.sns.message) or {})
+
+    def message_account(self) -> str | None:
+        named = self.anomaly.account_id
+        return named if named is not None and ACCOUNT_ID.fullmatch(named) else None
 
     @model_validator(mode="after")
     def _anomaly_parses(self) -> CostAnomalyNotification:

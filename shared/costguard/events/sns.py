@@ -3,6 +3,7 @@ SNS (AWS Budgets, Cost Anomaly Detection, CloudWatch alarm actions)."""
 
 from __future__ import annotations
 
+import re
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator
@@ -11,6 +12,7 @@ from costguard.events.common import LenientAwsTime
 
 # What the entry point's idempotency keys on for an SNS delivery (the model's field names, dumped).
 SNS_MESSAGE_ID_PATH = "records[0].sns.message_id"
+ACCOUNT_ID = re.compile(r"[0-9]{12}")  # ASCII digits: \d also takes other scripts' digits
 
 
 def _text_or_none(value: Any) -> str | None:
@@ -63,9 +65,24 @@ class SnsDelivery(BaseModel):
         return self.sns.message_id
 
     @property
-    def account(self) -> str:
+    def topic_account(self) -> str:
+        """The account field of the topic's ARN, as received."""
         parts = self.sns.topic_arn.split(":")
         return parts[4] if len(parts) > 5 else ""
+
+    @property
+    def account(self) -> str:
+        """The topic's account. Where the topic ARN's account field is no account id (an alert captured and
+        redacted by hand, `` 1234567890``), the account the message itself names, when it names one."""
+        topic = self.topic_account
+        if ACCOUNT_ID.fullmatch(topic):
+            return topic
+        named = self.message_account()
+        return named if named is not None else topic
+
+    def message_account(self) -> str | None:
+        """The account id the message body names (None: it names none). Each kind of alert reads its own."""
+        return None
 
     @property
     def region(self) -> str:

@@ -204,7 +204,33 @@ def evaluate_region(step: RegionTask, settings: Settings) -> dict[str, Any]:
     subjects = _subjects(settings, step)
     raw = store.get_json(settings.audit_bucket, f"{_task_prefix(step)}/usage.json")
     usage = {key: Usage.model_validate(u) for key, u in raw.items()}
-    rules = audit_rules(settings)
+    holdings = Holdings.model_validate(
+        store.get_json(settings.audit_bucket, f"{_task_prefix(step)}/holdings.json")
+    )
+    result, found = judge_region(step, settings, subjects, usage, holdings, audit_rules(settings))
+    key = store.put_json(settings.audit_bucket, f"{_task_prefix(step)}/result.json", result)
+    metrics.add_metric(name="AuditFindings", unit=MetricUnit.Count, value=found)
+    # Small: a large organization's outcomes all come back in the Map's output, under 256 KB.
+    return {
+        "account": step.account,
+        "account_name": step.account_name,
+        "region": step.region,
+        "status": "ok",
+        "result_key": key,
+        "findings": found,
+    }
+
+
+def judge_region(
+    step: RegionTask,
+    settings: Settings,
+    subjects: list[Subject],
+    usage: dict[str, Usage],
+    holdings: Holdings,
+    rules: Rules,
+) -> tuple[dict[str, Any], int]:
+    """The item's result (what the report merges) and its number of findings, from what Discover and ReadMetrics
+    read: judged by the rules, with the hub's prices and offerings, and its holdings' sections."""
     options, prices = priced_options(
         step.region, price_book(settings.price_source == "live"), {s.instance_type for s in subjects}
     )
@@ -228,18 +254,8 @@ def evaluate_region(step: RegionTask, settings: Settings) -> dict[str, Any]:
         instances=sum(s.instance_count for s in subjects),
         teams=team_totals(subjects, prices, settings.routing_tag_key, rules.hours_per_month),
     )
-    result |= region_holdings(step, settings, subjects, findings, prices, rules)
-    key = store.put_json(settings.audit_bucket, f"{_task_prefix(step)}/result.json", result)
-    metrics.add_metric(name="AuditFindings", unit=MetricUnit.Count, value=len(findings))
-    # Small: a large organization's outcomes all come back in the Map's output, under 256 KB.
-    return {
-        "account": step.account,
-        "account_name": step.account_name,
-        "region": step.region,
-        "status": "ok",
-        "result_key": key,
-        "findings": len(findings),
-    }
+    result |= region_holdings(step, settings, subjects, findings, prices, rules, holdings)
+    return result, len(findings)
 
 
 def accelerated(instance_type: str) -> bool:
@@ -259,13 +275,11 @@ def region_holdings(
     findings: list[AuditFinding],
     prices: dict[str, float],
     rules: Rules,
+    holdings: Holdings,
 ) -> dict[str, Any]:
     """The item's commitments, orphaned storage, untagged GPU spend and Compute Optimizer comparison: what
-    Discover gathered (holdings.json), Savings Plans coverage and Compute Optimizer's recommendations read here,
+    Discover gathered (``holdings``), Savings Plans coverage and Compute Optimizer's recommendations read here,
     the sections built by audit/holdings.py."""
-    holdings = Holdings.model_validate(
-        store.get_json(settings.audit_bucket, f"{_task_prefix(step)}/holdings.json")
-    )
     member = step.account if settings.organization else None
     start = (step.now - timedelta(days=settings.audit_lookback_days)).date()
     coverage = savings_plans.covered_shares(step.region, start, step.now.date(), member)

@@ -11,6 +11,7 @@ from botocore.exceptions import ClientError
 
 from costguard.act.aws import permissions_for
 from costguard.act.executor import Outcome
+from costguard.act.shadow import overlay
 from costguard.aws import budgets, clients, organization
 from costguard.aws.budgets import BreachLog
 from costguard.detect.budget_check import Confirmation, confirm, spend_from_budget
@@ -26,6 +27,7 @@ from costguard.detect.budgets import (
     breach_summary,
     parse_budget_message,
     scope_from_budget,
+    unread_regions,
     unreadable_budget_finding,
 )
 from costguard.detect.escalation import Escalation, level_for, parse_levels
@@ -87,6 +89,15 @@ def running_everywhere(
     return running, unreachable
 
 
+def with_marks(running: list[Running], runtime: Runtime, now: datetime) -> list[Running]:
+    """What runs, as a live run would read it: in notify mode, with the marks it keeps in the state table as the
+    mark tag (act/shadow.py), so that the breach's stops fall due when a live run's would."""
+    if runtime.shadow_marks is None or not running:
+        return running
+    marked = overlay([r.resource for r in running], runtime.shadow_marks, now, lambda r: r.key)
+    return [replace(r, resource=m) for r, m in zip(running, marked, strict=True)]
+
+
 def read_budget(runtime: Runtime, account: str, name: str) -> tuple[dict[str, Any] | None, str | None]:
     """The budget's definition and figures, or why it could not be read."""
     try:
@@ -132,7 +143,7 @@ def breach_of(
         )
         metrics.add_metric(name="UnconfirmedBudgetAlerts", unit=MetricUnit.Count, value=1)
     running, unreachable = running_everywhere(account, scope, regions, runtime, now)
-    in_scope = tuple(r for r in running if scope.covers(r.resource))
+    in_scope = tuple(with_marks([r for r in running if scope.covers(r.resource)], runtime, now))
     breach = Breach(
         alert,
         level,
@@ -253,6 +264,7 @@ def handle_anomaly(
         now=now,
         event_id=event_id,
         protect_tag_key=runtime.policy.protect_tag_key,
+        unread=unread_regions(anomaly, account),
     )
     return runtime.act([finding], now)
 

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from datetime import datetime, timedelta
 
 from costguard.act.aws import permissions_for
+from costguard.act.shadow import key_of, overlay
 from costguard.aws import capacity, metrics
 from costguard.aws.capacity import CapacityReservations, capacity_reservations
 from costguard.aws.metrics import MetricSet, Query, get_metric_data
@@ -141,7 +142,14 @@ def evaluate(
     """Every active reservation of the region: ODCRs by utilization, Capacity Blocks by what runs in them."""
     reservations = reservations or capacity_reservations()
     active = reservations.active(region, account)
-    odcrs = [r for r in active if not r.is_capacity_block]
+    # In notify mode, the marks it keeps in the state table, as a live run reads its tags (act/shadow.py): an
+    # ODCR in use again has its mark cancelled in both modes. Capacity Blocks are never marked.
+    odcrs = overlay(
+        [r for r in active if not r.is_capacity_block],
+        runtime.shadow_marks,
+        now,
+        lambda r: key_of(r.account, r.region, ResourceKind.CAPACITY_RESERVATION, r.id),
+    )
     blocks = [r for r in active if r.is_capacity_block]
     window = window_of(runtime)
     data = read_utilization(region, odcrs, window, now)

@@ -10,6 +10,7 @@ from typing import Any
 from aws_lambda_powertools.metrics import MetricUnit
 
 from costguard.act.aws import permissions_for
+from costguard.act.shadow import key_of, overlay
 from costguard.aws import alarms, budgets, inventory, metrics
 from costguard.aws.idle_history import PERMISSIONS as IDLE_HISTORY_PERMISSIONS
 from costguard.aws.idle_history import history_key
@@ -68,6 +69,18 @@ def gpu_instances(
 ) -> list[Ec2Instance]:
     """The running GPU and accelerator instances (of these ids), read through the runtime's inventory."""
     return runtime.reads.inventory.describe_gpu_instances(region, instance_ids=instance_ids)
+
+
+def with_marks(instances: Sequence[Ec2Instance], runtime: Runtime, now: datetime) -> list[Ec2Instance]:
+    """The instances as a live run would read them: in notify mode, with the marks it keeps in the state table
+    as the mark tag (act/shadow.py), so that an instance working again has its mark cancelled and a marked one
+    is read at every sweep, in both modes."""
+    return overlay(
+        instances,
+        runtime.shadow_marks,
+        now,
+        lambda i: key_of(i.account, i.region, ResourceKind.EC2_INSTANCE, i.id),
+    )
 
 
 def read_fleet(
@@ -186,7 +199,7 @@ def evaluate(
 ) -> Report:
     """Re-read the instances and their metrics, then decide. The same path for an alarm and the sweep; a sweep
     (every instance of the region) reads by the read schedule when it is on."""
-    instances = gpu_instances(region, runtime, instance_ids)
+    instances = with_marks(gpu_instances(region, runtime, instance_ids), runtime, now)
     plans = runtime.read_plans if instance_ids is None and runtime.settings.reads_by_schedule else None
     return judge(region, runtime, now, instances, event_id, plans=plans)
 
@@ -299,14 +312,7 @@ class Planner:
         return [
             i
             for i in instances
-            if read_schedule.is_due(
-                self.before.get(i.id),
-                self.now,
-                SWEEP_STEP,
-                self.thresholds.idle_window,
-                tags=i.tags,
-                launched=i.launch_time,
-            )
+            if read_schedule.is_due(self.before.get(i.id), self.now, tags=i.tags, launched=i.launch_time)
         ]
 
     def standing(self, instance: Ec2Instance) -> bool:
@@ -414,7 +420,7 @@ def handle_alarm(event: AlarmStateChange, runtime: Runtime, now: datetime) -> Re
     inventory_reads = runtime.reads.inventory
     found = inventory_reads.describe_instance(event.region, instance_id) if instance_id is not None else None
     if found and found.state == "running" and found.accelerators and found.accelerators.is_nvidia:
-        return judge(event.region, runtime, now, [found], event.id)
+        return judge(event.region, runtime, now, with_marks([found], runtime, now), event.id)
     logger.warning(
         "GPU alarm matches no running NVIDIA GPU instance",
         extra={

@@ -7,6 +7,26 @@ message when there are more than GROUP_ABOVE (and always for the daily digest). 
 conversation (a redelivery, a redrive) is not told again. With a webhook there are no threads: what follows is
 its own message, grouped the same way.
 
+Exactly once, in the right thread, whatever runs at the same time (the event source runs two notifiers) and
+whatever Slack loses (notify/conversation.py keeps the records, notify/slack_api.py makes the calls):
+
+- The notices of one conversation in a batch are told one after another, the oldest first, each planned with
+  what the one before recorded (rounds).
+- A parent (an opener, a group) is claimed in each conversation it opens before it is posted; a notifier that
+  loses a claim waits for the winner's ts and replies in its thread. A reply or digest takes a lease on its
+  notice first. Told notices are added to a set; a group's rows are written over the version read, and retried.
+- Each post carries its key (the notice's id, a group's id) in its metadata. A post whose answer was lost (a reset,
+  a timeout after Slack took it) is not retried blindly: it is looked for (conversations.history, .replies) and
+  adopted if there; so is one left unsure by a notifier that stopped mid-post (its claim or lease, taken over).
+- A parent shows the newest notice of its conversation (a group, the newest of each row). A failed update leaves
+  it marked not shown: the next notice, or the redelivery of this one, renders it again; Slack refusing the
+  update for good parks the notice, as a refused post does.
+- No post starts unless the Lambda's remaining time covers the call and its worst back-off: what is left goes
+  back to the queue untouched (NotStartedError).
+- Slack refusing the app itself (invalid_auth, token_revoked, account_inactive, missing_scope..., or its own
+  ``ratelimited`` past the retries) stops the batch: the rest is parked (or, rate limited, retried) without
+  another call, and the refusal is told once on the ops topic (``tell_ops_app_refused``) with what to fix.
+
 A webhook secret nobody filled in (created empty by the stack, or blank) cannot be told through Slack: the first
 notice that meets it, once per cold start, publishes one message to the ops topic (the ``OpsNotificationsTopic``
 the stack creates, subscribe an email to it), logs ``Slack webhook secret not filled`` and counts
@@ -17,28 +37,41 @@ when it is blank.
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+import threading
+import time
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from aws_lambda_powertools.metrics import MetricUnit
 
 from costguard.aws import clients
 from costguard.clock import now as clock_now
+from costguard.interact.offers import PERMISSIONS as OFFER_PERMISSIONS
+from costguard.interact.offers import record_offers
+from costguard.model import ResourceKind
 from costguard.notify.conversation import PERMISSIONS as CONVERSATION_PERMISSIONS
 from costguard.notify.conversation import (
+    Claim,
     Conversation,
-    ConversationStore,
     DynamoConversationStore,
+    Lease,
     destination_id,
+    group_item,
+    group_post_id,
+    order_of,
 )
 from costguard.notify.delivery import (
     SECRET_PERMISSIONS,
+    UNBOUNDED,
     UNFILLED_SECRET_ERRORS,
+    Deadline,
     DeliveryError,
+    NotStartedError,
     load_routes,
     post,
+    within,
 )
 from costguard.notify.message import (
     OWNER_TAG,
@@ -47,8 +80,20 @@ from costguard.notify.message import (
     build_reply,
     log_link,
 )
-from costguard.notify.notice import GROUP_ABOVE, ROWS_CARRIED, AnyNotice, GroupNotice, Notice, group
+from costguard.notify.notice import (
+    GROUP_ABOVE,
+    ROWS_CARRIED,
+    AnyNotice,
+    GroupNotice,
+    Notice,
+    group,
+    kind_of,
+    merged_totals,
+    stands_alone,
+    totals_without,
+)
 from costguard.notify.routing import SlackRoutes
+from costguard.notify.slack_api import RATE_LIMITED_ERRORS, ApiOutcomeUnknown
 from costguard.observability import logger, metrics, tracer
 from costguard.permissions import needs
 from costguard.settings import Settings
@@ -60,7 +105,7 @@ if TYPE_CHECKING:
 OPS_TOPIC_VARIABLE = "COSTGUARD_OPS_TOPIC_ARN"
 OPS_PERMISSIONS = needs("sns:Publish")  # tell_ops_once: the ops topic only
 DELIVER_PERMISSIONS = (
-    SECRET_PERMISSIONS | OPS_PERMISSIONS | CONVERSATION_PERMISSIONS
+    SECRET_PERMISSIONS | OPS_PERMISSIONS | CONVERSATION_PERMISSIONS | OFFER_PERMISSIONS
 )  # deliver, deliver_batch
 
 OPS_SUBJECT = "costguard: the Slack webhook secret is not filled in"
@@ -135,8 +180,12 @@ def plan(
             if rest is None:
                 if not follow:
                     told.append(mid)
-            elif rest.count == len(rest.rows) and rest.count <= above:
-                openers.extend((mid, row) for row in rest.rows)  # few left: each its own, as a run's few are
+            elif rest.count == len(rest.rows) and (
+                rest.count <= above or kind_of(rest) is None or any(stands_alone(r) for r in rest.rows)
+            ):
+                # Few left: each its own, as a run's few are. So are the rows of a group queued before groups
+                # were made per kind and kept budgets apart: grouped again below, per kind.
+                openers.extend((mid, row) for row in rest.rows)
             else:
                 groups.append((mid, rest))
             continue
@@ -148,20 +197,38 @@ def plan(
         else:
             openers.append((mid, notice))
     posts = list(replies)
-    if groups or len(openers) > above:
-        members = [mid for mid, _ in groups] + [mid for mid, _ in openers]
+    # A budget alert or an anomaly is always its own message; the rest are grouped per resource kind when more
+    # than ``above`` of them arrive (or a producer grouped them), a kind with one notice still told on its own.
+    loose = [(mid, n) for mid, n in openers if not stands_alone(n)]
+    grouped: dict[ResourceKind | None, list[tuple[str, AnyNotice]]] = {}
+    if groups or len(loose) > above:
+        for mid, produced in groups:
+            grouped.setdefault(kind_of(produced), []).append((mid, produced))
+        for mid, single in loose:
+            grouped.setdefault(single.decision.resource.kind, []).append((mid, single))
+    for kind, members in list(grouped.items()):
+        if len(members) == 1 and isinstance(members[0][1], Notice):
+            del grouped[kind]  # alone of its kind: told on its own
+    in_group = {id(part) for members in grouped.values() for _, part in members}
+    posts.extend(Post("opener", [mid], [notice]) for mid, notice in openers if id(notice) not in in_group)
+    for members in grouped.values():
         posts.append(
             Post(
                 "group",
-                members,
-                group=_merge([g for _, g in groups], [n for _, n in openers], routing_tag_key),
+                [mid for mid, _ in members],
+                group=_merge(
+                    [p for _, p in members if isinstance(p, GroupNotice)],
+                    [p for _, p in members if isinstance(p, Notice)],
+                    routing_tag_key,
+                ),
             )
         )
-    else:
-        posts.extend(Post("opener", [mid], [notice]) for mid, notice in openers)
-    if digests:
-        merged = _merge([g for _, g in digests], [], routing_tag_key, digest=True)
-        posts.append(Post("digest", [mid for mid, _ in digests], group=merged))
+    digest_kinds: dict[ResourceKind | None, list[tuple[str, GroupNotice]]] = {}
+    for mid, digest in digests:
+        digest_kinds.setdefault(kind_of(digest), []).append((mid, digest))
+    for same_kind in digest_kinds.values():
+        merged = _merge([g for _, g in same_kind], [], routing_tag_key, digest=True)
+        posts.append(Post("digest", [mid for mid, _ in same_kind], group=merged))
     return posts, told
 
 
@@ -191,13 +258,12 @@ def _split(
     for row in removed:
         reason = row.decision.reason.value
         by_reason[reason] = by_reason.get(reason, 0) - 1
-    priced = [r.decision.hourly_usd for r in removed if r.decision.hourly_usd is not None]
     rest = grouped.model_copy(
         update={
             "rows": keep,
             "count": count,
-            "hourly_total_usd": round(grouped.hourly_total_usd - sum(priced), 2),
-            "unpriced": grouped.unpriced - (len(removed) - len(priced)),
+            # A resource counts until its last row is removed (another finding about it may stay).
+            **totals_without(grouped, removed),
             "by_reason": {k: v for k, v in by_reason.items() if v > 0},
         }
     )
@@ -224,8 +290,7 @@ def _merge(
     return GroupNotice(
         rows=rows[:ROWS_CARRIED],
         count=sum(p.count for p in parts),
-        hourly_total_usd=round(sum(p.hourly_total_usd for p in parts), 2),
-        unpriced=sum(p.unpriced for p in parts),
+        **merged_totals(parts),  # a resource in two of the parts counts once
         by_reason=dict(sorted(by_reason.items(), key=lambda kv: -kv[1])),
         digest=digest,
         route_tags=parts[0].route_tags if parts else {},
@@ -235,7 +300,7 @@ def _merge(
 
 
 class Sender:
-    """The final calls: a webhook post, or the Slack app's postMessage and update."""
+    """The final calls for one destination: a webhook post, or the Slack app's posts, look-ups and updates."""
 
     def __init__(self, destination: str, api: SlackApi | None) -> None:
         self.destination = destination
@@ -244,6 +309,18 @@ class Sender:
     @property
     def threads(self) -> bool:
         return self.api is not None
+
+    @property
+    def channel(self) -> str | None:
+        """The channel id posted to (Slack app); a webhook has none to record."""
+        return self.destination if self.api is not None else None
+
+    @property
+    def worst(self) -> float:
+        """The longest the next call may take with its retries: no new post starts unless it fits."""
+        from costguard.notify.slack_api import worst_call_seconds
+
+        return worst_call_seconds(self.api.timeout if self.api is not None else WEBHOOK_TIMEOUT_SECONDS)
 
     def owner(self, notice: Notice) -> str | None:
         tag = notice.decision.resource.tags.get(OWNER_TAG, "").strip()
@@ -254,62 +331,121 @@ class Sender:
         except Exception:  # an owner nobody can resolve falls back to the channel
             return None
 
-    def send(self, message: dict[str, Any], thread_ts: str | None = None) -> str | None:
+    def send(
+        self,
+        message: dict[str, Any],
+        *,
+        key: str | None = None,
+        thread_ts: str | None = None,
+        look_first: bool = False,
+    ) -> str | None:
+        """Post ``message``: through the webhook (no ts), or as the app, once for ``key`` (SlackApi.post_once)."""
         if self.api is None:
             post(self.destination, message)
             return None
-        return self.api.post(self.destination, message, thread_ts=thread_ts)
+        if key is None:
+            return self.api.post(self.destination, message, thread_ts)
+        return self.api.post_once(
+            self.destination, message, key=key, thread_ts=thread_ts, look_first=look_first
+        )
+
+    def find(self, key: str, thread_ts: str | None = None) -> str | None:
+        return self.api.find(self.destination, key, thread_ts) if self.api is not None else None
 
     def update(self, ts: str, message: dict[str, Any]) -> None:
         if self.api is not None:
             self.api.update(self.destination, ts, message)
 
 
+# The webhook client's timeout (delivery.webhook_client): what one webhook call may take before its retries.
+WEBHOOK_TIMEOUT_SECONDS = 10
+# A claim or lease taken now is surely abandoned once this invocation is over: its remaining time, at most
+# Lambda's longest run, and this margin.
+CLAIM_MARGIN_SECONDS = 5.0
+_LONGEST_RUN_SECONDS = 900.0
+# A post whose answer was lost is handed on: another notifier may take it over (looking for it first) after this
+# many times the call's timeout, once a late answer can no longer be on its way.
+_GRACE_TIMEOUTS = 2
+_VERSION_TRIES = 8  # a group row written again over the version another notifier just wrote
+# Members handed back by a lost claim are planned again (as replies in the winner's thread) at most this often.
+_REPLANS = 4
+# Waiting for another notifier's claim or lease: pauses between looks (about 5 s in all).
+_PAUSES = (0.05, 0.1, 0.2, 0.4, 0.8, 1.0, 1.0, 1.5)
+_RENDERS = 3  # a parent rendered again while newer news keeps arriving
+
+
+class ParentBusyError(DeliveryError):
+    """Another notifier is posting this conversation's first message: the notice is retried (then replies)."""
+
+
+class PostBusyError(DeliveryError):
+    """Another notifier is posting this very notice: it is retried, and then found posted."""
+
+
+class ParentChangedError(DeliveryError):
+    """The parent kept changing while it was rendered: rendered again with the next notice or redelivery."""
+
+
+@dataclass
+class _Run:
+    """One batch's delivery: its store and settings, the time it has, what failed, and whether Slack refused the
+    app itself (then nothing more is tried: every call would meet the same answer)."""
+
+    store: DynamoConversationStore
+    settings: Settings
+    deadline: Deadline
+    failures: dict[str, Exception] = field(default_factory=dict)
+    halted: Exception | None = None
+    not_started: int = 0
+
+    def fail(self, members: Iterable[str], error: Exception) -> None:
+        for mid in members:
+            self.failures[mid] = error
+        if self.halted is None and _whole_app(error):
+            self.halted = error
+            tell_ops_app_refused(error, self.settings)
+
+    def until(self) -> float:
+        """When a claim or lease taken now is surely abandoned (epoch seconds)."""
+        return time.time() + min(self.deadline.left(), _LONGEST_RUN_SECONDS) + CLAIM_MARGIN_SECONDS
+
+
 @tracer.capture_method
 def deliver_batch(
     items: Sequence[tuple[str, AnyNotice]],
     settings: Settings,
-    store: ConversationStore | None = None,
+    store: DynamoConversationStore | None = None,
+    *,
+    deadline: Deadline | None = None,
 ) -> dict[str, Exception]:
     """Tell a batch of queued notices; returns the failure of each SQS message id that was not told (a
-    PermanentDeliveryError is parked by the caller, anything else retried)."""
+    PermanentDeliveryError is parked by the caller, anything else retried).
+
+    Per destination, the notices of one conversation are told one after another (the oldest first), each seeing
+    what the one before recorded. With a ``deadline`` (the Lambda context's), no post starts unless the call's
+    worst case (its timeouts and back-off) still fits: the rest is returned as NotStartedError, untouched."""
     try:
         routes = routes_for(settings)
     except Exception as error:  # unfilled, malformed or unreadable: every notice meets the same
         return {mid: error for mid, _ in items}
-    store = store or DynamoConversationStore(settings.state_table)
+    run = _Run(store or DynamoConversationStore(settings.state_table), settings, deadline or UNBOUNDED)
     api = _api_for(routes)
     by_destination: dict[str, list[tuple[str, AnyNotice]]] = {}
     for mid, notice in items:
         destination = routes.channel_for(_tags(notice), settings.routing_tag_key, *_place(notice))
         by_destination.setdefault(destination, []).append((mid, notice))
-    failures: dict[str, Exception] = {}
-    for destination, members in by_destination.items():
-        sender = Sender(destination, api)
-        keys = [
-            n.decision.finding.conversation
-            for _, notice in members
-            for n in (notice.rows if isinstance(notice, GroupNotice) else [notice])
-        ]
-        try:
-            conversations = store.get_many(destination, keys)
-        except Exception:  # the state table is unreachable: every notice opens its own message, none is lost
-            logger.warning("conversations unavailable: telling without threads")
-            conversations = {}
-        posts, _ = plan(
-            members,
-            conversations,
-            threads=sender.threads,
-            above=settings.slack_group_above,
-            routing_tag_key=settings.routing_tag_key,
+    with within(run.deadline):
+        for destination, members in by_destination.items():
+            sender = Sender(destination, api)
+            # A webhook has no thread to continue: its batch is told at once, grouped as it comes.
+            for batch in _rounds(members) if sender.threads else [members]:
+                _deliver_round(batch, sender, run)
+    if run.not_started:
+        logger.warning(
+            "batch cut short: the rest goes back to the queue",
+            extra={"not_started": run.not_started, "seconds_left": round(run.deadline.left(), 1)},
         )
-        for planned in posts:
-            try:
-                _send(planned, sender, store, settings)
-            except Exception as error:
-                for mid in planned.members:
-                    failures[mid] = error
-    return failures
+    return run.failures
 
 
 def _api_for(routes: SlackRoutes) -> SlackApi | None:
@@ -321,36 +457,139 @@ def _api_for(routes: SlackRoutes) -> SlackApi | None:
     return api_for(routes)
 
 
-def _send(planned: Post, sender: Sender, store: ConversationStore, settings: Settings) -> None:
-    """Post one planned message and remember the conversations it opens or continues."""
-    now = clock_now()
-    where = destination_id(sender.destination)
-    channel = sender.destination if sender.threads else None
-    if planned.kind == "reply":
-        notice, conversation = planned.notices[0], planned.conversation
-        assert conversation is not None and conversation.ts is not None
-        owner = sender.owner(notice)
-        sender.send(build_reply(notice, owner=owner), thread_ts=conversation.ts)
-        try:  # the parent shows the current state; a failed update loses nothing the thread does not say
-            if conversation.grouped:
-                _update_row(store, sender, where, conversation, notice, settings, now)
-            else:
-                sender.update(conversation.ts, build_message(notice, owner=owner, interactive=True))
+def _keys(notice: AnyNotice) -> set[str]:
+    """The conversations a notice tells in (none for a digest: it leaves them where they are)."""
+    if isinstance(notice, GroupNotice):
+        return set() if notice.digest else {r.decision.finding.conversation for r in notice.rows}
+    return {notice.decision.finding.conversation}
+
+
+def _oldest(notice: AnyNotice) -> datetime:
+    if isinstance(notice, GroupNotice):
+        return min((_decided(r) for r in notice.rows), default=datetime.min.replace(tzinfo=UTC))
+    return _decided(notice)
+
+
+def _decided(notice: Notice) -> datetime:
+    decided = notice.decision.decided_at
+    return decided if decided.tzinfo is not None else decided.replace(tzinfo=UTC)
+
+
+def _rounds(members: Sequence[tuple[str, AnyNotice]]) -> list[list[tuple[str, AnyNotice]]]:
+    """The batch in rounds, each telling at most one notice of a conversation (the oldest first, else as they
+    came): the next round plans with what the one before recorded (an opener's ts, its told notices)."""
+    rest = sorted(members, key=lambda member: _oldest(member[1]))
+    rounds: list[list[tuple[str, AnyNotice]]] = []
+    while rest:
+        taken: set[str] = set()
+        now: list[tuple[str, AnyNotice]] = []
+        later: list[tuple[str, AnyNotice]] = []
+        for member in rest:
+            keys = _keys(member[1])
+            (later if keys & taken else now).append(member)
+            if not keys & taken:
+                taken |= keys
+        rounds.append(now)
+        rest = later
+    return rounds
+
+
+def _deliver_round(members: list[tuple[str, AnyNotice]], sender: Sender, run: _Run) -> None:
+    pending = members
+    for _ in range(_REPLANS):
+        pending = _deliver_once(pending, sender, run)
+        if not pending:
+            return
+    run.fail(
+        (mid for mid, _ in pending), ParentBusyError("the conversation's first message is still being posted")
+    )
+
+
+def _deliver_once(
+    members: list[tuple[str, AnyNotice]], sender: Sender, run: _Run
+) -> list[tuple[str, AnyNotice]]:
+    """Plan and post one round; the members to plan again (a claim lost to another notifier's parent)."""
+    keys = [k for _, notice in members for k in sorted(_keys(notice))]
+    try:
+        conversations = run.store.get_many(sender.destination, keys)
+    except Exception:  # the state table is unreachable: every notice opens its own message, none is lost
+        logger.warning("conversations unavailable: telling without threads")
+        conversations = {}
+    posts, told = plan(
+        members,
+        conversations,
+        threads=sender.threads,
+        above=run.settings.slack_group_above,
+        routing_tag_key=run.settings.routing_tag_key,
+    )
+    if sender.threads and told:
+        _catch_up(told, members, conversations, sender, run)
+    again: list[tuple[str, AnyNotice]] = []
+    for planned in posts:
+        if run.halted is not None:
+            run.fail(planned.members, run.halted)
+            continue
+        if not run.deadline.allows(sender.worst):
+            run.not_started += len(planned.members)
+            run.fail(
+                planned.members,
+                NotStartedError(
+                    f"not started: {run.deadline.left():.1f} s left, a call may take {sender.worst:.0f} s"
+                ),
+            )
+            continue
+        try:
+            if _send(planned, sender, run):
+                again.extend(member for member in members if member[0] in planned.members)
         except Exception as error:
-            logger.warning("parent not updated", extra={"cause": type(error).__name__})
-        _remember(store, conversation.with_told(notice.id), now)
-        return
-    if planned.kind == "opener":
-        notice = planned.notices[0]
-        message = build_message(notice, owner=sender.owner(notice), interactive=sender.threads)
-        ts = sender.send(message)
-        key = notice.decision.finding.conversation
-        _remember(
-            store, Conversation(key=key, destination=where, channel=channel, ts=ts, told=(notice.id,)), now
-        )
-        return
-    grouped = planned.group
-    assert grouped is not None
+            run.fail(planned.members, error)
+    return again
+
+
+def _catch_up(
+    told: Sequence[str],
+    members: Sequence[tuple[str, AnyNotice]],
+    conversations: dict[str, Conversation],
+    sender: Sender,
+    run: _Run,
+) -> None:
+    """A notice told already (a redelivery) whose parent may not show the newest state (its update failed):
+    the parent is rendered again."""
+    done: set[str] = set()
+    for mid, notice in members:
+        if mid not in told or not isinstance(notice, Notice):
+            continue
+        conversation = conversations.get(notice.decision.finding.conversation)
+        if conversation is None or not conversation.ts or conversation.key in done:
+            continue
+        done.add(conversation.key)
+        try:
+            if conversation.grouped:
+                item = group_item(destination_id(sender.destination), conversation)
+                if item is not None:
+                    _render_group(item, conversation.ts, sender, run, clock_now())
+            elif conversation.stale:
+                _render_parent(conversation, sender, run, clock_now())
+        except Exception as error:
+            run.fail([mid], error)
+
+
+def _send(planned: Post, sender: Sender, run: _Run) -> bool:
+    """Post one planned message and record it; True when its members are to be planned again."""
+    now = clock_now()
+    if planned.kind == "reply":
+        _reply(planned, sender, run, now)
+        return False
+    if planned.kind == "digest":
+        _digest(planned, sender, run, now)
+        return False
+    if not sender.threads:
+        _tell_webhook(planned, sender, run, now)
+        return False
+    return _open(planned, sender, run, now)
+
+
+def _group_message(grouped: GroupNotice, sender: Sender, *, interactive: bool) -> dict[str, Any]:
     owners = {
         row.decision.resource.key: owner
         for row in grouped.rows[:10]
@@ -359,51 +598,407 @@ def _send(planned: Post, sender: Sender, store: ConversationStore, settings: Set
     link = None
     if grouped.source and grouped.log_id and grouped.rows:
         link = log_link(grouped.rows[0].decision.resource.region, grouped.source, grouped.log_id)
-    ts = sender.send(build_group_message(grouped, owners=owners, interactive=sender.threads, more_link=link))
-    if ts is not None and planned.kind == "group":
-        try:  # kept so that a reply in its thread can update its row
-            store.put_group(where, ts, grouped.model_dump_json(), now)
+    return build_group_message(grouped, owners=owners, interactive=interactive, more_link=link)
+
+
+def _tell_webhook(planned: Post, sender: Sender, run: _Run, now: datetime) -> None:
+    """A webhook: the message, then the notices it told (no thread, so no parent to claim or update)."""
+    where = destination_id(sender.destination)
+    if planned.kind == "opener":
+        rows = planned.notices[:1]
+        sender.send(build_message(rows[0], owner=sender.owner(rows[0]), interactive=False))
+    else:
+        assert planned.group is not None
+        rows = list(planned.group.rows)
+        sender.send(_group_message(planned.group, sender, interactive=False))
+    for key in dict.fromkeys(r.decision.finding.conversation for r in rows):
+        told = [r.id for r in rows if r.decision.finding.conversation == key]
+        try:  # told already: a lost record costs the same message again on a redelivery, not a lost message
+            run.store.add_told(where, key, told, now)
         except Exception as error:
-            logger.warning("group not recorded", extra={"cause": type(error).__name__})
-    if planned.kind == "digest":
-        return  # its rows were told when first seen: their conversations stay where they are
-    for row in grouped.rows:
-        key = row.decision.finding.conversation
-        _remember(
-            store,
-            Conversation(key=key, destination=where, channel=channel, ts=ts, grouped=True, told=(row.id,)),
-            now,
-        )
+            logger.warning("conversation not recorded", extra={"cause": type(error).__name__})
 
 
-def _update_row(
-    store: ConversationStore,
+def _take_lease(run: _Run, where: str, key: str, now: datetime) -> Lease | None:
+    """The lease on post ``key``, waiting a little while another notifier holds it; None when the state table
+    cannot be written (posted anyway: a message twice rather than none)."""
+    for pause in (0.0, *_PAUSES):
+        if pause:
+            threading.Event().wait(pause)
+        try:
+            lease = run.store.begin(where, key, run.until(), now)
+        except Exception as error:
+            logger.warning("post not leased", extra={"cause": type(error).__name__})
+            return None
+        if not lease.busy:
+            return lease
+        if not run.deadline.allows(pause * 2):
+            break
+    raise PostBusyError("another notifier is posting this notice")
+
+
+def _post_leased(
+    run: _Run,
     sender: Sender,
     where: str,
-    conversation: Conversation,
-    notice: Notice,
-    settings: Settings,
+    key: str,
+    message: dict[str, Any],
+    now: datetime,
+    thread_ts: str | None,
+) -> str | None:
+    """Post ``message`` under a lease on ``key``: at most once, whoever else holds the same notice."""
+    lease = _take_lease(run, where, key, now)
+    if lease is not None and lease.ts:
+        return None if lease.ts == WEBHOOK_SENT else lease.ts  # posted already
+    try:
+        ts = sender.send(
+            message,
+            key=key if sender.threads else None,
+            thread_ts=thread_ts,
+            look_first=lease is not None and lease.unsure,
+        )
+    except ApiOutcomeUnknown:
+        if lease is not None:
+            run.store.abandon_lease(where, key, _grace(sender))
+        raise
+    except Exception:
+        if lease is not None:
+            run.store.release_lease(where, key)
+        raise
+    if lease is not None:
+        try:
+            run.store.finish(where, key, ts or WEBHOOK_SENT)
+        except Exception as error:
+            logger.warning("post not recorded", extra={"cause": type(error).__name__})
+    return ts
+
+
+# What a lease records for a webhook post, which has no ts.
+WEBHOOK_SENT = "sent"
+
+
+def _grace(sender: Sender) -> float:
+    return _GRACE_TIMEOUTS * float(sender.api.timeout if sender.api is not None else WEBHOOK_TIMEOUT_SECONDS)
+
+
+def _digest(planned: Post, sender: Sender, run: _Run, now: datetime) -> None:
+    """The daily digest: posted once (a lease on its id), its rows' conversations left where they are."""
+    grouped = planned.group
+    assert grouped is not None
+    message = _group_message(grouped, sender, interactive=sender.threads)
+    ts = _post_leased(run, sender, destination_id(sender.destination), grouped.id, message, now, None)
+    _offered(run.settings, sender.channel, ts, grouped.rows, message, now)
+
+
+def _reply(planned: Post, sender: Sender, run: _Run, now: datetime) -> None:
+    """News in an open conversation: a reply in its thread (once, under a lease on the notice), then the parent
+    shows the newest state."""
+    notice, conversation = planned.notices[0], planned.conversation
+    assert conversation is not None and conversation.ts is not None
+    where = destination_id(sender.destination)
+    message = build_reply(notice, owner=sender.owner(notice))
+    _post_leased(run, sender, where, notice.id, message, now, conversation.ts)
+    try:
+        run.store.add_told(where, conversation.key, [notice.id], now, ts=conversation.ts)
+    except Exception as error:  # the lease says it was posted: a redelivery finds it there
+        logger.warning("conversation not recorded", extra={"cause": type(error).__name__})
+    if conversation.grouped:
+        _update_row(conversation, notice, sender, run, now)
+        return
+    try:
+        run.store.set_parent(where, conversation.key, notice)
+    except Exception as error:
+        logger.warning("parent state not recorded", extra={"cause": type(error).__name__})
+        return
+    _render_parent(conversation, sender, run, now)
+
+
+def _render_parent(conversation: Conversation, sender: Sender, run: _Run, now: datetime) -> None:
+    """The parent shows the newest notice of its conversation. After each update the newest is read again:
+    news recorded meanwhile is rendered too, so the update Slack takes last is the newest. A failed update
+    leaves the parent marked not shown (rendered again by the next notice or a redelivery), and is raised."""
+    where, key, ts = destination_id(sender.destination), conversation.key, conversation.ts
+    assert ts is not None
+    for attempt in range(_RENDERS):
+        shown, order, shown_at = run.store.parent(where, key)
+        if shown is None or order is None:
+            return
+        if attempt == 0 and shown_at == order:
+            return  # Slack shows it already
+        message = build_message(shown, owner=sender.owner(shown), interactive=True)
+        try:
+            sender.update(ts, message)
+        except Exception:
+            _quietly(run.store.forget_shown, where, key)
+            raise
+        _offered(run.settings, sender.channel, ts, [shown], message, now)
+        if run.store.parent(where, key)[1] == order:
+            run.store.mark_shown(where, key, order)
+            return
+    _quietly(run.store.forget_shown, where, key)
+    raise ParentChangedError("the parent kept changing while it was rendered")
+
+
+def _update_row(conversation: Conversation, notice: Notice, sender: Sender, run: _Run, now: datetime) -> None:
+    """A group message whose row has news: the row shows the newest notice (and who asked for it), written over
+    the version it was read at (another notifier may be updating another row), then the message is rendered."""
+    item = group_item(destination_id(sender.destination), conversation)
+    if item is None or conversation.ts is None:
+        return
+    fresh = notice.slim(run.settings.routing_tag_key)
+    for _ in range(_VERSION_TRIES):
+        state = run.store.group(item)
+        if state is None:
+            return  # nothing kept of it: no row to update
+        mine = [r for r in state.body.rows if r.decision.finding.conversation == conversation.key]
+        if not mine or order_of(mine[0]) >= order_of(fresh):
+            break  # not a row of it, or it shows newer news already
+        rows = [fresh if r.decision.finding.conversation == conversation.key else r for r in state.body.rows]
+        if run.store.put_group_version(item, state.body.model_copy(update={"rows": rows}), state.version):
+            break
+    else:
+        raise ParentChangedError("the group kept changing while its row was updated")
+    _render_group(item, conversation.ts, sender, run, now)
+
+
+def _render_group(item: str, ts: str, sender: Sender, run: _Run, now: datetime) -> None:
+    """A group message shows its latest rows, as _render_parent does for a single parent."""
+    for attempt in range(_RENDERS):
+        state = run.store.group(item)
+        if state is None or (attempt == 0 and not state.stale):
+            return
+        message = _group_message(state.body, sender, interactive=True)
+        try:
+            sender.update(ts, message)
+        except Exception:
+            _quietly(run.store.forget_group_shown, item)
+            raise
+        _offered(run.settings, sender.channel, ts, state.body.rows, message, now)
+        after = run.store.group(item)
+        if after is None or after.version == state.version:
+            run.store.mark_group_shown(item, state.version)
+            return
+    _quietly(run.store.forget_group_shown, item)
+    raise ParentChangedError("the group kept changing while it was rendered")
+
+
+def _quietly(write: Callable[..., None], *args: Any) -> None:
+    try:
+        write(*args)
+    except Exception as error:
+        logger.warning("state not recorded", extra={"cause": type(error).__name__})
+
+
+def _open(planned: Post, sender: Sender, run: _Run, now: datetime) -> bool:
+    """A new conversation's parent (an opener, or a group of them), claimed before it is posted: one parent per
+    conversation whatever else is telling it. True when a claim was lost: the members are planned again, as
+    replies in the winner's thread."""
+    where, channel = destination_id(sender.destination), sender.destination
+    grouped = planned.group if planned.kind == "group" else None
+    rows = list(grouped.rows) if grouped is not None else planned.notices[:1]
+    post_key = grouped.id if grouped is not None else rows[0].id
+    keys = list(dict.fromkeys(r.decision.finding.conversation for r in rows))
+    claimed: dict[str, Claim] = {}
+    recorded = True
+    try:
+        for key in keys:
+            claim = run.store.claim(where, key, channel, post_key, run.until(), now)
+            if not claim.won:
+                _release(run, where, post_key, claimed)
+                _wait_for_parent(run, sender, where, key)
+                return True
+            claimed[key] = claim
+    except ParentBusyError:
+        raise
+    except Exception as error:  # the state table is unreachable: posted unrecorded, as before (never lost)
+        logger.warning("parent not claimed: told without recording it", extra={"cause": type(error).__name__})
+        _release(run, where, post_key, claimed)
+        recorded = False
+    if (
+        recorded
+        and (found := _look_for_taken_over(planned, sender, run, where, post_key, claimed, now)) is not None
+    ):
+        return found
+    if grouped is not None and recorded:
+        run.store.put_group(where, post_key, grouped, now)
+    message = (
+        _group_message(grouped, sender, interactive=True)
+        if grouped is not None
+        else build_message(rows[0], owner=sender.owner(rows[0]), interactive=True)
+    )
+    try:
+        ts = sender.send(message, key=post_key)
+    except ApiOutcomeUnknown:
+        for key in claimed:  # the next try looks for it first
+            run.store.abandon(where, key, post_key, _grace(sender))
+        raise
+    except Exception:
+        _release(run, where, post_key, claimed)
+        raise
+    assert ts is not None
+    if recorded:
+        _record_open(run, where, channel, post_key, ts, rows, grouped is not None, now)
+    _offered(run.settings, channel, ts, rows, message, now)
+    return False
+
+
+def _release(run: _Run, where: str, post_key: str, claimed: dict[str, Claim]) -> None:
+    for key, claim in claimed.items():
+        run.store.release(where, key, post_key, claim.before)
+
+
+def _wait_for_parent(run: _Run, sender: Sender, where: str, key: str) -> None:
+    """Another notifier holds the claim: wait a little until its parent has a ts, or its claim is gone or
+    abandoned (then plan again). Raises ParentBusyError if neither happens in time."""
+    for pause in _PAUSES:
+        if not run.deadline.allows(pause + sender.worst):
+            break
+        threading.Event().wait(pause)
+        held = run.store.get(where, key)
+        if held is None or held.ts or not held.claim or (held.claim_until or 0.0) < time.time():
+            return
+    raise ParentBusyError("another notifier is posting this conversation's first message")
+
+
+def _look_for_taken_over(
+    planned: Post,
+    sender: Sender,
+    run: _Run,
+    where: str,
+    post_key: str,
+    claimed: dict[str, Claim],
+    now: datetime,
+) -> bool | None:
+    """Claims taken over from a notifier that stopped mid-post: its post may be in Slack. Found, it is the
+    parent: ours (the same post, redelivered) is recorded as posted (False: done); another's opens its
+    conversations, and ours is planned again as replies there (True). None: nothing found, post ours."""
+    stale = {
+        claim.before.claim for claim in claimed.values() if claim.before is not None and claim.before.claim
+    }
+    for earlier in sorted(stale):
+        try:
+            ts = sender.find(earlier)
+        except Exception:
+            _release(run, where, post_key, claimed)
+            raise
+        if ts is None:
+            continue
+        if earlier == post_key:
+            grouped = planned.group if planned.kind == "group" else None
+            rows = list(grouped.rows) if grouped is not None else planned.notices[:1]
+            if grouped is not None:
+                run.store.put_group(where, post_key, grouped, now)
+            _record_open(run, where, sender.destination, post_key, ts, rows, grouped is not None, now)
+            return False
+        _adopt(run, sender, where, earlier, ts, post_key, claimed, now)
+        _release(run, where, post_key, claimed)
+        return True
+    return None
+
+
+def _adopt(
+    run: _Run,
+    sender: Sender,
+    where: str,
+    earlier: str,
+    ts: str,
+    post_key: str,
+    claimed: dict[str, Claim],
     now: datetime,
 ) -> None:
-    """A group message whose row has news: the row shows the new state (and who asked for it)."""
-    assert conversation.ts is not None
-    body = store.get_group(where, conversation.ts)
-    if body is None:
+    """Another notifier's post, found in Slack: the parent of the conversations it claimed (a group's are kept
+    with its rows; an opener's key is its notice's id)."""
+    channel = sender.destination
+    state = run.store.group(group_post_id(where, earlier))
+    if state is None:
+        for key, claim in claimed.items():
+            if claim.before is not None and claim.before.claim == earlier:
+                run.store.open(
+                    where,
+                    key,
+                    channel=channel,
+                    post=earlier,
+                    ts=ts,
+                    grouped=False,
+                    told=[earlier],
+                    now=now,
+                    claims=[post_key],
+                )
         return
-    grouped = GroupNotice.model_validate_json(body)
-    fresh = notice.slim(settings.routing_tag_key)
-    rows = [fresh if r.decision.finding.conversation == conversation.key else r for r in grouped.rows]
-    updated = grouped.model_copy(update={"rows": rows})
-    owners = {r.decision.resource.key: o for r in rows[:10] if (o := sender.owner(r)) is not None}
-    sender.update(conversation.ts, build_group_message(updated, owners=owners, interactive=True))
-    store.put_group(where, conversation.ts, updated.model_dump_json(), now)
+    told: dict[str, list[str]] = {}
+    for row in state.body.rows:
+        if row.id in state.posted:
+            told.setdefault(row.decision.finding.conversation, []).append(row.id)
+    for key, ids in told.items():
+        run.store.open(
+            where,
+            key,
+            channel=channel,
+            post=earlier,
+            ts=ts,
+            grouped=True,
+            told=ids,
+            now=now,
+            claims=[post_key, earlier],
+        )
+    message = _group_message(state.body, sender, interactive=True)
+    _offered(run.settings, channel, ts, state.body.rows, message, now)
 
 
-def _remember(store: ConversationStore, conversation: Conversation, now: datetime) -> None:
+def _record_open(
+    run: _Run,
+    where: str,
+    channel: str,
+    post_key: str,
+    ts: str,
+    rows: Sequence[Notice],
+    grouped: bool,
+    now: datetime,
+) -> None:
+    """The posted parent, recorded in each conversation it opens with the notices it told there."""
+    for key in dict.fromkeys(r.decision.finding.conversation for r in rows):
+        told = [r.id for r in rows if r.decision.finding.conversation == key]
+        try:
+            opened = run.store.open(
+                where,
+                key,
+                channel=channel,
+                post=post_key,
+                ts=ts,
+                grouped=grouped,
+                told=told,
+                now=now,
+                parent=None if grouped else rows[0],
+                claims=[post_key],
+            )
+        except Exception as error:  # posted: the next notice of it opens a new thread, nothing is lost
+            logger.warning("conversation not recorded", extra={"cause": type(error).__name__})
+            continue
+        if not opened:
+            logger.error("parent posted, but its conversation has another", extra={"key": key, "ts": ts})
+
+
+def _offered(
+    settings: Settings,
+    channel: str | None,
+    ts: str | None,
+    notices: Sequence[Notice],
+    message: dict[str, Any],
+    now: datetime,
+) -> None:
+    """Record the buttons a message posted to a channel offers (interact/offers.py): a click is acted on only
+    when costguard offered it there. A failed record costs that message's clicks (refused), never the message."""
+    if not channel or not ts:
+        return  # a webhook: no buttons
     try:
-        store.put(conversation, now)
-    except Exception as error:  # told already: a lost record costs a new thread next time, not a lost message
-        logger.warning("conversation not recorded", extra={"cause": type(error).__name__})
+        record_offers(settings.state_table, channel, ts, notices, now, message=message)
+    except Exception as error:
+        logger.warning("offers not recorded", extra={"cause": type(error).__name__})
+
+
+def _whole_app(error: Exception) -> bool:
+    """Slack refused the app itself (its token, workspace or scopes, or its own rate limit past the retries)."""
+    return bool(getattr(error, "whole_app", False))
 
 
 def tell_ops_once(problem: DeliveryError, settings: Settings) -> bool:
@@ -441,4 +1036,83 @@ def tell_ops_once(problem: DeliveryError, settings: Settings) -> bool:
             "ops topic refused the message", extra={"ops_topic": topic, "cause": type(failed).__name__}
         )
         return False
+    return True
+
+
+OPS_APP_SUBJECT = "costguard: Slack refuses the costguard app"
+OPS_TOLD_LIFETIME = timedelta(days=1)  # told again a day later if the refusal lasts
+# What to fix, by Slack's answer.
+_REINSTALL = (
+    "Slack no longer accepts the app's bot token: the app was uninstalled, its token revoked, rotated or expired, "
+    "or the workspace deactivated. Reinstall the app (api.slack.com/apps, OAuth & Permissions, Reinstall to "
+    "Workspace) and put its new Bot User OAuth Token in the secret, with the rest of the secret as it was:\n"
+    "  aws secretsmanager put-secret-value --secret-id {secret} --secret-string "
+    '\'{{"bot_token": "xoxb-...", "signing_secret": "...", "default": "C...", "routes": {{...}}}}\'\n\n'
+)
+_SCOPE_FIX = (
+    "The app lacks a scope it needs (README, Connecting Slack: chat:write, channels:history, groups:history, "
+    "users:read, users:read.email, usergroups:read). Add it in the app's manifest, reinstall the app, and put the "
+    "new bot token in the secret {secret}.\n\n"
+)
+_PARKED = (
+    "Meanwhile no call is made with it: each notice is parked once in the failed-events queue. Once fixed, queue "
+    "them again: costguard redrive --parked --stack <stack>. This is sent once a day at most while it lasts."
+)
+_RATE_FIX = (
+    "Slack's Web API answers 'ratelimited' to the app (HTTP 200, ok: false) past costguard's own retries: the "
+    "app is throttled across the workspace (another app or script sharing its token, or a flood of messages). "
+    "Notices wait in the decisions queue and are retried; those that fail five receives wait in the dead-letter "
+    "queue (costguard redrive --stack <stack>). This is sent once a day at most while it lasts."
+)
+
+
+def tell_ops_app_refused(problem: Exception, settings: Settings) -> bool:
+    """Log, count and publish to the ops topic that Slack refuses the app itself (invalid_auth, token_revoked,
+    account_inactive, missing_scope, its own rate limit...): once per refusal, across notifiers (a marker in the
+    state table) and cold starts, for a day. Returns whether the ops topic took the message; never raises."""
+    code = str(getattr(problem, "error", None) or type(problem).__name__)
+    topic = os.environ.get(OPS_TOPIC_VARIABLE, "").strip()
+    if (f"slack-app:{code}", topic) in _told:
+        return False
+    _told.add((f"slack-app:{code}", topic))
+    logger.error(
+        "Slack refuses the app", extra={"error": code, "problem": str(problem), "ops_topic": topic or None}
+    )
+    metrics.add_metric(name="SlackAppRefused", unit=MetricUnit.Count, value=1)
+    if not topic or not _first_to_tell(settings, f"slack-app:{code}"):
+        return False
+    secret = settings.slack_secret_id
+    if code in RATE_LIMITED_ERRORS:
+        fix = _RATE_FIX
+    else:
+        fix = (_SCOPE_FIX if code in ("missing_scope", "no_permission") else _REINSTALL).format(secret=secret)
+        fix += _PARKED
+    text = f"costguard cannot post to Slack: Slack answers '{code}' ({problem}).\n\n{fix}"
+    try:
+        clients.client("sns").publish(TopicArn=topic, Subject=OPS_APP_SUBJECT, Message=text)
+    except Exception as failed:
+        logger.error(
+            "ops topic refused the message", extra={"ops_topic": topic, "cause": type(failed).__name__}
+        )
+        return False
+    return True
+
+
+def _first_to_tell(settings: Settings, what: str) -> bool:
+    """Whether this notifier is the first to tell ``what`` today (a conditional write in the state table); told
+    anyway when the table cannot say."""
+    now = clock_now()
+    try:
+        clients.client("dynamodb").put_item(
+            TableName=settings.state_table,
+            Item={
+                "id": {"S": f"ops#{what}"},
+                "expiration": {"N": str(int((now + OPS_TOLD_LIFETIME).timestamp()))},
+            },
+            ConditionExpression="attribute_not_exists(id) OR expiration < :now",
+            ExpressionAttributeValues={":now": {"N": str(int(now.timestamp()))}},
+        )
+    except Exception as error:
+        code = getattr(error, "response", {}).get("Error", {}).get("Code")
+        return bool(code != "ConditionalCheckFailedException")
     return True

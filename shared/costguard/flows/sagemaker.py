@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 
 from costguard.act.aws import permissions_for
+from costguard.act.shadow import key_of, overlay, read_marks
 from costguard.aws import budgets, metrics, sagemaker
 from costguard.aws.metrics import MetricSet
 from costguard.aws.sagemaker import NOTEBOOK_DIMENSION
@@ -24,7 +25,7 @@ from costguard.detect.sagemaker import (
     read_training_job,
     training_job_findings,
 )
-from costguard.model import Finding, ResourceKind
+from costguard.model import Finding, NotebookInstance, ResourceKind, TrainingJob
 from costguard.pipeline import Report
 from costguard.runtime import ACT_PERMISSIONS, PRICES_PERMISSIONS, Runtime
 
@@ -40,6 +41,26 @@ SWEEP_PERMISSIONS = (
 )
 
 
+def with_marks(
+    jobs: list[TrainingJob], notebooks: list[NotebookInstance], runtime: Runtime, now: datetime
+) -> tuple[list[TrainingJob], list[NotebookInstance]]:
+    """The jobs and notebooks as a live run would read them: in notify mode, with the marks it keeps in the state
+    table as the mark tag (act/shadow.py), so that one working again has its mark cancelled in both modes. One
+    read for both (each key is read once a run). Endpoints are never marked."""
+
+    def job(j: TrainingJob) -> str:
+        return key_of(j.account, j.region, ResourceKind.TRAINING_JOB, j.name)
+
+    def notebook(n: NotebookInstance) -> str:
+        return key_of(n.account, n.region, ResourceKind.NOTEBOOK, n.name)
+
+    read_marks(runtime.shadow_marks, [*map(job, jobs), *map(notebook, notebooks)], now)
+    return (
+        overlay(jobs, runtime.shadow_marks, now, job),
+        overlay(notebooks, runtime.shadow_marks, now, notebook),
+    )
+
+
 def findings_for(
     region: str, runtime: Runtime, thresholds: Thresholds, now: datetime, event_id: str | None
 ) -> list[Finding]:
@@ -51,6 +72,7 @@ def findings_for(
         n for n in listed.in_service_notebooks(region) if n.accelerators and n.accelerators.is_nvidia
     ]
     endpoints = listed.in_service_endpoints(region)
+    jobs, notebooks = with_marks(jobs, notebooks, runtime, now)
 
     # Two batched reads for the whole sweep: per-minute GPU series over the verdict windows, and hourly
     # invocation sums over the endpoint window (GetMetricData takes one time range per call).

@@ -1,4 +1,5 @@
-"""The `costguard` command: replay events, run the demo, backtest a period, audit right-sizing, redrive."""
+"""The `costguard` command: replay events, run the demo, backtest a period, audit right-sizing, redrive, write
+the deploy configuration (init) and clean up after the stack (uninstall)."""
 
 from __future__ import annotations
 
@@ -143,7 +144,21 @@ _BACKTEST_CHECKS: dict[str, Callable[[str], object]] = {
     "grace": _setting(int, "grace_minutes"),
     "near_miss_horizon": _number(int, least=0, most=7 * 24 * 60),
     "sweep": _sweep_item,
+    "region": lambda text: _region(text),
 }
+
+
+def _regions(text: str) -> list[str]:
+    """--regions: regions AWS has (argparse names the option and exits 2 on one it has not)."""
+    from costguard.local.account_commands import regions_option
+
+    return regions_option(text)
+
+
+def _region(text: str) -> str:
+    from costguard.local.account_commands import region_option
+
+    return region_option(text)
 
 
 def _check_options(command: argparse.ArgumentParser, checks: dict[str, Callable[[str], object]]) -> None:
@@ -296,9 +311,21 @@ def cmd_audit(args: argparse.Namespace) -> int:
     except RulesFileError as error:
         print(f"costguard: bad rules file: {error}", file=sys.stderr)
         return 2
+    from costguard.local import account_commands
+
+    if args.print_policy:
+        return account_commands.print_live_audit_policy()
+    if args.live and args.world:
+        print("costguard audit: --live reads the account, --world a world file: give one of them", file=sys.stderr)
+        return 2
+    problem = account_commands.unwritable(Path(args.out))  # before anything runs
+    if problem:
+        print(f"costguard audit: {problem}", file=sys.stderr)
+        return 2
+    if args.live:
+        return account_commands.cmd_live_audit(args)
     world = _world(args.world, args.now)
-    regions = [r.strip() for r in args.regions.split(",") if r.strip()] if args.regions else None
-    run = run_audit(world, rules_file=args.rules, regions=regions, overrides=_log_level(args))
+    run = run_audit(world, rules_file=args.rules, regions=args.regions, overrides=_log_level(args))
     written = write_outputs(run, Path(args.out))
     if args.json:
         print(json.dumps(run.report if run.report is not None else {"error": run.error}, default=str))
@@ -388,9 +415,29 @@ def parser() -> argparse.ArgumentParser:
     au.add_argument("--json", action="store_true", help="print the report JSON")
     au.add_argument("--out", default="costguard-audit", help="directory for report.json and report.html")
     au.add_argument("--rules", help="JSON file overriding the packaged rules")
-    au.add_argument("--regions", help="comma-separated regions (default: the world's)")
+    au.add_argument(
+        "--regions", type=_regions, help="comma-separated regions (default: the world's; --live: the session's)"
+    )
+    au.add_argument(
+        "--live",
+        action="store_true",
+        help="audit the account of the default boto3 session's credentials, read-only (not a world file)",
+    )
+    au.add_argument(
+        "--print-policy", action="store_true", help="print the read-only IAM policy --live needs, and stop"
+    )
     au.add_argument("--verbose", action="store_true", help="the functions' INFO logs on stderr")
     au.set_defaults(run=cmd_audit)
+
+    from costguard.local.account_commands import add_doctor_arguments, cmd_doctor
+
+    dr = commands.add_parser(
+        "doctor",
+        help="check an account and region read-only: GPU metrics, budget alerts, the Slack secret, the alarm "
+        "quota, and what a first sweep would find",
+    )
+    add_doctor_arguments(dr)
+    dr.set_defaults(run=cmd_doctor)
 
     rd = commands.add_parser(
         "redrive", help="move notices from the dead-letter queue back to the decisions queue"
@@ -404,6 +451,11 @@ def parser() -> argparse.ArgumentParser:
         help="move the notices Slack refused for good (parked in the failed-events queue), once the cause is fixed",
     )
     rd.set_defaults(run=cmd_redrive)
+
+    from costguard.local import samconfig, uninstall
+
+    samconfig.add_command(commands)  # costguard init
+    uninstall.add_command(commands)
     return top
 
 
@@ -428,6 +480,14 @@ def main(argv: Sequence[str] | None = None) -> int:
             code: int = args.run(args)
         except WorldFileError as error:
             print(f"costguard: bad world file: {error}", file=sys.stderr)
+            return 2
+        except Exception as error:  # AWS's refusals and missing setup are sentences; anything else a bug
+            from costguard.local.aws_errors import explain
+
+            said = explain(error)
+            if said is None:
+                raise
+            print(f"costguard {args.command}: {said}", file=sys.stderr)
             return 2
     return code
 

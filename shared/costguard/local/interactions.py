@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import base64
 import json
+import traceback
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
@@ -18,7 +19,7 @@ from urllib.parse import parse_qs, quote, urlsplit
 
 from costguard import clock
 from costguard.interact.authorize import ALLOWED_VARIABLE
-from costguard.interact.verify import body_of, headers_of, sign
+from costguard.interact.verify import Unauthorized, body_of, headers_of, sign
 from costguard.local.sink import SlackSink
 
 if TYPE_CHECKING:
@@ -252,12 +253,13 @@ def to_sink(event: dict[str, Any], sink: SlackSink, at: datetime) -> dict[str, A
     click on an element the stack posted aimed at the message that carries it here (a recorded click names its
     own workspace's channel and message; the same element posted by the local stack is in the sink). A request
     whose signature held is signed again over the new body with its own timestamp, so it still holds; a bad
-    signature stays bad. A click on an element the stack never posted keeps its own message: refused."""
+    signature stays bad. A click on an element the stack never posted keeps its own message: refused. A body
+    that cannot be read (``unreadable_body``) is left as it is, for the endpoint to refuse."""
     headers = headers_of(event)
     try:
         body = body_of(event).decode()
         payload = json.loads(parse_qs(body, strict_parsing=True)["payload"][0])
-    except (ValueError, KeyError, IndexError):
+    except (Unauthorized, ValueError, KeyError, IndexError):
         return event
     url = payload.get("response_url") if isinstance(payload, dict) else None
     if not isinstance(url, str):
@@ -292,6 +294,28 @@ def _aim_at_posted(payload: dict[str, Any], sink: SlackSink) -> None:
                 "message_ts": offered.ts,
             }
             return
+
+
+_JSON_KINDS: dict[type, str] = {
+    bool: "boolean",
+    int: "number",
+    float: "number",
+    dict: "object",
+    list: "array",
+}
+
+
+def unreadable_body(event: dict[str, Any]) -> str | None:
+    """Why the endpoint cannot read the request's body at all (not text; not base64 though it says so), else
+    None: such a request is refused before any signature is checked."""
+    body = event.get("body")
+    if body is not None and not isinstance(body, str):
+        return f"the body is not text but a JSON {_JSON_KINDS.get(type(body), type(body).__name__)}"
+    try:
+        body_of(event)
+    except Unauthorized as refused:
+        return refused.why
+    return None
 
 
 def enable_slack_app(stack: LocalStack) -> None:
@@ -337,10 +361,14 @@ def replay_interaction(stack: LocalStack, result: ReplayResult, event: dict[str,
     if arrived < now:
         result.notes.append(f"run at its arrival time {arrived:%Y-%m-%dT%H:%M:%SZ}, before the stack's clock")
     responses, ephemerals = len(stack.sink.responses), len(stack.sink.ephemerals)
+    unreadable = unreadable_body(event)
     try:
         stack.window_passes(arrived)
         answer = stack.invoke(functions[0], to_sink(event, stack.sink, arrived)).result or {}
         result.output["http"] = {"statusCode": answer.get("statusCode"), "body": answer.get("body")}
+        if unreadable:
+            status = answer.get("statusCode")
+            result.error = f"{result.event}: rejected by {functions[0]} (HTTP {status}): {unreadable}"
         for invocation in stack.drain("InteractionsQueue"):
             failures = (invocation.result or {}).get("batchItemFailures") or (invocation.result or {}).get(
                 "error"
@@ -350,6 +378,9 @@ def replay_interaction(stack: LocalStack, result: ReplayResult, event: dict[str,
         stack.queued(
             arrived
         )  # told through the notifier, as the stack tells everything (its batching window)
+    except Exception as error:  # what Lambda would answer 502 for: reported, and the next event still runs
+        result.error = f"{result.event}: {functions[0]} raised {type(error).__name__}: {str(error)[:2000]}"
+        result.trace = traceback.format_exc()
     finally:
         if arrived < now:
             clock.freeze(now)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import re
 import traceback
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
@@ -22,6 +22,7 @@ from costguard.events.registry import (
     sns_content_of,
 )
 from costguard.local.interactions import is_function_url_event, replay_interaction
+from costguard.local.rules import Refusal, deployed_in, refusal
 from costguard.local.stack import SEED_AHEAD, LocalStack
 from costguard.local.template import Function, Route, Template, sns_topic_name
 
@@ -193,12 +194,19 @@ def by_content(template: Template, event: dict[str, Any]) -> Routing | None:
     return Routing(functions, f"{BY_CONTENT}: {content}") if functions else None
 
 
-def route_event(template: Template, event: dict[str, Any], function: str | None = None) -> Routing | None:
-    """Where an event goes: ``function`` when given, else the template's rules and subscriptions, else (an SNS
-    delivery from a topic the template does not subscribe to) its content. None: nowhere."""
+def route_event(
+    template: Template,
+    event: dict[str, Any],
+    function: str | None = None,
+    account: str | None = None,
+    conditions: Mapping[str, bool] | None = None,
+) -> Routing | None:
+    """Where an event goes: ``function`` when given, else the template's rules (as deployed in ``account`` under
+    ``conditions``) and subscriptions, else (an SNS delivery from a topic the template does not subscribe to) its
+    content. None: nowhere."""
     if function is not None:
         return Routing([function], BY_OPTION)
-    routes = template.route(event)
+    routes = template.route(event, account, conditions)
     if routes:
         kinds = {r.source_type for r in routes}
         how = (
@@ -226,7 +234,7 @@ def resolve_function(template: Template, name: str) -> Function | None:
     return None
 
 
-def _no_route(path: str | Path, event: dict[str, Any]) -> str:
+def _no_route(path: str | Path, event: dict[str, Any], why: Refusal | None = None) -> str:
     if sns_message(event) is not None:
         return (
             f"{path}: an SNS notification from topic {sns_topic_name(event)!r} that no subscription in "
@@ -235,8 +243,8 @@ def _no_route(path: str | Path, event: dict[str, Any]) -> str:
         )
     return (
         f"{path}: no rule in template.yaml matches this event "
-        f"(source={event.get('source')!r}, detail-type={event.get('detail-type')!r}, "
-        f"topic={sns_topic_name(event)!r}); --function NAME routes it"
+        f"(source={event.get('source')!r}, detail-type={event.get('detail-type')!r})"
+        f"{': ' + why.sentence() if why is not None else ''}; --function NAME routes it"
     )
 
 
@@ -255,9 +263,16 @@ def replay_event(stack: LocalStack, path: str | Path, function: str | None = Non
     note = advance_clock(stack, event)
     if note:
         result.notes.append(note)
-    routing = route_event(stack.template, event, function)
+    # The stack as deployed in the event's own account (an organization world: its hub).
+    account, conditions = deployed_in(stack.world, event)
+    if account != stack.world.account:
+        result.notes.append(
+            f"played as the stack deployed in the event's account {account}; the world's resources stand in for "
+            "that account's"
+        )
+    routing = route_event(stack.template, event, function, account, conditions)
     if routing is None:
-        result.error = _no_route(path, event)
+        result.error = _no_route(path, event, refusal(stack.template, event, account, conditions))
         return result
     result.route = routing.how
     before = len(stack.sink.messages)

@@ -1,11 +1,20 @@
 """A local HTTP server that plays Slack: the incoming webhook, the Web API calls costguard makes and an
-interaction's response_url, so the real slack_sdk client paths run."""
+interaction's response_url, so the real slack_sdk client paths run.
+
+Web API faults can be injected per call (``fault``): a 429 with Retry-After, a 500 or 503, the Web API's own
+``ok: false, error: ratelimited`` (HTTP 200), a stall past the client's timeout or a connection reset, each either
+before the call is acted on or after it (``stall_after``, ``reset_after``: Slack took the post, the answer is
+lost). ``api_error`` answers every Web API call with one refusal (``invalid_auth``: the app is gone).
+"""
 
 from __future__ import annotations
 
+import contextlib
 import json
+import socket
+import struct
 import threading
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -34,6 +43,10 @@ API_ERRORS = {
     429: "ratelimited",
     500: "internal_error",
 }
+# What ``fault`` may answer for a Web API call: the status or refusal to answer instead, or what happens to the
+# connection before the call is acted on (stall, reset) or after (stall_after, reset_after).
+FAULTS = frozenset({"429", "500", "503", "ratelimited", "stall", "reset", "stall_after", "reset_after"})
+_HISTORY_PAGE = 100  # conversations.history's and .replies' default page
 _API_TS_BASE = 1_700_000_000
 # How often the serving loop looks up from waiting for a request: how long stop() waits at most.
 POLL_SECONDS = 0.01
@@ -111,6 +124,11 @@ class SlackSink:
     ephemerals: list[dict[str, Any]] = field(default_factory=list)
     lookups: list[str] = field(default_factory=list)  # each users.lookupByEmail's email, cached or not
     responses: list[dict[str, Any]] = field(default_factory=list)  # POSTs to a response_url: path + payload
+    # Decides a fault (FAULTS) for each Web API call from its method and arguments, or None to answer normally.
+    fault: Callable[[str, dict[str, Any]], str | None] | None = None
+    faults: Counter[str] = field(default_factory=Counter)  # the faults injected, by kind
+    # Every Web API call (a valid token or not) is refused with this error: the app uninstalled, say.
+    api_error: str | None = None
     _current: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
     _posted: int = 0
     _server: ThreadingHTTPServer | None = None
@@ -171,11 +189,44 @@ class SlackSink:
         self._posted += 100
         return f"{_API_TS_BASE + self._posted // 1_000_000}.{self._posted % 1_000_000:06d}"
 
-    def _api(self, method: str, params: dict[str, Any], token: str | None) -> tuple[int, dict[str, Any]]:
-        """The Web API's status and answer for one call (the lock is held). Status 0: stall."""
-        if token != self.bot_token:
-            self.refused.append((200, "invalid_auth", params))
-            return 200, {"ok": False, "error": "invalid_auth"}
+    def posts(self, channel: str) -> list[dict[str, Any]]:
+        """Every Web API post to ``channel``, oldest first, as it stands now (after its updates)."""
+        with self._lock:
+            return [
+                dict(self._current[(channel, m["ts"])])
+                for m in self.messages
+                if m.get("method") == "chat.postMessage" and m.get("channel") == channel
+            ]
+
+    def _api(
+        self, method: str, params: dict[str, Any], token: str | None
+    ) -> tuple[int, dict[str, Any], str | None]:
+        """The Web API's status, answer and what then happens to the connection (None, "stall", "reset") for one
+        call (the lock is held). Status 0: stall (or reset) before acting."""
+        if token != self.bot_token or self.api_error:
+            error = "invalid_auth" if token != self.bot_token else str(self.api_error)
+            self.refused.append((200, error, params))
+            return 200, {"ok": False, "error": error}, None
+        fault = self.fault(method, params) if self.fault is not None else None
+        if fault is not None:
+            assert fault in FAULTS, f"unknown fault {fault!r}"
+            self.faults[fault] += 1
+            if fault in ("stall", "reset"):
+                return 0, {}, fault
+            if fault == "ratelimited":
+                self.refused.append((200, "ratelimited", params))
+                return 200, {"ok": False, "error": "ratelimited"}, None
+            if fault in ("429", "500", "503"):
+                status = int(fault)
+                error = API_ERRORS.get(status, "service_unavailable")
+                self.refused.append((status, error, params))
+                return status, {"ok": False, "error": error}, None
+        status, answer = self._api_call(method, params)
+        after = fault.removesuffix("_after") if fault in ("stall_after", "reset_after") else None
+        return status, answer, after
+
+    def _api_call(self, method: str, params: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+        """The Web API's status and answer once the call is let through (the lock is held). Status 0: stall."""
         if method in ("chat.postMessage", "chat.update", "chat.postEphemeral"):
             status, _ = self._decide(params)
         else:  # look-ups: only the script and ``always`` (Slack down, throttling) apply
@@ -216,7 +267,7 @@ class SlackSink:
                 return {"ok": False, "error": "message_not_found"}
             self.updates.append({**params, "channel": channel, "ts": ts})
             latest = self._current[(channel, ts)]
-            for key in ("text", "blocks"):
+            for key in ("text", "blocks", "metadata"):
                 if key in params:
                     latest[key] = params[key]
             return {"ok": True, "channel": channel, "ts": ts, "text": params.get("text", "")}
@@ -230,12 +281,50 @@ class SlackSink:
             if user is None:
                 return {"ok": False, "error": "users_not_found"}
             return {"ok": True, "user": {"id": user, "profile": {"email": email}}}
+        if method in ("conversations.history", "conversations.replies"):
+            return self._history(method, channel, params)
         if method == "usergroups.users.list":
             members = self.usergroups.get(str(params.get("usergroup", "")))
             if members is None:
                 return {"ok": False, "error": "no_such_subteam"}
             return {"ok": True, "users": list(members)}
         return {"ok": False, "error": "unknown_method"}
+
+    def _history(self, method: str, channel: str, params: dict[str, Any]) -> dict[str, Any]:
+        """conversations.history (top-level messages, newest first) or .replies (the parent, then its replies,
+        oldest first), a page at a time; the metadata only with ``include_all_metadata``."""
+        if not channel or channel in self.missing_channels:
+            return {"ok": False, "error": "channel_not_found"}
+        posted = [
+            self._current[(channel, m["ts"])]
+            for m in self.messages
+            if m.get("method") == "chat.postMessage" and m.get("channel") == channel
+        ]
+        if method == "conversations.history":
+            found = [m for m in reversed(posted) if not m.get("thread_ts")]
+        else:
+            parent = str(params.get("ts", ""))
+            if (channel, parent) not in self._current:
+                return {"ok": False, "error": "thread_not_found"}
+            found = [self._current[(channel, parent)], *(m for m in posted if m.get("thread_ts") == parent)]
+        try:
+            start = int(params.get("cursor") or 0)
+            limit = max(1, min(999, int(params.get("limit") or _HISTORY_PAGE)))
+        except ValueError:
+            return {"ok": False, "error": "invalid_cursor"}
+        metadata = str(params.get("include_all_metadata", "")).lower() in ("1", "true")
+        keep = ("type", "ts", "text", "blocks", "thread_ts") + (("metadata",) if metadata else ())
+        page = [
+            {k: v for k, v in {"type": "message", **m}.items() if k in keep}
+            for m in found[start : start + limit]
+        ]
+        more = start + limit < len(found)
+        return {
+            "ok": True,
+            "messages": page,
+            "has_more": more,
+            "response_metadata": {"next_cursor": str(start + limit) if more else ""},
+        }
 
     def start(self) -> SlackSink:
         sink = self
@@ -272,16 +361,30 @@ class SlackSink:
                 token = token or (params.pop("token", None) or None)
                 params.pop("token", None)  # never recorded
                 with sink._lock:
-                    status, answer = sink._api(method, params, token)
+                    status, answer, then = sink._api(method, params, token)
                     sink.requests.append((self.path, status))
-                if status == 0:
-                    threading.Event().wait(sink.stall_seconds)
-                    status, answer = 504, {"ok": False, "error": "request_timeout"}
-                self._answer(status, json.dumps(answer).encode(), "application/json; charset=utf-8")
+                if then == "reset":
+                    self._reset()
+                    return
+                if status == 0 or then == "stall":
+                    threading.Event().wait(sink.stall_seconds)  # past the client's timeout: nobody reads it
+                    if status == 0:
+                        status, answer = 504, {"ok": False, "error": "request_timeout"}
+                try:
+                    self._answer(status, json.dumps(answer).encode(), "application/json; charset=utf-8")
+                except OSError:  # the client gave up waiting
+                    self.close_connection = True
+
+            def _reset(self) -> None:
+                """Drop the connection without an answer: a reset (RST) where the platform allows it."""
+                with contextlib.suppress(OSError):
+                    self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+                self.close_connection = True
+                self.connection.close()
 
             def _answer(self, status: int, reply: bytes, content_type: str) -> None:
                 self.send_response(status)
-                if status == 429:
+                if status == 429 or b'"ratelimited"' in reply:
                     self.send_header("Retry-After", str(sink.retry_after_seconds))
                 self.send_header("Content-Type", content_type)
                 self.end_headers()
@@ -290,7 +393,13 @@ class SlackSink:
             def log_message(self, *_: Any) -> None:
                 pass
 
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        class Server(ThreadingHTTPServer):
+            daemon_threads = True
+
+            def handle_error(self, request: Any, client_address: Any) -> None:
+                pass  # a reset or a client that gave up: the sink plays them on purpose
+
+        self._server = Server(("127.0.0.1", 0), Handler)
         # stop() waits for the serving loop to look up from its poll: at the default half-second, every stack
         # (every test and demo) waited that long to end.
         threading.Thread(
@@ -324,7 +433,7 @@ def _params(path: str, body: bytes, content_type: str) -> dict[str, Any]:
             params.update(data)
         return params
     for key, value in parse_qsl(text, keep_blank_values=True):
-        if key in ("blocks", "attachments"):
+        if key in ("blocks", "attachments", "metadata"):
             try:
                 params[key] = json.loads(value)
                 continue

@@ -13,7 +13,7 @@ import uuid
 import warnings
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -242,7 +242,11 @@ class LocalStack:
         }
 
     def _conditions(self) -> dict[str, bool]:
-        return {"CreateSlackSecret": True, "IsOrganization": self.world.organization is not None}
+        return {
+            "CreateSlackSecret": True,
+            "IsOrganization": self.world.organization is not None,
+            "SlackAppOn": self.slack_app,  # the interactions endpoint, its queues and its worker
+        }
 
     def _organization_environment(self) -> dict[str, str]:
         """An organization world runs the stack as its hub: the member role name, the hub's account, every
@@ -343,7 +347,7 @@ class LocalStack:
                 received.extend(got)
             if not received:
                 break
-            event = {"Records": [_sqs_record(m, url) for m in received]}
+            event = {"Records": [_sqs_record(m, url, _clock_offset_ms()) for m in received]}
             try:
                 invocation = self.invoke(consumer.logical_id, event)
             except Exception as error:  # Lambda returns the whole batch to the queue
@@ -437,12 +441,22 @@ class LocalStack:
         return int(attributes["ApproximateNumberOfMessages"])
 
 
-def _sqs_record(message: dict[str, Any], url: str) -> dict[str, Any]:
+def _clock_offset_ms() -> int:
+    """How far the stack's clock is from the wall clock moto stamps messages with, in milliseconds."""
+    return int((datetime.now(UTC) - clock.now()).total_seconds() * 1000)
+
+
+def _sqs_record(message: dict[str, Any], url: str, offset_ms: int = 0) -> dict[str, Any]:
+    """One message as Lambda's event source hands it over. moto stamps SentTimestamp with the wall clock; it
+    is moved onto the stack's clock (a world's time), as SQS would have stamped it then."""
+    attributes = dict(message.get("Attributes", {}))
+    if str(attributes.get("SentTimestamp", "")).isdigit():
+        attributes["SentTimestamp"] = str(int(attributes["SentTimestamp"]) - offset_ms)
     return {
         "messageId": message["MessageId"],
         "receiptHandle": message["ReceiptHandle"],
         "body": message["Body"],
-        "attributes": message.get("Attributes", {}),
+        "attributes": attributes,
         "messageAttributes": {},
         "md5OfBody": message["MD5OfBody"],
         "eventSource": "aws:sqs",

@@ -72,19 +72,31 @@ class Route:
         if self.source_type == "SNS":
             # SNS delivers to its subscribers whatever is published: the topic is the whole route.
             return self.topic_name is not None and sns_topic_name(event) == self.topic_name
+        pattern = self.event_pattern(account, conditions)
+        return pattern is not None and pattern_matches(pattern, event)
+
+    def event_pattern(
+        self, account: str | None = None, conditions: Mapping[str, bool] | None = None
+    ) -> dict[str, Any] | None:
+        """The EventBridge pattern the deployed rule has in ``account`` under ``conditions`` (None: not an
+        EventBridge rule or schedule)."""
         if self.source_type in ("Schedule", "ScheduleV2") and self.schedule_name:
             # What a scheduled rule sends: a Scheduled Event naming the rule in its resources.
-            pattern = {
+            return {
                 "source": ["aws.events", "aws.scheduler"],
                 "detail-type": ["Scheduled Event"],
                 "resources": [{"suffix": f"/{self.schedule_name}"}],
             }
-        elif self.source_type in ("EventBridgeRule", "CloudWatchEvent") and self.pattern is not None:
-            pattern = local_pattern(self.pattern, account or local_account(), conditions)
-        else:
-            return False
-        # moto's implementation of EventBridge pattern matching, not a hand-written one.
-        return bool(EventPattern(None, pattern).matches_event(event))  # type: ignore[arg-type]
+        if self.source_type in ("EventBridgeRule", "CloudWatchEvent") and self.pattern is not None:
+            resolved: dict[str, Any] = local_pattern(self.pattern, account or local_account(), conditions)
+            return resolved
+        return None
+
+
+def pattern_matches(pattern: dict[str, Any], event: dict[str, Any]) -> bool:
+    """Whether an EventBridge pattern takes the event: moto's implementation of the matching, not a hand-written
+    one."""
+    return bool(EventPattern(None, pattern).matches_event(event))  # type: ignore[arg-type]
 
 
 @dataclass(frozen=True)
@@ -252,11 +264,13 @@ class Template:
 
 
 LOCAL_STACK_NAME = "costguard"
-# The conditions of a local run that names none: one account, the stack's own (created) Slack secret.
+# The conditions of a local run that names none: one account, the stack's own (created) Slack secret, a webhook
+# (no Slack app: no interactions endpoint).
 LOCAL_CONDITIONS: dict[str, bool] = {
     "IsOrganization": False,
     "CreateSlackSecret": True,
     "CreateGpuBudget": False,
+    "SlackAppOn": False,
 }
 
 

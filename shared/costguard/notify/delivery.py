@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import logging
+import math
 import os
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
@@ -44,6 +47,52 @@ _slack_logger = logging.getLogger("costguard.slack")
 _slack_logger.addFilter(RedactingFilter(redact))
 
 
+# Left over when an invocation's last call may start: its bookkeeping (DynamoDB writes) and its answer to Lambda.
+DEADLINE_MARGIN_SECONDS = 3.0
+
+
+class Deadline:
+    """The time an invocation has left (Lambda's context): every new piece of work, every call and every retry
+    asks it first, so that a batch hands back what it cannot finish instead of being killed in the middle of a
+    call (a killed batch comes back whole, and what it had posted would be looked for again)."""
+
+    def __init__(self, remaining: Callable[[], float] | None = None, margin: float = DEADLINE_MARGIN_SECONDS):
+        self._remaining = remaining
+        self.margin = margin
+
+    @classmethod
+    def of(cls, context: Any, margin: float = DEADLINE_MARGIN_SECONDS) -> Deadline:
+        """From a Lambda context (``get_remaining_time_in_millis``)."""
+        return cls(lambda: context.get_remaining_time_in_millis() / 1000.0, margin)
+
+    def left(self) -> float:
+        """Seconds left (infinite without a context: a test, a local run)."""
+        return math.inf if self._remaining is None else max(0.0, float(self._remaining()))
+
+    def allows(self, seconds: float) -> bool:
+        """Whether ``seconds`` of work still fit, with the margin after them."""
+        return self.left() >= seconds + self.margin
+
+
+UNBOUNDED = Deadline()
+_deadline: ContextVar[Deadline] = ContextVar("costguard_delivery_deadline", default=UNBOUNDED)
+
+
+def current_deadline() -> Deadline:
+    """The deadline of the work in hand (set by ``within``), UNBOUNDED outside any."""
+    return _deadline.get()
+
+
+@contextmanager
+def within(deadline: Deadline) -> Iterator[Deadline]:
+    """Calls made inside the block (and their clients' retries) answer to ``deadline``."""
+    token = _deadline.set(deadline)
+    try:
+        yield deadline
+    finally:
+        _deadline.reset(token)
+
+
 # Extra webhook hosts besides hooks.slack.com (GovSlack's hooks.slack-gov.com, say): comma-separated host names.
 WEBHOOK_HOSTS_VARIABLE = "COSTGUARD_SLACK_WEBHOOK_HOSTS"
 # Statuses worth another try: throttling, a timeout, Slack's own errors. Any other 4xx says the same every time.
@@ -64,6 +113,11 @@ class PermanentDeliveryError(DeliveryError):
         self.cause = cause
         self.status = status
         self.body = body
+
+
+class NotStartedError(DeliveryError):
+    """Not tried: the invocation's remaining time could not cover the call and its worst back-off. The notice
+    goes back to the queue untouched."""
 
 
 class MalformedSecretError(PermanentDeliveryError):

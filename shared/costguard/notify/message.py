@@ -26,10 +26,10 @@ from slack_sdk.models.blocks import (
 )
 
 from costguard.interact.values import action_value
-from costguard.model import Action, Finding, Reason, Resource, ResourceKind
+from costguard.model import MARK_TAG_KEY, Action, Decision, Finding, Reason, Resource, ResourceKind
 from costguard.notify.links import console_url, is_region
-from costguard.notify.notice import ROWS_SHOWN, GroupNotice, Notice
-from costguard.policy import is_protected
+from costguard.notify.notice import ROWS_SHOWN, GroupNotice, Notice, kind_of
+from costguard.policy import is_protected, snoozed_until
 
 TITLES: dict[Reason, str] = {
     Reason.TRAINING_JOB_FAILED: "Training job failed",
@@ -63,6 +63,72 @@ TITLES: dict[Reason, str] = {
 }
 
 _TITLE_OF_CODE = {reason.value: title for reason, title in TITLES.items()}  # a group counts by reason code
+# What a resource of each kind is called in a sentence: one, and several.
+_KIND_NOUNS: dict[ResourceKind, tuple[str, str]] = {
+    ResourceKind.EC2_INSTANCE: ("EC2 instance", "EC2 instances"),
+    ResourceKind.TRAINING_JOB: ("training job", "training jobs"),
+    ResourceKind.NOTEBOOK: ("notebook instance", "notebook instances"),
+    ResourceKind.ENDPOINT: ("endpoint", "endpoints"),
+    ResourceKind.CAPACITY_RESERVATION: ("capacity reservation", "capacity reservations"),
+    ResourceKind.BATCH_JOB: ("Batch job", "Batch jobs"),
+    ResourceKind.BATCH_QUEUE: ("Batch queue", "Batch queues"),
+    ResourceKind.JOB_FAMILY: ("job family", "job families"),
+    ResourceKind.TRAINING_DIGEST: ("training digest", "training digests"),
+    ResourceKind.BUDGET: ("budget", "budgets"),
+    ResourceKind.COST_ANOMALY: ("cost anomaly", "cost anomalies"),
+    ResourceKind.COSTGUARD_ALARM: ("costguard alarm", "costguard alarms"),
+    ResourceKind.MEMBER_REGION: ("member account and region", "member accounts and regions"),
+}
+
+
+def kind_noun(kind: ResourceKind | None, count: int = 1) -> str:
+    one, several = _KIND_NOUNS.get(kind, ("resource", "resources")) if kind else ("resource", "resources")
+    return one if count == 1 else several
+
+
+def title_of(decision: Decision) -> str:
+    """The finding's title: its reason's, except where the reason alone would say more than is so. A budget's
+    FORECASTED alert is a forecast, not a breach; an alert costguard could not read says neither; a resource a
+    budget's level acts on is not itself a budget."""
+    if decision.reason is Reason.BUDGET_BREACH:
+        if decision.resource.kind is not ResourceKind.BUDGET:
+            return "Budget escalation"
+        alert = decision.finding.evidence.get("alert_type")
+        if alert == "FORECASTED":
+            return "Budget forecast to be exceeded: what is burning money now"
+        if alert is None:
+            return "Budget alert costguard could not read"
+    return TITLES.get(decision.reason, decision.reason.value)
+
+
+# A person's click told back (interact/actions.py): what it did, by the words its note starts with.
+_ASKED = (("protected", "protected"), ("kept running", "kept running"))
+
+
+def asked(notice: Notice) -> str | None:
+    """What a person asked for and got, when the notice tells a Keep, Protect or Mute click ("protected", "kept
+    running", "muted"); None for anything costguard decided, and for a stop (its action says it)."""
+    if not notice.actor or notice.decision.action is not Action.NOTIFY:
+        return None
+    note = (notice.decision.finding.report_note or "").strip().lower()
+    for start, done in _ASKED:
+        if note.startswith(start):
+            return done
+    return "muted" if " muted until " in f" {note}" else None
+
+
+def headline(notice: Notice) -> str:
+    """What the message is about, as its header says it (unescaped). A click told back says what was done, never
+    re-asserting as now the verdict of the finding the button was on."""
+    decision = notice.decision
+    title = title_of(decision)
+    done = asked(notice)
+    if done == "muted":
+        return f"Muted: {title}"
+    if done is not None:
+        noun = kind_noun(decision.resource.kind)
+        return f"{noun[:1].upper()}{noun[1:]} {done}"
+    return title
 
 # Slack's limits (docs.slack.dev, Block Kit reference): top-level ``text`` 40,000 characters (Slack truncates
 # beyond), a section's text 3,000, a section field 2,000, a header's plain_text 150, any other text object 3,000.
@@ -210,7 +276,13 @@ _NEVER_ACTED_ON = frozenset({Reason.CAPACITY_BLOCK_EXPIRING, Reason.CAPACITY_BLO
 _LABELS = {
     "ranked": ("Running now, costliest first", ""),
     "percent_of_budget": ("Share of budget", "percent"),
+    # The price table's, for one instance: a job of several costs that times its count (its Cost per hour).
+    "price_usd_per_hour": ("Price per instance-hour", "usd"),
+    "price_usd_per_instance_hour": ("Price per instance-hour", "usd"),
 }
+# Kinds whose summary already lists what runs in their scope, costliest first (detect/budgets.py): the evidence's
+# ranked list would say it twice.
+_LISTED_IN_SUMMARY = frozenset({ResourceKind.BUDGET, ResourceKind.COST_ANOMALY})
 _WORDS = {"gpu": "GPU", "gpus": "GPUs", "cpu": "CPU", "id": "ID", "mb": "MB", "az": "AZ", "url": "URL"}
 
 
@@ -334,12 +406,15 @@ def restart_line(resource: Resource) -> str | None:
 
 
 def _figure(finding: Finding) -> str:
-    """The dollar figure for the notification text: per hour and spent where known, else the reason's own."""
+    """The dollar figure for the notification text: per hour and spent where known, else the reason's own. A
+    budget's or an anomaly's per-hour figure is what runs in its scope, not its own cost: its own figures are
+    the amount against the budget, the anomaly's impact, what a family spent."""
     parts = []
-    if finding.hourly_usd is not None:
-        parts.append(f"${finding.hourly_usd:,.2f}/h")
-    if finding.cost_usd is not None:
-        parts.append(f"${finding.cost_usd:,.2f} spent")
+    if finding.resource.kind.has_own_rate:
+        if finding.hourly_usd is not None:
+            parts.append(f"${finding.hourly_usd:,.2f}/h")
+        if finding.cost_usd is not None:
+            parts.append(f"${finding.cost_usd:,.2f} spent")
     if parts:
         return ", ".join(parts)
 
@@ -352,9 +427,23 @@ def _figure(finding: Finding) -> str:
         return f"${amount:,.2f} of ${budgeted:,.2f}" if budgeted is not None else f"${amount:,.2f}"
     if (impact := usd("total_impact_usd")) is not None:
         return f"${impact:,.2f} impact"
+    if finding.cost_usd is not None:
+        return f"${finding.cost_usd:,.2f} {_spent_word(finding)}"
     if (total := usd("total_cost_usd")) is not None:
         return f"${total:,.2f} spent"
     return ""
+
+
+def _spent_word(finding: Finding) -> str:
+    """What a finding's cost_usd is: an anomaly's is its impact above the expected spend."""
+    return "impact" if finding.resource.kind is ResourceKind.COST_ANOMALY else "spent"
+
+
+def _cost_label(resource: Resource) -> str:
+    """The cost field's label: what its figure is for, when a resource runs on several instances."""
+    if resource.instance_count > 1:
+        return f"Cost per hour ({resource.instance_count} instances)"
+    return "Cost per hour"
 
 
 def _type_field(resource: Resource) -> str:
@@ -398,7 +487,7 @@ def build_message(notice: Notice, *, owner: str | None = None, interactive: bool
     decision = notice.decision
     finding = decision.finding
     resource = finding.resource
-    title = TITLES.get(decision.reason, decision.reason.value)
+    title = headline(notice)
     account, region = resource_account(resource), _text(resource.region, _SHORT)
     on_instances = resource.kind in _INSTANCE_KINDS
     fields = [f"*Resource*\n{_resource_link(console_url(resource), _text(resource.display_name, _NAME))}"]
@@ -407,18 +496,23 @@ def build_message(notice: Notice, *, owner: str | None = None, interactive: bool
     fields.append(f"*Account / region*\n{account} / {region}")
     if shown_owner := owner_text(resource, owner):
         fields.append(f"*Owner*\n{shown_owner}")
-    if on_instances or finding.hourly_usd is not None:
-        fields.append(f"*Cost per hour*\n{_money(finding.hourly_usd, '/h')}")
+    # A budget's or an anomaly's $/h is what runs in its scope (its summary says so), never its own cost.
+    if resource.kind.has_own_rate:
+        fields.append(f"*{_cost_label(resource)}*\n{_money(finding.hourly_usd, '/h')}")
     if finding.cost_usd is not None:
-        fields.append(f"*Spent*\n{_money(finding.cost_usd)}")
+        fields.append(f"*{_spent_word(finding).capitalize()}*\n{_money(finding.cost_usd)}")
     fields.append(f"*Reason code*\n`{_code(decision.reason.value, _SHORT)}`")
-    # What the fields already say is not repeated in the evidence.
+    # What the fields (or the summary) already say is not repeated in the evidence.
     shown = {"instance_type": resource.instance_type, "instance_count": resource.instance_count}
     skip = frozenset(k for k, v in shown.items() if on_instances and finding.evidence.get(k) == v)
+    if resource.kind in _LISTED_IN_SUMMARY:
+        skip |= {"ranked"}
     evidence = _evidence_lines(finding.evidence, skip)
     action = _text(action_line(notice), _ACTION)
     if notice.actor and _USER_ID.fullmatch(notice.actor):  # a person asked for it (a button in Slack)
         action = f"{action}\nAsked by <@{notice.actor}> at {decision.decided_at:%Y-%m-%d %H:%M UTC}."
+    if asked(notice) is not None:  # the button's finding, said as what it was, not as the verdict now
+        action = f"{action}\nAsked from its message about: {_text(title_of(decision), _SHORT)}."
     if (
         decision.action is Action.STOP
         and not notice.outcome.error
@@ -436,7 +530,10 @@ def build_message(notice: Notice, *, owner: str | None = None, interactive: bool
     if evidence:
         text = clip("*Evidence*\n" + "\n".join(evidence), MAX_SECTION)
         blocks.append(SectionBlock(text=MarkdownTextObject(text=text)))
-    if context := _context(notice):
+    context = _context(notice)
+    if interactive and _may_stop(notice) and decision.dry_run:
+        context.append(_NOTIFY_MODE)
+    if context:
         blocks.append(ContextBlock(elements=[MarkdownTextObject(text=clip(e, MAX_CONTEXT)) for e in context]))
     if interactive and (buttons := actions_for(notice)):
         blocks.append(buttons)
@@ -459,6 +556,10 @@ MUTE_HOURS = ((24, "1 day"), (168, "1 week"), (720, "30 days"))
 # What a person can keep running, stop now or protect from a message: what costguard itself may stop.
 _CLICKABLE_KINDS = frozenset({ResourceKind.EC2_INSTANCE, ResourceKind.NOTEBOOK, ResourceKind.TRAINING_JOB})
 ROWS_BRIEF = 40  # the next rows, a line each; the rest are counted and linked
+_NOTIFY_MODE = (
+    "Notify mode: costguard stops nothing, so there is no Stop now; its action line says what remediate mode "
+    "would do."
+)
 
 
 def owner_text(resource: Resource, mention: str | None) -> str | None:
@@ -478,9 +579,41 @@ def _value(reason: str, key: str, hours: int | None = None) -> str:
     return action_value(reason, key, hours)  # the endpoint reads them back with its parser
 
 
+def _may_stop(notice: Notice) -> bool:
+    """Whether costguard acts on this finding and the resource is still there to act on: a finding it remediates
+    (not a failed or finished job, a spot interruption, starved GPUs, a stale checkpoint...), of a kind a button
+    acts on, still running and not protected. Only then do Keep running and Protect change anything."""
+    decision = notice.decision
+    resource = decision.resource
+    stopped = decision.action is Action.STOP and notice.outcome.done and not decision.dry_run
+    return (
+        resource.kind in _CLICKABLE_KINDS
+        and decision.finding.remediable
+        and not stopped
+        and not is_protected(resource.tags, notice.protect_tag_key)
+    )
+
+
+def _stop_now_works(notice: Notice) -> bool:
+    """Whether Stop now would stop it (policy.decide_requested_stop): costguard acts (remediate mode), the
+    resource carries costguard's mark (or this notice marked it, or is its stop), and no snooze or stop blocker
+    (an Auto Scaling group, stop protection) holds it."""
+    decision = notice.decision
+    resource = decision.resource
+    if decision.dry_run or snoozed_until(resource.tags, decision.decided_at) is not None:
+        return False
+    if resource.stop_blocker is not None:
+        return False
+    if decision.action is Action.UNMARK:
+        return False
+    marked_now = decision.action is Action.MARK and notice.outcome.done
+    return MARK_TAG_KEY in resource.tags or marked_now or decision.action is Action.STOP
+
+
 def actions_for(notice: Notice, *, short: bool = False) -> ActionsBlock | None:
-    """Keep running (for a chosen time), Stop now and Protect on what costguard could stop and has not; Mute
-    this finding on every message. None when a value would not fit Slack's limits (a hostile resource id)."""
+    """Mute this finding on every message; Keep running (for a chosen time) and Protect where costguard could
+    stop the resource for this finding (_may_stop); Stop now only where it would stop it now (_stop_now_works):
+    never in notify mode. None when a value would not fit Slack's limits (a hostile resource id)."""
     decision = notice.decision
     resource = decision.resource
     reason, key = decision.reason.value, resource.key
@@ -489,9 +622,7 @@ def actions_for(notice: Notice, *, short: bool = False) -> ActionsBlock | None:
     except ValueError:  # too long for Slack, or unreadable back (a hostile id): no buttons
         return None
     elements: list[Any] = []
-    running = not (decision.action is Action.STOP and notice.outcome.done and not decision.dry_run)
-    protected = is_protected(resource.tags, notice.protect_tag_key)
-    if resource.kind in _CLICKABLE_KINDS and running and not protected:
+    if _may_stop(notice):
         elements.append(
             StaticSelectElement(
                 action_id=KEEP,
@@ -499,22 +630,23 @@ def actions_for(notice: Notice, *, short: bool = False) -> ActionsBlock | None:
                 options=[Option(text=label, value=_value(reason, key, h)) for h, label in KEEP_HOURS],
             )
         )
-        elements.append(
-            ButtonElement(
-                text="Stop now",
-                action_id=STOP_NOW,
-                value=_value(reason, key),
-                style="danger",
-                confirm=ConfirmObject(
-                    title="Stop it now?",
-                    text=PlainTextObject(
-                        text=clip(f"costguard stops {clean(resource.display_name)} through its policy.", 300)
+        if _stop_now_works(notice):
+            elements.append(
+                ButtonElement(
+                    text="Stop now",
+                    action_id=STOP_NOW,
+                    value=_value(reason, key),
+                    style="danger",
+                    confirm=ConfirmObject(
+                        title="Stop it now?",
+                        text=PlainTextObject(
+                            text=clip(f"costguard stops {clean(resource.display_name)} through its policy.", 300)
+                        ),
+                        confirm="Stop",
+                        deny="Cancel",
                     ),
-                    confirm="Stop",
-                    deny="Cancel",
-                ),
+                )
             )
-        )
         if not short:
             elements.append(ButtonElement(text="Protect", action_id=PROTECT, value=_value(reason, key)))
     elements.append(
@@ -535,7 +667,7 @@ def build_reply(notice: Notice, *, owner: str | None = None) -> dict[str, Any]:
     if notice.actor and _USER_ID.fullmatch(notice.actor):
         lines.append(f"Asked by <@{notice.actor}> at {when}.")
     else:
-        lines.append(f"{_text(TITLES.get(decision.reason, decision.reason.value), _SHORT)} at {when}.")
+        lines.append(f"{_text(title_of(decision), _SHORT)} at {when}.")
     if (
         decision.action is Action.STOP
         and not notice.outcome.error
@@ -555,6 +687,22 @@ def build_reply(notice: Notice, *, owner: str | None = None) -> dict[str, Any]:
     }
 
 
+def _row_figure(notice: Notice) -> str:
+    """A row's dollar figure: a resource's own $/h; a family's or a digest's own figure, never a $/h of theirs."""
+    finding = notice.decision.finding
+    if finding.resource.kind.has_own_rate:
+        return _money(finding.hourly_usd, "/h")
+    return _text(_figure(finding), 80)
+
+
+def _row_title(notice: Notice) -> str:
+    """A row's title: a click told back says what was done and, apart, the finding its button was on."""
+    done = asked(notice)
+    if done is None or done == "muted":
+        return headline(notice)
+    return f"{done.capitalize()} (asked from: {title_of(notice.decision)})"
+
+
 def _row_line(notice: Notice, owner: str | None) -> str:
     decision = notice.decision
     resource = decision.resource
@@ -564,8 +712,9 @@ def _row_line(notice: Notice, owner: str | None) -> str:
         parts.append(f"{_text(resource.instance_type, 40)}{count}")
     if resource.account_name:  # an organization: whose account and where
         parts.append(f"{resource_account(resource)} {_text(resource.region, _SHORT)}")
-    parts.append(_money(decision.hourly_usd, "/h"))
-    parts.append(_text(TITLES.get(decision.reason, decision.reason.value), 80))
+    if figure := _row_figure(notice):
+        parts.append(figure)
+    parts.append(_text(_row_title(notice), 120))
     parts.append(_text(action_line(notice).split(" ", 1)[-1], 300))
     if shown := owner_text(resource, owner):
         parts.append(f"owner {shown}")
@@ -575,10 +724,10 @@ def _row_line(notice: Notice, owner: str | None) -> str:
 
 
 def _brief_line(notice: Notice) -> str:
-    decision = notice.decision
-    name = _text(decision.resource.display_name, 80)
-    title = _text(TITLES.get(decision.reason, decision.reason.value), 60)
-    return f"{name} · {_money(decision.hourly_usd, '/h')} · {title}"
+    name = _text(notice.decision.resource.display_name, 80)
+    title = _text(_row_title(notice), 100)
+    figure = _row_figure(notice)
+    return f"{name} · {figure} · {title}" if figure else f"{name} · {title}"
 
 
 def build_group_message(
@@ -588,15 +737,21 @@ def build_group_message(
     interactive: bool = False,
     more_link: str | None = None,
 ) -> dict[str, Any]:
-    """Many findings for one channel as one message: totals, the costliest first (type, $/h, verdict, action,
-    owner), each row with its own buttons, "and N more"."""
+    """Many findings of one resource kind for one channel as one message: totals, the costliest first (type,
+    $/h, verdict, action, owner), each row with its own buttons, "and N more". The total counts each resource
+    once, at its own hourly price (the group's tally); kinds without a price of their own have no total."""
     owners = owners or {}
     verdicts = ", ".join(f"{_text(_TITLE_OF_CODE.get(r, r), 80)} {n}" for r, n in group.by_reason.items())
-    unpriced = f" ({group.unpriced} with no known price)" if group.unpriced else ""
     title = "Still open after a day" if group.digest else "Findings"
-    summary = (
-        f"*{group.count} findings* costing *${group.hourly_total_usd:,.2f}/h* together{unpriced}: {verdicts}."
-    )
+    kind = kind_of(group)
+    priced = group.resource_count > 0 or any(r.decision.resource.kind.has_own_rate for r in group.rows)
+    summary = f"*{group.count} findings*"
+    if group.resource_count:
+        summary += f" on {group.resource_count} {kind_noun(kind, group.resource_count)}"
+    if priced:
+        unpriced = f" ({group.unpriced} with no known price)" if group.unpriced else ""
+        summary += f" costing *${group.hourly_total_usd:,.2f}/h* together{unpriced}"
+    summary = f"{summary}: {verdicts}."
     if group.digest:
         summary = f"{summary}\nEach was told when it was first seen and is still open; it is not told again on its own."
     blocks: list[Block] = [
@@ -628,7 +783,9 @@ def build_group_message(
     first = shown[0].decision.resource if shown else None
     one_place = len({(n.decision.resource.account, n.decision.resource.region) for n in group.rows}) == 1
     where_text = f" ({resource_account(first)}/{_text(first.region, _SHORT)})" if first and one_place else ""
-    text = f"costguard: {group.count} findings{where_text}: ${group.hourly_total_usd:,.2f}/h"
+    text = f"costguard: {group.count} findings{where_text}"
+    if priced:
+        text = f"{text}: ${group.hourly_total_usd:,.2f}/h"
     return {"text": clip(text, MAX_TEXT), "blocks": [block.to_dict() for block in blocks]}
 
 

@@ -5,21 +5,31 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 from collections import Counter
-from collections.abc import Sequence
-from typing import Literal
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, computed_field
 
 from costguard.act.executor import Outcome
-from costguard.model import Decision
+from costguard.model import Decision, Reason, ResourceKind
 
-# A run with more than this many notices for one channel sends them as one message (notify/message.py).
+# A run with more than this many notices for one channel sends them as group messages, one per resource kind
+# (notify/message.py); a kind with a single notice is still told on its own.
 ROWS_SHOWN = 10  # a group message's rows, each with its own buttons (notify/message.py)
 GROUP_ABOVE = 3
 # The rows a GroupNotice carries (costliest first), so one SQS message stays well under its 256 KiB; the totals
 # count every row, and the rest are in the producing function's log.
 ROWS_CARRIED = 100
+# The resources a GroupNotice tallies one by one (the costliest): beyond them its totals still count every
+# resource once, but a merge can no longer tell whether two groups share one of the rest.
+MAX_TALLIED = 3_000
+# A budget alert or a cost anomaly is always its own message (in its budget's thread), with its ranked list of
+# what runs and what its level did: never a row of a group. So is a resource acted on for a budget's level.
+STANDALONE_KINDS = frozenset({ResourceKind.BUDGET, ResourceKind.COST_ANOMALY})
+STANDALONE_REASONS = frozenset({Reason.BUDGET_BREACH, Reason.COST_ANOMALY})
 _SUMMARY = 300  # a row's summary, clipped
 MAX_GROUP_BYTES = 200_000  # SQS takes 256 KiB
 # The tags a row keeps: who owns it, where it is routed, what keeps costguard from it.
@@ -60,16 +70,31 @@ class Notice(BaseModel):
         )
 
 
+def stands_alone(notice: Notice) -> bool:
+    """Whether a notice is always its own message (STANDALONE_KINDS, STANDALONE_REASONS)."""
+    decision = notice.decision
+    return decision.reason in STANDALONE_REASONS or decision.resource.kind in STANDALONE_KINDS
+
+
+# Each resource once (a digest of its key): its own hourly price (None: unknown) and how many findings are about it.
+Tally = dict[str, tuple[float | None, int]]
+
+
 class GroupNotice(BaseModel):
-    """Many notices for one channel, told as one message: totals, the costliest first, "and N more"."""
+    """Many notices of one resource kind for one channel, told as one message: totals, the costliest first,
+    "and N more"."""
 
     model_config = ConfigDict(frozen=True)
 
     kind: Literal["group"] = "group"
     rows: list[Notice]  # costliest first, at most ROWS_CARRIED
     count: int  # all of them, carried or not
-    hourly_total_usd: float  # of the rows whose price is known
-    unpriced: int = 0  # rows whose price is unknown
+    # Each resource once, at its own hourly price: a resource with two findings counts once, and a budget's, an
+    # anomaly's or a family's figure (the sum of what runs in its scope) is never added in (has_own_rate).
+    hourly_total_usd: float
+    unpriced: int = 0  # resources whose price is unknown
+    resource_count: int = 0  # the distinct resources with a price of their own, priced or not
+    resources: Tally = {}  # those resources one by one, the costliest MAX_TALLIED of them
     by_reason: dict[str, int]
     digest: bool = False  # the daily digest of findings still open
     route_tags: dict[str, str] = {}  # the routing tag, as the rows carry it: which channel
@@ -100,18 +125,131 @@ def _cost(notice: Notice) -> float:
     return hourly if hourly is not None else -1.0
 
 
+def resource_digest(key: str) -> str:
+    """A resource key as a group tallies it: short and of one length, whatever the id."""
+    return hashlib.sha256(key.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+
+
+def tally(notices: Sequence[Notice]) -> Tally:
+    """Each resource with a price of its own once: its hourly price (the highest known of its findings) and its
+    number of findings. A budget, an anomaly, a family or a digest has no price of its own and is left out."""
+    found: Tally = {}
+    for notice in notices:
+        resource = notice.decision.resource
+        if not resource.kind.has_own_rate:
+            continue
+        key = resource_digest(resource.key)
+        rate, rows = found.get(key, (None, 0))
+        hourly = notice.decision.hourly_usd
+        if hourly is not None and math.isfinite(hourly) and (rate is None or hourly > rate):
+            rate = round(hourly, 4)
+        found[key] = (rate, rows + 1)
+    return found
+
+
+def _bounded(found: Tally) -> Tally:
+    if len(found) <= MAX_TALLIED:
+        return found
+    costliest = sorted(found.items(), key=lambda kv: (kv[1][0] is None, -(kv[1][0] or 0.0), kv[0]))
+    return dict(costliest[:MAX_TALLIED])
+
+
+def _totals(found: Tally) -> tuple[float, int]:
+    priced = [rate for rate, _ in found.values() if rate is not None]
+    return sum(priced), len(found) - len(priced)
+
+
+@dataclass(frozen=True)
+class _Beyond:
+    """What a group's totals hold beyond its tally: resources past MAX_TALLIED, or a group queued before groups
+    tallied their resources."""
+
+    hourly: float = 0.0
+    unpriced: int = 0
+    resources: int = 0
+
+
+def _split_totals(grouped: GroupNotice) -> tuple[Tally, _Beyond]:
+    found = dict(grouped.resources)
+    if not found and grouped.resource_count == 0 and grouped.rows:  # queued before tallies
+        if grouped.count == len(grouped.rows):  # every row carried: counted afresh, each resource once
+            return tally(grouped.rows), _Beyond()
+        return {}, _Beyond(grouped.hourly_total_usd, grouped.unpriced, 0)
+    hourly, unpriced = _totals(found)
+    return found, _Beyond(
+        max(0.0, grouped.hourly_total_usd - hourly),
+        max(0, grouped.unpriced - unpriced),
+        max(0, grouped.resource_count - len(found)),
+    )
+
+
+def _fields(found: Tally, beyond: Sequence[_Beyond]) -> dict[str, Any]:
+    hourly, unpriced = _totals(found)
+    extra = sum(b.hourly for b in beyond)
+    return {
+        "hourly_total_usd": round(hourly + (extra if extra >= 0.005 else 0.0), 2),
+        "unpriced": unpriced + sum(b.unpriced for b in beyond),
+        "resource_count": len(found) + sum(b.resources for b in beyond),
+        "resources": _bounded(found),
+    }
+
+
+def merged_totals(parts: Sequence[GroupNotice]) -> dict[str, Any]:
+    """The totals of groups told as one: a resource in two of them counts once."""
+    found: Tally = {}
+    beyond: list[_Beyond] = []
+    for part in parts:
+        own, rest = _split_totals(part)
+        beyond.append(rest)
+        for key, (rate, rows) in own.items():
+            known, counted = found.get(key, (None, 0))
+            best = rate if known is None else known if rate is None else max(rate, known)
+            found[key] = (best, counted + rows)
+    return _fields(found, beyond)
+
+
+def totals_without(grouped: GroupNotice, removed: Sequence[Notice]) -> dict[str, Any]:
+    """The totals of a group less some of its rows: a resource counts until its last finding is removed."""
+    found, beyond = _split_totals(grouped)
+    rest = beyond
+    for row in removed:
+        resource = row.decision.resource
+        if not resource.kind.has_own_rate:
+            continue
+        key = resource_digest(resource.key)
+        if key in found:
+            rate, rows = found[key]
+            if rows > 1:
+                found[key] = (rate, rows - 1)
+            else:
+                del found[key]
+        else:  # one of the resources beyond the tally: as if it had this one finding
+            hourly = row.decision.hourly_usd
+            rest = _Beyond(
+                max(0.0, rest.hourly - (hourly or 0.0)),
+                max(0, rest.unpriced - (1 if hourly is None else 0)),
+                max(0, rest.resources - 1),
+            )
+    return _fields(found, [rest])
+
+
+def kind_of(grouped: GroupNotice) -> ResourceKind | None:
+    """The one resource kind a group's rows are about; None for a group of several (queued before groups were
+    made per kind)."""
+    kinds = {row.decision.resource.kind for row in grouped.rows}
+    return kinds.pop() if len(kinds) == 1 else None
+
+
 def group(
     notices: Sequence[Notice], *, routing_tag_key: str, digest: bool = False, source: str | None = None
 ) -> GroupNotice:
-    """One group of notices (all for one channel), the costliest first."""
+    """One group of notices (all for one channel, of one kind), the costliest first."""
     ranked = sorted(notices, key=lambda n: (-_cost(n), n.decision.resource.key))
-    known = [n.decision.hourly_usd for n in ranked if n.decision.hourly_usd is not None]
     route = ranked[0].decision.resource.tags.get(routing_tag_key) if ranked else None
     made = GroupNotice(
         rows=[n.slim(routing_tag_key) for n in ranked[:ROWS_CARRIED]],
         count=len(ranked),
-        hourly_total_usd=round(sum(known), 2),
-        unpriced=len(ranked) - len(known),
+        **_fields(tally(ranked), []),
         by_reason=dict(Counter(n.decision.reason.value for n in ranked).most_common()),
         digest=digest,
         route_tags={routing_tag_key: route} if route else {},
@@ -132,8 +270,9 @@ def by_route(
     source: str | None = None,
     above: int = GROUP_ABOVE,
 ) -> list[AnyNotice]:
-    """What a run queues: per channel (routing tag value), the notices one by one, or one group when there are
-    more than ``above`` of them. A digest is always one group per channel."""
+    """What a run queues: per channel (routing tag value), the notices one by one, or, when more than ``above``
+    of them may be grouped, one group per resource kind (a kind with one notice is still told on its own). A
+    digest is always grouped, per kind. A budget alert or an anomaly is never grouped (stands_alone)."""
     routes: dict[str, list[Notice]] = {}
     for notice in notices:
         resource = notice.decision.resource
@@ -142,8 +281,22 @@ def by_route(
         routes.setdefault(route, []).append(notice)
     out: list[AnyNotice] = []
     for members in routes.values():
-        if digest or len(members) > above:
-            out.append(group(members, routing_tag_key=routing_tag_key, digest=digest, source=source))
-        else:
+        kinds = by_kind(n for n in members if not stands_alone(n))
+        if not digest and sum(len(k) for k in kinds.values()) <= above:
             out.extend(members)
+            continue
+        out.extend(n for n in members if stands_alone(n))
+        for rows in kinds.values():
+            if len(rows) == 1 and not digest:
+                out.extend(rows)
+            else:
+                out.append(group(rows, routing_tag_key=routing_tag_key, digest=digest, source=source))
     return out
+
+
+def by_kind(notices: Iterable[Notice]) -> dict[ResourceKind, list[Notice]]:
+    """Notices by the kind of resource they are about, in the order they came."""
+    kinds: dict[ResourceKind, list[Notice]] = {}
+    for notice in notices:
+        kinds.setdefault(notice.decision.resource.kind, []).append(notice)
+    return kinds

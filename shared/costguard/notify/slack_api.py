@@ -1,10 +1,24 @@
-"""Posting to Slack as a Slack app: a small adapter over slack_sdk's WebClient, with our own errors."""
+"""Posting to Slack as a Slack app: a small adapter over slack_sdk's WebClient, with our own errors.
+
+**Retries.** slack_sdk's handlers retry a 429 and the Web API's own ``ok: false, error: ratelimited`` (HTTP 200)
+after ``Retry-After``, a 500 or 503, and a broken connection, twice. A read timeout is retried too (slack_sdk's
+connection handler leaves it out), but only for a call another try cannot repeat (``chat.update``, a read): a
+``chat.postMessage`` whose connection broke after it was sent (a reset, a timeout) may have been taken, so it is
+not sent blindly again. It raises ApiOutcomeUnknown instead, and ``post_once`` looks for it (the post carries its
+key in the message metadata, read back with ``conversations.history`` or ``conversations.replies``) before posting
+it again. No call and no retry starts unless the deadline in hand (delivery.within) can still cover it.
+
+**Refusals.** ApiDeliveryError when another try may work, ApiPermanentError when it would not; ``whole_app`` marks
+a refusal that says the app itself cannot post anywhere (its token, its workspace, its scopes, or the app rate
+limited past its retries): every other call would meet the same answer.
+"""
 
 from __future__ import annotations
 
 import logging
 import os
 import re
+import socket
 import threading
 import time
 from collections.abc import Callable
@@ -12,7 +26,13 @@ from functools import lru_cache
 from typing import TYPE_CHECKING, Any, NoReturn
 from urllib.parse import urlsplit
 
-from costguard.notify.delivery import DeliveryError, PermanentDeliveryError, RedactingFilter
+from costguard.notify.delivery import (
+    DeliveryError,
+    NotStartedError,
+    PermanentDeliveryError,
+    RedactingFilter,
+    current_deadline,
+)
 from costguard.notify.routing import LOCAL_HOSTS, SlackRoutes, check_url
 
 # slack_sdk's Web API client is loaded by the first client built, not by importing this module: the queued clicks'
@@ -20,11 +40,15 @@ from costguard.notify.routing import LOCAL_HOSTS, SlackRoutes, check_url
 if TYPE_CHECKING:
     from slack_sdk.errors import SlackApiError
     from slack_sdk.http_retry import RetryHandler
+    from slack_sdk.http_retry.response import HttpResponse
+    from slack_sdk.http_retry.state import RetryState
     from slack_sdk.web import SlackResponse
 
 # Only for the local sink: the Web API's base URL, accepted when it is plain http on this machine.
 API_URL_VARIABLE = "COSTGUARD_SLACK_API_URL"
 USERGROUP_MAX_AGE_SECONDS = 300.0
+# How long one call may wait for Slack's answer (Slack answers in well under a second).
+CALL_TIMEOUT_SECONDS = 5
 _USER_ID = re.compile(r"[UW][A-Z0-9]{8,}")
 _EMAIL = re.compile(r"[^@\s]+@[^@\s]+\.[^@\s]+")
 # Any Slack token (bot, user, app, config...) and anything after "Bearer".
@@ -33,8 +57,41 @@ _TOKEN = re.compile(r"xox[a-z]-[A-Za-z0-9-]+|(?i:bearer)\s+\S+")
 _TRANSIENT_ERRORS = frozenset(
     {"ratelimited", "rate_limited", "internal_error", "fatal_error", "service_unavailable", "request_timeout"}
 )
+RATE_LIMITED_ERRORS = frozenset({"ratelimited", "rate_limited"})
+# Refusals of the app itself, whatever the call: its token (revoked, expired, wrong), its workspace, its scopes.
+WHOLE_APP_ERRORS = frozenset(
+    {
+        "invalid_auth",
+        "not_authed",
+        "account_inactive",
+        "token_revoked",
+        "token_expired",
+        "no_permission",
+        "missing_scope",
+        "not_allowed_token_type",
+        "team_access_not_granted",
+        "ekm_access_denied",
+    }
+)
+# Calls another try would repeat (a second message): never retried once sent.
+_NOT_IDEMPOTENT = frozenset({"chat.postMessage", "chat.postEphemeral"})
 _MAX_RETRIES = 2
 _MAX_BODY = 200
+# Each post carries its key in the message metadata (``event_payload.post``) under this event type.
+METADATA_EVENT = "costguard_post"
+# Looking for an earlier post: at most this many pages of this many messages, newest first.
+FIND_PAGES = 5
+FIND_PAGE_SIZE = 200
+# slack_sdk's back-off before retry n (0-based): 0.5 * 2**n seconds plus up to 1 s of jitter.
+_BACKOFF_FACTOR = 0.5
+_JITTER = 1.0
+
+
+def worst_call_seconds(timeout: float, retry_after: float = 1.0) -> float:
+    """The longest one call may take with its retries: every try timing out, each wait the longest (a 429's
+    ``Retry-After`` taken as ``retry_after``; a longer one is not waited for unless the deadline allows it)."""
+    waits = sum(max(_BACKOFF_FACTOR * 2.0**n + _JITTER, retry_after + _JITTER) for n in range(_MAX_RETRIES))
+    return float((1 + _MAX_RETRIES) * timeout + waits)
 
 
 # Like delivery.redact: a URL keeps its scheme and host only (a response_url's path is a credential too), but a
@@ -66,6 +123,20 @@ class ApiDeliveryError(DeliveryError):
         self.error = error
         self.status = status
 
+    @property
+    def whole_app(self) -> bool:
+        """The Web API's own rate limit (HTTP 200, ``ok: false``) outlived the retries: the app is throttled."""
+        return self.error in RATE_LIMITED_ERRORS and self.status == 200
+
+
+class ApiOutcomeUnknown(ApiDeliveryError):
+    """A post was sent and its answer lost (a reset, a timeout): Slack may have taken it. Look before posting it
+    again (SlackApi.post_once)."""
+
+
+class ApiNotStarted(ApiDeliveryError, NotStartedError):
+    """Not tried: the deadline in hand could not cover the call."""
+
 
 class ApiPermanentError(PermanentDeliveryError):
     """The Web API refused the call and would again: not_in_channel, channel_not_found, invalid_auth,
@@ -75,18 +146,119 @@ class ApiPermanentError(PermanentDeliveryError):
         super().__init__(cause, status=status, body=error)
         self.error = error
 
+    @property
+    def whole_app(self) -> bool:
+        """The app cannot post at all (token, workspace, scopes): every call meets the same answer."""
+        return self.error in WHOLE_APP_ERRORS
 
-def _retry_handlers() -> list[RetryHandler]:
-    from slack_sdk.http_retry.builtin_handlers import (
-        ConnectionErrorRetryHandler,
-        RateLimitErrorRetryHandler,
-        ServerErrorRetryHandler,
-    )
+
+def _method_of(url: str) -> str:
+    return urlsplit(url).path.rsplit("/", 1)[-1]
+
+
+def _unsent(error: BaseException) -> bool:
+    """The request surely never reached Slack: the connection was refused, or the host not found."""
+    from urllib.error import URLError
+
+    reason = error.reason if isinstance(error, URLError) else error
+    return isinstance(reason, ConnectionRefusedError | socket.gaierror)
+
+
+def _retry_after(response: HttpResponse) -> float:
+    for name, values in response.headers.items():
+        if name.lower() == "retry-after":
+            value = values[0] if isinstance(values, list) and values else values
+            try:
+                return max(0.0, float(str(value)))
+            except ValueError:
+                break
+    return 1.0
+
+
+def _fits(seconds: float) -> bool:
+    return current_deadline().allows(seconds)
+
+
+def _retry_handlers(timeout: float) -> list[RetryHandler]:
+    """slack_sdk's handlers, bounded by the deadline in hand: a retry starts only if its wait and the call fit."""
+    import random
+    from http.client import RemoteDisconnected
+    from urllib.error import URLError
+
+    from slack_sdk.http_retry.builtin_handlers import RateLimitErrorRetryHandler, ServerErrorRetryHandler
+    from slack_sdk.http_retry.handler import RetryHandler
+    from slack_sdk.http_retry.request import HttpRequest
+
+    def backoff(state: RetryState) -> float:
+        return _BACKOFF_FACTOR * 2.0 ** int(state.current_attempt) + _JITTER
+
+    class RateLimited(RateLimitErrorRetryHandler):
+        """A 429, or the Web API's ``ok: false, error: ratelimited`` answered with HTTP 200: after Retry-After."""
+
+        def _can_retry(
+            self,
+            *,
+            state: RetryState,
+            request: HttpRequest,
+            response: HttpResponse | None = None,
+            error: Exception | None = None,
+        ) -> bool:
+            if response is None:
+                return False
+            body = response.body if isinstance(response.body, dict) else {}
+            limited = response.status_code == 429 or (
+                response.status_code == 200 and body.get("error") in RATE_LIMITED_ERRORS
+            )
+            return limited and _fits(_retry_after(response) + _JITTER + timeout)
+
+        def prepare_for_next_attempt(
+            self,
+            *,
+            state: RetryState,
+            request: HttpRequest,
+            response: HttpResponse | None = None,
+            error: Exception | None = None,
+        ) -> None:
+            state.next_attempt_requested = True
+            time.sleep((_retry_after(response) if response is not None else 1.0) + random.random())  # noqa: S311
+            state.increment_current_attempt()
+
+    class ServerError(ServerErrorRetryHandler):
+        def _can_retry(
+            self,
+            *,
+            state: RetryState,
+            request: HttpRequest,
+            response: HttpResponse | None = None,
+            error: Exception | None = None,
+        ) -> bool:
+            return super()._can_retry(state=state, request=request, response=response, error=error) and _fits(
+                backoff(state) + timeout
+            )
+
+    class Connection(RetryHandler):
+        """A broken connection or a read timeout; a post only when it surely never reached Slack."""
+
+        def _can_retry(
+            self,
+            *,
+            state: RetryState,
+            request: HttpRequest,
+            response: HttpResponse | None = None,
+            error: Exception | None = None,
+        ) -> bool:
+            if error is None or response is not None:
+                return False
+            if not isinstance(error, URLError | ConnectionError | RemoteDisconnected | TimeoutError):
+                return False
+            if _method_of(request.url) in _NOT_IDEMPOTENT and not _unsent(error):
+                return False
+            return _fits(backoff(state) + timeout)
 
     return [
-        RateLimitErrorRetryHandler(max_retry_count=_MAX_RETRIES),
-        ServerErrorRetryHandler(max_retry_count=_MAX_RETRIES),
-        ConnectionErrorRetryHandler(max_retry_count=_MAX_RETRIES),
+        RateLimited(max_retry_count=_MAX_RETRIES),
+        ServerError(max_retry_count=_MAX_RETRIES),
+        Connection(max_retry_count=_MAX_RETRIES),
     ]
 
 
@@ -101,6 +273,20 @@ def _refused(method: str, error: SlackApiError) -> NoReturn:
     raise ApiPermanentError(cause, error=code, status=status) from None
 
 
+def _metadata(key: str) -> dict[str, Any]:
+    return {"event_type": METADATA_EVENT, "event_payload": {"post": key}}
+
+
+def _key_of(message: Any) -> str | None:
+    """The post key a message carries in its metadata (conversations.history, .replies), if costguard's."""
+    metadata = message.get("metadata") if isinstance(message, dict) else None
+    if not isinstance(metadata, dict) or metadata.get("event_type") != METADATA_EVENT:
+        return None
+    payload = metadata.get("event_payload")
+    key = payload.get("post") if isinstance(payload, dict) else None
+    return key if isinstance(key, str) else None
+
+
 class SlackApi:
     """One app's Web API client: posts, updates, ephemeral messages, interaction responses, user look-ups.
 
@@ -108,14 +294,16 @@ class SlackApi:
     line or ``repr`` carries the token.
     """
 
-    def __init__(self, token: str, base_url: str | None = None, timeout: int = 10) -> None:
+    def __init__(self, token: str, base_url: str | None = None, timeout: float | None = None) -> None:
         from slack_sdk.web import WebClient
+
+        timeout = CALL_TIMEOUT_SECONDS if timeout is None else timeout  # read now: a test may shorten it
 
         self._client = WebClient(
             token=token,
-            timeout=timeout,
+            timeout=timeout,  # type: ignore[arg-type]  # urllib takes a float
             logger=_api_logger,
-            retry_handlers=_retry_handlers(),
+            retry_handlers=_retry_handlers(timeout),
             base_url=base_url or WebClient.BASE_URL,
         )
         self._timeout = timeout
@@ -128,19 +316,35 @@ class SlackApi:
 
     __str__ = __repr__
 
+    @property
+    def timeout(self) -> float:
+        return self._timeout
+
     def _call(self, method: str, call: Callable[[], SlackResponse]) -> SlackResponse:
         from slack_sdk.errors import SlackApiError
 
+        deadline = current_deadline()
+        if not deadline.allows(self._timeout):
+            raise ApiNotStarted(f"Slack {method} not tried: {deadline.left():.1f} s left")
         try:
             return call()
         except SlackApiError as error:
             _refused(method, error)
         except Exception as error:  # connection errors that outlived the retries
+            if method in _NOT_IDEMPOTENT and not _unsent(error):
+                raise ApiOutcomeUnknown(
+                    f"Slack {method} sent, no answer: {type(error).__name__}", error=type(error).__name__
+                ) from None
             raise ApiDeliveryError(f"Slack {method} unreachable: {type(error).__name__}") from None
 
-    def post(self, channel: str, message: dict[str, Any], thread_ts: str | None = None) -> str:
-        """chat.postMessage with the message's text and blocks; the new message's ts."""
+    def post(
+        self, channel: str, message: dict[str, Any], thread_ts: str | None = None, *, key: str | None = None
+    ) -> str:
+        """chat.postMessage with the message's text and blocks (and ``key`` in its metadata); the new message's
+        ts. Raises ApiOutcomeUnknown when it was sent and the answer lost."""
         extra: dict[str, Any] = {"thread_ts": thread_ts} if thread_ts else {}
+        if key:
+            extra["metadata"] = _metadata(key)
         response = self._call(
             "chat.postMessage",
             lambda: self._client.chat_postMessage(
@@ -151,6 +355,74 @@ class SlackApi:
         if not isinstance(ts, str) or not ts:
             raise ApiDeliveryError("Slack chat.postMessage answered without a ts")
         return ts
+
+    def post_once(
+        self,
+        channel: str,
+        message: dict[str, Any],
+        *,
+        key: str,
+        thread_ts: str | None = None,
+        look_first: bool = False,
+    ) -> str:
+        """Post ``message`` keyed ``key`` unless Slack has it already: the ts of the one message.
+
+        ``look_first``: an earlier attempt's outcome is unknown (a redelivery after a timeout): look for it before
+        posting. A post whose answer is lost is looked for, and posted again only if it is not there. Raises
+        ApiOutcomeUnknown when it may have been taken and could not be found or posted again in time.
+        """
+        if look_first and (found := self.find(channel, key, thread_ts)):
+            return found
+        for _ in range(2):
+            try:
+                return self.post(channel, message, thread_ts, key=key)
+            except ApiOutcomeUnknown:
+                try:
+                    found = self.find(channel, key, thread_ts)
+                except ApiDeliveryError as lost:
+                    raise ApiOutcomeUnknown(f"Slack chat.postMessage: not found again ({lost})") from None
+                if found:
+                    return found
+        raise ApiOutcomeUnknown("Slack chat.postMessage: sent twice, no answer either time")
+
+    def find(self, channel: str, key: str, thread_ts: str | None = None) -> str | None:
+        """The ts of the message keyed ``key`` in the channel's history (or ``thread_ts``'s thread), newest
+        first, at most FIND_PAGES pages; None when it is not there. A look-up Slack refuses (the history scope
+        missing, say) is None, with a warning: the post is then made again, at least once rather than never."""
+        method = "conversations.replies" if thread_ts else "conversations.history"
+        cursor: str | None = None
+        for _ in range(FIND_PAGES):
+
+            def page(cursor: str | None = cursor) -> SlackResponse:
+                if thread_ts:
+                    return self._client.conversations_replies(
+                        channel=channel,
+                        ts=thread_ts,
+                        include_all_metadata=True,
+                        limit=FIND_PAGE_SIZE,
+                        cursor=cursor,
+                    )
+                return self._client.conversations_history(
+                    channel=channel, include_all_metadata=True, limit=FIND_PAGE_SIZE, cursor=cursor
+                )
+
+            try:
+                response = self._call(method, page)
+            except ApiPermanentError as refused:
+                if refused.whole_app and refused.error != "missing_scope":
+                    raise
+                _api_logger.warning("Slack look-up for an earlier post refused: %s", refused)
+                return None
+            messages = response.get("messages")
+            for found in messages if isinstance(messages, list) else []:
+                ts = found.get("ts") if isinstance(found, dict) else None
+                if _key_of(found) == key and isinstance(ts, str) and ts:
+                    return ts
+            meta = response.get("response_metadata")
+            cursor = meta.get("next_cursor") if isinstance(meta, dict) else None
+            if not cursor:
+                return None
+        return None
 
     def update(self, channel: str, ts: str, message: dict[str, Any]) -> None:
         """chat.update: the message at ``ts`` takes the new text and blocks."""
@@ -179,7 +451,10 @@ class SlackApi:
         from slack_sdk.webhook import WebhookClient
 
         client = WebhookClient(
-            url, timeout=self._timeout, logger=_api_logger, retry_handlers=_retry_handlers()
+            url,
+            timeout=self._timeout,  # type: ignore[arg-type]  # urllib takes a float
+            logger=_api_logger,
+            retry_handlers=_retry_handlers(self._timeout),
         )
         payload = {
             "text": text,

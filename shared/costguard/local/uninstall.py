@@ -1,0 +1,383 @@
+"""`costguard uninstall`: what costguard left in an account and region outside its stack, listed, then removed.
+
+`sam delete` removes the stack's own resources but not what the functions wrote elsewhere: costguard's tags on
+instances, training jobs, notebooks and capacity reservations (``costguard:marked-at``, ``costguard:snooze-until``),
+the per-instance GPU-idle alarms (``costguard-gpu-idle-*``), and the audit bucket, which the stack retains. This
+lists them, and removes them with ``--yes``: never the protect tag unless ``--include-protect`` (it is the
+user's), never the audit bucket unless ``--empty-audit-bucket``, nothing the stack still owns (its ``-ops-``
+alarms, its state table and bucket) while the stack exists.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from costguard.aws import clients
+from costguard.aws.alarms import ALARM_PREFIX
+from costguard.model import MARK_TAG_KEY
+from costguard.permissions import needs
+from costguard.policy import SNOOZE_TAG_KEY
+
+DEFAULT_STACK = "costguard"
+DEFAULT_PROTECT_TAG_KEY = "costguard:protect"
+UNTAG_BATCH = 20  # UntagResources' limit
+DELETE_ALARMS_BATCH = 100  # DeleteAlarms' limit
+DELETE_ITEMS_BATCH = 25  # BatchWriteItem's limit
+DELETE_OBJECTS_BATCH = 1000  # DeleteObjects' limit
+
+# What the person running it needs: the reads of a dry run, and with --yes the removals.
+READ_PERMISSIONS = needs(
+    "cloudformation:DescribeStacks",
+    "tag:GetResources",
+    "cloudwatch:DescribeAlarms",
+    "dynamodb:Scan",
+    "s3:ListAllMyBuckets",
+    "s3:ListBucket",
+)
+REMOVE_PERMISSIONS = needs(
+    "tag:UntagResources",
+    "ec2:DeleteTags",
+    "sagemaker:DeleteTags",
+    "cloudwatch:DeleteAlarms",
+    "dynamodb:BatchWriteItem",
+    "s3:DeleteObject",
+    "s3:DeleteBucket",
+)
+PERMISSIONS = READ_PERMISSIONS | REMOVE_PERMISSIONS
+
+
+class UninstallError(Exception):
+    """What stops `costguard uninstall`, in one sentence."""
+
+
+@dataclass
+class Stack:
+    name: str
+    exists: bool
+    outputs: dict[str, str] = field(default_factory=dict)
+    parameters: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class Leftovers:
+    """What costguard left in one account and region, and what of it this run removes."""
+
+    region: str
+    stack: Stack
+    tags: dict[str, list[str]] = field(default_factory=dict)  # tag key -> ARNs of the resources carrying it
+    kept_tags: dict[str, list[str]] = field(default_factory=dict)  # the protect tag, unless --include-protect
+    alarms: list[str] = field(default_factory=list)
+    kept_alarms: list[str] = field(default_factory=list)  # the stack's own, while it exists
+    state_table: str | None = None
+    state_items: int = 0
+    bucket: str | None = None
+    bucket_objects: int = 0
+    empty_bucket: bool = False
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def nothing(self) -> bool:
+        return not (self.tags or self.alarms or self.state_items or (self.bucket and self.empty_bucket))
+
+
+# -- finding ---------------------------------------------------------------------------------------------
+
+
+def describe_stack(name: str, region: str) -> Stack:
+    from botocore.exceptions import ClientError
+
+    try:
+        [found] = clients.client("cloudformation", region).describe_stacks(StackName=name)["Stacks"]
+    except ClientError as error:
+        if "does not exist" in str(error.response.get("Error", {}).get("Message", "")):
+            return Stack(name, exists=False)
+        raise
+    return Stack(
+        name,
+        exists=found.get("StackStatus") != "DELETE_COMPLETE",
+        outputs={o["OutputKey"]: o["OutputValue"] for o in found.get("Outputs", [])},
+        parameters={p["ParameterKey"]: p.get("ParameterValue", "") for p in found.get("Parameters", [])},
+    )
+
+
+def tagged(region: str, key: str) -> list[str]:
+    """The ARNs of every resource of the region carrying tag ``key`` (any value), whatever its service."""
+    tagging = clients.client("resourcegroupstaggingapi", region)
+    found: list[str] = []
+    for page in tagging.get_paginator("get_resources").paginate(TagFilters=[{"Key": key}]):
+        found += [
+            item["ResourceARN"]
+            for item in page.get("ResourceTagMappingList", [])
+            if any(tag["Key"] == key for tag in item.get("Tags", []))
+        ]
+    return sorted(found)
+
+
+def alarms_under(region: str, prefix: str) -> list[str]:
+    cloudwatch = clients.client("cloudwatch", region)
+    names: list[str] = []
+    pages = cloudwatch.get_paginator("describe_alarms").paginate(
+        AlarmNamePrefix=prefix, AlarmTypes=["MetricAlarm", "CompositeAlarm"]
+    )
+    for page in pages:
+        names += [a["AlarmName"] for kind in ("MetricAlarms", "CompositeAlarms") for a in page.get(kind, [])]
+    return sorted(names)
+
+
+def _table_keys(region: str, table: str) -> Iterator[dict[str, Any]]:
+    dynamodb = clients.client("dynamodb", region)
+    for page in dynamodb.get_paginator("scan").paginate(TableName=table, ProjectionExpression="id"):
+        yield from page.get("Items", [])
+
+
+def _audit_bucket(region: str, stack: Stack, given: str | None) -> str | None:
+    """The stack's audit bucket: as given, from the stack's outputs, else the one its name says CloudFormation
+    made for it (``<stack>-auditreportsbucket-<suffix>``, kept after the stack is gone)."""
+    if given:
+        return given
+    if stack.outputs.get("AuditReportsBucketName"):
+        return stack.outputs["AuditReportsBucketName"]
+    prefix = f"{stack.name.lower()}-auditreportsbucket-"
+    buckets = clients.client("s3", region).list_buckets().get("Buckets", [])
+    named = sorted(b["Name"] for b in buckets if b["Name"].startswith(prefix))
+    if len(named) > 1:
+        raise UninstallError(
+            f"several buckets are named {prefix}*: give the one to empty with --audit-bucket"
+        )
+    return named[0] if named else None
+
+
+def _objects(region: str, bucket: str) -> Iterator[str]:
+    s3 = clients.client("s3", region)
+    for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket):
+        yield from (item["Key"] for item in page.get("Contents", []))
+
+
+def find(
+    region: str,
+    stack_name: str = DEFAULT_STACK,
+    *,
+    include_protect: bool = False,
+    protect_tag_key: str | None = None,
+    state_table: str | None = None,
+    audit_bucket: str | None = None,
+    empty_audit_bucket: bool = False,
+) -> Leftovers:
+    """Everything costguard left in ``region``: reads only."""
+    stack = describe_stack(stack_name, region)
+    found = Leftovers(region, stack, state_table=state_table, empty_bucket=empty_audit_bucket)
+    protect = protect_tag_key or stack.parameters.get("ProtectTagKey") or DEFAULT_PROTECT_TAG_KEY
+    for key in (MARK_TAG_KEY, SNOOZE_TAG_KEY):
+        if arns := tagged(region, key):
+            found.tags[key] = arns
+    if arns := tagged(region, protect):
+        (found.tags if include_protect else found.kept_tags)[protect] = arns
+    found.alarms = alarms_under(region, ALARM_PREFIX)
+    ops = alarms_under(region, f"{stack_name}-ops-")
+    if stack.exists:
+        found.kept_alarms = ops
+        found.notes.append(
+            f"the stack {stack_name} still exists: its functions mark and tag again until `sam delete`; "
+            "delete it first (README Uninstall)"
+        )
+    else:
+        found.alarms += ops
+    if state_table:
+        found.state_items = sum(1 for _ in _table_keys(region, state_table))
+    elif stack.exists:
+        table = stack.outputs.get("StateTableName", "of the stack")
+        found.notes.append(f"the state table {table} goes with the stack (`sam delete`)")
+    else:
+        found.notes.append("the state table went with the stack")
+    found.bucket = _audit_bucket(region, stack, audit_bucket)
+    if found.bucket:
+        found.bucket_objects = sum(1 for _ in _objects(region, found.bucket))
+        if empty_audit_bucket and stack.exists:
+            raise UninstallError(
+                f"the stack {stack_name} still writes to {found.bucket}: run `sam delete` before "
+                "--empty-audit-bucket"
+            )
+    return found
+
+
+# -- removing -------------------------------------------------------------------------------------------
+
+
+def _chunks(items: Sequence[Any], size: int) -> Iterator[Sequence[Any]]:
+    for start in range(0, len(items), size):
+        yield items[start : start + size]
+
+
+def untag(region: str, key: str, arns: Sequence[str]) -> None:
+    """That one tag key off each resource (UntagResources names the key: no other tag is touched)."""
+    tagging = clients.client("resourcegroupstaggingapi", region)
+    for chunk in _chunks(arns, UNTAG_BATCH):
+        failed = tagging.untag_resources(ResourceARNList=list(chunk), TagKeys=[key]).get(
+            "FailedResourcesMap", {}
+        )
+        if failed:
+            arn, why = next(iter(failed.items()))
+            raise UninstallError(
+                f"{key} could not be removed from {len(failed)} resources, {arn} first: "
+                f"{why.get('ErrorCode', '')} {why.get('ErrorMessage', '')}".strip()
+            )
+
+
+def delete_alarms(region: str, names: Sequence[str]) -> None:
+    cloudwatch = clients.client("cloudwatch", region)
+    for chunk in _chunks(names, DELETE_ALARMS_BATCH):
+        cloudwatch.delete_alarms(AlarmNames=list(chunk))
+
+
+def delete_items(region: str, table: str) -> int:
+    """Every item of the table, by key, 25 a call (unprocessed ones sent again)."""
+    dynamodb = clients.client("dynamodb", region)
+    keys = list(_table_keys(region, table))
+    for chunk in _chunks(keys, DELETE_ITEMS_BATCH):
+        requests: dict[str, Any] = {table: [{"DeleteRequest": {"Key": key}} for key in chunk]}
+        for _ in range(10):
+            requests = dynamodb.batch_write_item(RequestItems=requests).get("UnprocessedItems", {})
+            if not requests:
+                break
+        else:
+            raise UninstallError(f"DynamoDB kept refusing to delete items of {table}: run again later")
+    return len(keys)
+
+
+def delete_bucket(region: str, bucket: str) -> None:
+    s3 = clients.client("s3", region)
+    keys = list(_objects(region, bucket))
+    for chunk in _chunks(keys, DELETE_OBJECTS_BATCH):
+        errors = s3.delete_objects(
+            Bucket=bucket, Delete={"Objects": [{"Key": k} for k in chunk], "Quiet": True}
+        ).get("Errors", [])
+        if errors:
+            raise UninstallError(f"{bucket}: {len(errors)} objects not deleted, {errors[0].get('Key')} first")
+    s3.delete_bucket(Bucket=bucket)
+
+
+def remove(found: Leftovers) -> None:
+    """Remove what ``find`` listed for removal."""
+    for key, arns in found.tags.items():
+        untag(found.region, key, arns)
+    delete_alarms(found.region, found.alarms)
+    if found.state_table and found.state_items:
+        delete_items(found.region, found.state_table)
+    if found.bucket and found.empty_bucket:
+        delete_bucket(found.region, found.bucket)
+
+
+# -- the command ------------------------------------------------------------------------------------------
+
+
+def _short(arn: str) -> str:
+    return arn.rsplit("/", 1)[-1] if "/" in arn else arn.rsplit(":", 1)[-1]
+
+
+def _some(items: Sequence[str], shown: int = 5) -> str:
+    listed = ", ".join(_short(i) for i in items[:shown])
+    return listed + (f" and {len(items) - shown} more" if len(items) > shown else "")
+
+
+def report(found: Leftovers, *, done: bool) -> list[str]:
+    verb = "removed" if done else "would remove"
+    where = f"stack {found.stack.name} {'exists' if found.stack.exists else 'is gone'}"
+    lines = [f"costguard uninstall in {found.region} ({where}){'' if done else ', a dry run'}:"]
+    for key, arns in found.tags.items():
+        lines.append(f"  {verb} tag {key} from {len(arns)} resources: {_some(arns)}")
+    for key, arns in found.kept_tags.items():
+        lines.append(f"  keeps the protect tag {key} on {len(arns)} resources (--include-protect removes it)")
+    if found.alarms:
+        lines.append(f"  {verb} {len(found.alarms)} alarms: {_some(found.alarms)}")
+    if found.kept_alarms:
+        lines.append(f"  leaves the stack's {len(found.kept_alarms)} alarms to `sam delete`")
+    if found.state_table:
+        lines.append(f"  {verb} {found.state_items} items of the state table {found.state_table}")
+    if found.bucket:
+        if found.empty_bucket:
+            lines.append(f"  {verb} the audit bucket {found.bucket} and its {found.bucket_objects} objects")
+        else:
+            lines.append(
+                f"  keeps the audit bucket {found.bucket} ({found.bucket_objects} objects; "
+                "--empty-audit-bucket empties and deletes it)"
+            )
+    lines += [f"  note: {note}" for note in found.notes]
+    if found.nothing:
+        lines.append("  nothing of costguard's to remove here")
+    elif not done:
+        lines.append("Nothing was changed: run again with --yes to remove what is listed.")
+    return lines
+
+
+def run(args: argparse.Namespace, out: Callable[[str], None] = print) -> Leftovers:
+    from costguard.local.samconfig import configured_region
+
+    region = args.region or configured_region()
+    if not region:
+        raise UninstallError("no AWS region configured: give --region, or set AWS_REGION")
+    found = find(
+        region,
+        args.stack,
+        include_protect=args.include_protect,
+        protect_tag_key=args.protect_tag_key,
+        state_table=args.state_table,
+        audit_bucket=args.audit_bucket,
+        empty_audit_bucket=args.empty_audit_bucket,
+    )
+    if args.yes and not found.nothing:
+        remove(found)
+    for line in report(found, done=args.yes and not found.nothing):
+        out(line)
+    return found
+
+
+def _sentence(error: Exception) -> str:
+    """A botocore error as one sentence (the operation and AWS's own message)."""
+    response = getattr(error, "response", None)
+    if isinstance(response, dict) and "Error" in response:
+        operation = getattr(error, "operation_name", "a call")
+        err = response["Error"]
+        return f"{operation} was refused: {err.get('Code', '')}: {err.get('Message', '')}".replace("\n", " ")
+    return str(error).replace("\n", " ")
+
+
+def cmd_uninstall(args: argparse.Namespace) -> int:
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    try:
+        run(args)
+    except UninstallError as error:
+        print(f"costguard uninstall: {error}", file=sys.stderr)
+        return 2
+    except (BotoCoreError, ClientError) as error:
+        print(f"costguard uninstall: {_sentence(error)}", file=sys.stderr)
+        return 2
+    return 0
+
+
+def add_command(commands: Any) -> None:
+    """`costguard uninstall`'s parser, under the command line's subcommands."""
+    un = commands.add_parser(
+        "uninstall",
+        help="list what costguard left in an account and region (tags, alarms, state, audit bucket); "
+        "--yes removes it",
+    )
+    un.add_argument("--stack", default=DEFAULT_STACK, help="the stack's name (default: costguard)")
+    un.add_argument("--region", help="default: your AWS configuration's region")
+    un.add_argument("--yes", action="store_true", help="remove what is listed (default: a dry run)")
+    un.add_argument(
+        "--include-protect", action="store_true", help="remove the protect tag too (it is the user's)"
+    )
+    un.add_argument("--protect-tag-key", help="default: the stack's ProtectTagKey, else costguard:protect")
+    un.add_argument("--state-table", help="a state table that remains: delete its items")
+    un.add_argument("--audit-bucket", help="the audit bucket, when it cannot be found by the stack's name")
+    un.add_argument(
+        "--empty-audit-bucket",
+        action="store_true",
+        help="empty and delete the audit bucket (its reports are kept otherwise)",
+    )
+    un.set_defaults(run=cmd_uninstall)
