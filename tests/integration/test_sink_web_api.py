@@ -202,3 +202,68 @@ def test_the_webhook_works_as_before_beside_the_api(sink: SlackSink) -> None:
         {"channel": CHANNEL, "ts": ts, "method": "chat.postMessage", "text": "api"},
     ]
     assert [path for path, _ in sink.requests] == ["/services/T000/B000/alerts", "/api/chat.postMessage"]
+
+
+def test_history_and_replies_page_through_what_was_posted_with_its_metadata(sink: SlackSink) -> None:
+    meta = {"event_type": "costguard_post", "event_payload": {"post": "k1"}}
+    parent = _call(sink, "chat.postMessage", {"channel": CHANNEL, "text": "parent", "metadata": meta})[2][
+        "ts"
+    ]
+    reply = _call(sink, "chat.postMessage", {"channel": CHANNEL, "text": "reply", "thread_ts": parent})[2][
+        "ts"
+    ]
+    later = _call(sink, "chat.postMessage", {"channel": CHANNEL, "text": "later"})[2]["ts"]
+    _call(sink, "chat.update", {"channel": CHANNEL, "ts": parent, "text": "parent, updated"})
+    _, _, first = _call(sink, "conversations.history", form=True, query=f"?channel={CHANNEL}&limit=1")
+    assert [m["ts"] for m in first["messages"]] == [later]  # newest first, top-level only
+    assert first["has_more"] and first["response_metadata"]["next_cursor"]
+    cursor = first["response_metadata"]["next_cursor"]
+    query = f"?channel={CHANNEL}&limit=1&cursor={cursor}&include_all_metadata=1"
+    _, _, second = _call(sink, "conversations.history", form=True, query=query)
+    [message] = second["messages"]
+    assert (message["ts"], message["text"], message["metadata"]) == (parent, "parent, updated", meta)
+    assert not second["has_more"]
+    _, _, thread = _call(sink, "conversations.replies", {"channel": CHANNEL, "ts": parent})
+    assert [m["ts"] for m in thread["messages"]] == [parent, reply]
+    assert "metadata" not in thread["messages"][0]  # only when asked for
+    assert (
+        _call(sink, "conversations.replies", {"channel": CHANNEL, "ts": "1.2"})[2]["error"]
+        == "thread_not_found"
+    )
+
+
+def test_a_fault_before_acting_records_nothing_and_after_acting_records_the_post(sink: SlackSink) -> None:
+    faults = iter(["reset", "reset_after", "503", "ratelimited"])
+    sink.fault = lambda method, params: next(faults, None)
+    with pytest.raises(OSError):  # reset: no answer at all
+        _call(sink, "chat.postMessage", {"channel": CHANNEL, "text": "one"})
+    with pytest.raises(OSError):  # reset after Slack took it
+        _call(sink, "chat.postMessage", {"channel": CHANNEL, "text": "two"})
+    assert _call(sink, "chat.postMessage", {"channel": CHANNEL, "text": "x"})[0] == 503
+    status, headers, answer = _call(sink, "chat.postMessage", {"channel": CHANNEL, "text": "x"})
+    assert (status, answer, headers["Retry-After"]) == (200, {"ok": False, "error": "ratelimited"}, "0")
+    assert [m["text"] for m in sink.messages] == ["two"]
+    assert sink.faults == {"reset": 1, "reset_after": 1, "503": 1, "ratelimited": 1}
+
+
+def test_a_stall_after_acting_keeps_the_post_and_the_answer_comes_too_late(sink: SlackSink) -> None:
+    sink.stall_seconds = 0.5
+    sink.fault = lambda method, params: "stall_after"
+    request = urllib.request.Request(
+        f"{sink.api_url}chat.postMessage",
+        data=json.dumps({"channel": CHANNEL, "text": "slow"}).encode(),
+        headers={"Content-Type": "application/json", "Authorization": f"Bearer {LOCAL_BOT_TOKEN}"},
+    )
+    with pytest.raises(TimeoutError):
+        urllib.request.urlopen(request, timeout=0.1)
+    assert [m["text"] for m in sink.messages] == ["slow"]
+
+
+def test_an_api_error_refuses_every_call(sink: SlackSink) -> None:
+    sink.api_error = "token_revoked"
+    assert _call(sink, "chat.postMessage", {"channel": CHANNEL, "text": "x"})[2] == {
+        "ok": False,
+        "error": "token_revoked",
+    }
+    assert _call(sink, "conversations.history", {"channel": CHANNEL})[2]["error"] == "token_revoked"
+    assert sink.messages == []

@@ -21,7 +21,14 @@ SAMCONFIG = ROOT / "samconfig.toml"
 README = ROOT / "README.md"
 
 # What a first deploy must decide, in the console's and `sam deploy --guided`'s first group, in this order.
-ESSENTIALS = ["Mode", "SlackWebhookSecretArn", "SlackApp", "ProtectTagKey", "MonthlyGpuBudgetUsd", "GraceMinutes"]
+ESSENTIALS = [
+    "Mode",
+    "SlackWebhookSecretArn",
+    "SlackApp",
+    "ProtectTagKey",
+    "MonthlyGpuBudgetUsd",
+    "GraceMinutes",
+]
 
 # samconfig.toml's `default` environment overrides a parameter with a value other than the template's default
 # only for a reason written here (none today: `sam deploy` with the default environment deploys the defaults).
@@ -58,7 +65,9 @@ def _overrides(environment: str) -> dict[str, str]:
         config = tomllib.load(handle)
     raw = config[environment]["deploy"]["parameters"]["parameter_overrides"]
     # Each item as the SAM CLI reads it: Name=Value, a quoted value unquoted (Name="rate(7 days)", Name="").
-    items = shlex.split(raw) if isinstance(raw, str) else [token for item in raw for token in shlex.split(item)]
+    items = (
+        shlex.split(raw) if isinstance(raw, str) else [token for item in raw for token in shlex.split(item)]
+    )
     return dict(item.split("=", 1) for item in items)
 
 

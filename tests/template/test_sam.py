@@ -245,9 +245,9 @@ def test_samconfig_environments() -> None:
             merged.update(environment.get(command, {}).get("parameters", {}))
         assert merged.get("stack_name") == expected_stacks[env_name], f"[{env_name}] stack_name"
         # No region pinned: the deployer's AWS configuration (or --region) chooses it.
-        assert "region" not in merged and "region" not in environment.get("deploy", {}).get("parameters", {}), (
-            f"[{env_name}] pins a region"
-        )
+        assert "region" not in merged and "region" not in environment.get("deploy", {}).get(
+            "parameters", {}
+        ), f"[{env_name}] pins a region"
         assert merged.get("capabilities") == "CAPABILITY_IAM", f"[{env_name}] capabilities"
         assert merged.get("resolve_s3") is True, f"[{env_name}] resolve_s3"
         assert environment.get("validate", {}).get("parameters", {}).get("lint") is True, f"[{env_name}] lint"

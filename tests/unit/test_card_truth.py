@@ -16,6 +16,7 @@ from costguard.detect.budgets import Running, anomaly_finding
 from costguard.events.budgets import Anomaly
 from costguard.flows.notifier import plan
 from costguard.model import MARK_TAG_KEY, Action, Decision, Finding, Reason, Resource, ResourceKind
+from costguard.notify import notice as notice_module
 from costguard.notify.conversation import Conversation, destination_id
 from costguard.notify.message import (
     KEEP,
@@ -26,7 +27,15 @@ from costguard.notify.message import (
     build_group_message,
     build_message,
 )
-from costguard.notify.notice import ROWS_CARRIED, GroupNotice, Notice, by_route, group
+from costguard.notify.notice import (
+    ROWS_CARRIED,
+    GroupNotice,
+    Notice,
+    by_route,
+    group,
+    merged_totals,
+    totals_without,
+)
 from costguard.policy import SNOOZE_TAG_KEY
 
 NOW = datetime(2026, 11, 20, 12, 0, tzinfo=UTC)
@@ -165,26 +174,52 @@ def test_groups_merged_by_the_notifier_count_a_shared_resource_once() -> None:
     assert post.group.hourly_total_usd == 602.0
 
 
-def test_a_row_replied_in_its_thread_leaves_its_resource_counted_while_another_finding_stays() -> None:
+def test_totals_stay_exact_beyond_the_resources_a_group_tallies(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Past MAX_TALLIED a group keeps the rest of its total as a sum: merged and split, it still adds up."""
+    monkeypatch.setattr(notice_module, "MAX_TALLIED", 5)
+    first = group(
+        [_notice(_resource(f"i-{n}"), hourly=float(n)) for n in range(1, 9)], routing_tag_key="team"
+    )
+    assert len(first.resources) == 5 and first.resource_count == 8 and first.hourly_total_usd == 36.0
+    second = group(
+        [_notice(_resource(f"i-{n}"), hourly=float(n), reason=Reason.GPU_STARVED) for n in range(6, 11)],
+        routing_tag_key="team",
+    )
+    merged = GroupNotice(rows=[], count=13, by_reason={}, **merged_totals([first, second]))
+    assert (merged.resource_count, merged.hourly_total_usd) == (10, 55.0)  # 1..10, each once
+    less = totals_without(
+        first, [_notice(_resource("i-2"), hourly=2.0), _notice(_resource("i-8"), hourly=8.0)]
+    )
+    assert (less["resource_count"], less["hourly_total_usd"]) == (6, 26.0)
+
+
+def _conversation(notice: Notice, *, ts: str | None, told: tuple[str, ...] = ()) -> Conversation:
+    return Conversation(
+        key=notice.decision.finding.conversation,
+        destination=destination_id("C0123456789"),
+        channel="C0123456789" if ts else None,
+        ts=ts,
+        told=told,
+    )
+
+
+def test_a_resource_counts_in_what_is_left_of_a_group_until_its_last_row_is_taken_out() -> None:
     resource = _resource("i-0a")
     idle = _notice(resource, reason=Reason.GPU_IDLE, hourly=21.96)
     spot = _notice(resource, reason=Reason.SPOT_RECOMMENDED, hourly=21.96)
     others = [_notice(_resource(f"i-{n}"), hourly=1.0) for n in range(4)]
     produced = group([idle, spot, *others], routing_tag_key="team")
-    open_thread = Conversation(
-        key=idle.decision.finding.conversation,
-        destination=destination_id("C0123456789"),
-        channel="C0123456789",
-        ts="1700000000.000100",
-        told=(spot.id,),  # the spot advice was told there already: only the idle row is news
-    )
+    assert produced.hourly_total_usd == 25.96
+    # A webhook (no threads): the spot advice was told already, the idle row is still news.
+    told_once = _conversation(idle, ts=None, told=(spot.id,))
+    posts, _ = plan([("g", produced)], {told_once.key: told_once}, threads=False)
+    [rest] = [p.group for p in posts if p.kind == "group"]
+    assert rest is not None and (rest.count, rest.resource_count, rest.hourly_total_usd) == (5, 5, 25.96)
+    # A Slack app with the resource's thread open: both rows are replies there, and it leaves the total.
+    open_thread = _conversation(idle, ts="1700000000.000100", told=(spot.id,))
     posts, _ = plan([("g", produced)], {open_thread.key: open_thread}, threads=True)
     [rest] = [p.group for p in posts if p.kind == "group"]
-    assert rest is not None
-    assert rest.count == 4 and rest.resource_count == 4
-    assert rest.hourly_total_usd == 4.0  # the replied resource has no row left: it no longer counts
-    grouped = group([idle, spot, *others], routing_tag_key="team")
-    assert grouped.hourly_total_usd == 25.96
+    assert rest is not None and (rest.count, rest.resource_count, rest.hourly_total_usd) == (4, 4, 4.0)
 
 
 def test_a_budget_or_family_figure_is_never_summed_into_an_hourly_total() -> None:

@@ -4,17 +4,20 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from typing import Any
 
 import pytest
 
 from costguard.local.sink import LOCAL_BOT_TOKEN, SlackSink
-from costguard.notify.delivery import DeliveryError, PermanentDeliveryError
+from costguard.notify.delivery import Deadline, DeliveryError, PermanentDeliveryError, within
 from costguard.notify.routing import parse_routes
 from costguard.notify.slack_api import (
     API_URL_VARIABLE,
     USERGROUP_MAX_AGE_SECONDS,
     ApiDeliveryError,
+    ApiNotStarted,
+    ApiOutcomeUnknown,
     ApiPermanentError,
     SlackApi,
     api_base_url,
@@ -322,3 +325,122 @@ def test_the_env_base_url_is_taken_when_local(
 ) -> None:
     monkeypatch.setenv(API_URL_VARIABLE, url)
     assert api_base_url() == expected
+
+
+# -- lost answers, Slack's own rate limit, the deadline -----------------------------------------------------
+
+
+def _first(method: str, fault: str, times: int = 1) -> Callable[[str, dict[str, Any]], str | None]:
+    left = [times]
+
+    def decide(called: str, params: dict[str, Any]) -> str | None:
+        if called == method and left[0] > 0:
+            left[0] -= 1
+            return fault
+        return None
+
+    return decide
+
+
+@pytest.fixture
+def quick(sink: SlackSink, sleeps: list[float]) -> SlackApi:
+    """A client with a short timeout, against a sink that stalls longer than it."""
+    sink.stall_seconds = 0.6
+    return SlackApi(LOCAL_BOT_TOKEN, sink.api_url, timeout=0.2)
+
+
+@pytest.mark.parametrize("fault", ["reset_after", "stall_after"])
+def test_a_post_whose_answer_is_lost_is_not_sent_again_by_the_client(
+    quick: SlackApi, sink: SlackSink, fault: str
+) -> None:
+    sink.fault = _first("chat.postMessage", fault)
+    with pytest.raises(ApiOutcomeUnknown):
+        quick.post(CHANNEL, MESSAGE, key="k1")
+    assert len(sink.messages) == 1 and len(sink.requests) == 1  # Slack took it; one request
+
+
+@pytest.mark.parametrize("fault", ["reset_after", "stall_after", "reset", "stall"])
+def test_post_once_looks_before_posting_again(quick: SlackApi, sink: SlackSink, fault: str) -> None:
+    sink.fault = _first("chat.postMessage", fault)
+    ts = quick.post_once(CHANNEL, MESSAGE, key="k1")
+    [posted] = sink.messages  # taken by Slack before the answer was lost, or posted again once not found
+    assert posted["ts"] == ts
+    assert posted["metadata"] == {"event_type": "costguard_post", "event_payload": {"post": "k1"}}
+
+
+@pytest.mark.parametrize("fault", ["stall", "reset"])
+def test_an_update_is_retried_after_a_timeout_or_a_reset(
+    quick: SlackApi, sink: SlackSink, fault: str
+) -> None:
+    ts = quick.post(CHANNEL, MESSAGE)
+    sink.fault = _first("chat.update", fault)
+    quick.update(CHANNEL, ts, {"text": "stopped", "blocks": []})
+    assert sink.current(CHANNEL, ts)["text"] == "stopped"
+    assert [p for p, _ in sink.requests].count("/api/chat.update") == 2
+
+
+def test_find_reads_history_and_threads_page_by_page(
+    api: SlackApi, sink: SlackSink, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import costguard.notify.slack_api as module
+
+    monkeypatch.setattr(module, "FIND_PAGE_SIZE", 2)
+    parent = api.post(CHANNEL, MESSAGE, key="parent")
+    for n in range(4):
+        api.post(CHANNEL, {"text": f"other {n}"}, key=f"other-{n}")
+    reply = api.post(CHANNEL, {"text": "reply"}, thread_ts=parent, key="reply")
+    assert api.find(CHANNEL, "parent") == parent  # the third page of top-level messages
+    assert api.find(CHANNEL, "reply") is None  # a reply is in its thread, not in the history
+    assert api.find(CHANNEL, "reply", thread_ts=parent) == reply
+    assert api.find(CHANNEL, "nowhere") is None
+
+
+def test_a_look_up_slack_refuses_is_none_not_an_error(api: SlackApi, sink: SlackSink) -> None:
+    sink.missing_channels.add(CHANNEL)
+    assert api.find(CHANNEL, "k1") is None
+
+
+def test_the_web_apis_own_ratelimited_answer_is_retried_after_retry_after(
+    api: SlackApi, sink: SlackSink, sleeps: list[float]
+) -> None:
+    sink.retry_after_seconds = 3
+    sink.fault = _first("chat.postMessage", "ratelimited", times=2)
+    api.post(CHANNEL, MESSAGE)
+    assert len(sink.messages) == 1
+    assert len(sleeps) == 2 and all(3 <= s < 4 for s in sleeps)
+
+
+def test_the_web_apis_own_ratelimited_answer_past_the_retries_is_the_whole_app(
+    api: SlackApi, sink: SlackSink
+) -> None:
+    sink.api_error = "ratelimited"
+    with pytest.raises(ApiDeliveryError) as limited:
+        api.post(CHANNEL, MESSAGE)
+    assert limited.value.whole_app and limited.value.status == 200
+    assert len(sink.requests) == 3
+
+
+@pytest.mark.parametrize(
+    ("error", "whole"), [("invalid_auth", True), ("token_revoked", True), ("not_in_channel", False)]
+)
+def test_refusals_of_the_app_itself_are_told_apart(
+    api: SlackApi, sink: SlackSink, error: str, whole: bool
+) -> None:
+    sink.api_error = error
+    with pytest.raises(ApiPermanentError) as refused:
+        api.post(CHANNEL, MESSAGE)
+    assert refused.value.whole_app is whole
+
+
+def test_no_call_starts_that_the_deadline_cannot_cover(api: SlackApi, sink: SlackSink) -> None:
+    with within(Deadline(lambda: 4.0)), pytest.raises(ApiNotStarted):  # 5 s timeout plus 3 s margin
+        api.post(CHANNEL, MESSAGE)
+    assert sink.requests == []
+
+
+def test_no_retry_waits_past_the_deadline(api: SlackApi, sink: SlackSink, sleeps: list[float]) -> None:
+    sink.retry_after_seconds = 30
+    sink.always = 429
+    with within(Deadline(lambda: 20.0)), pytest.raises(ApiDeliveryError):
+        api.post(CHANNEL, MESSAGE)
+    assert len(sink.requests) == 1 and sleeps == []  # 30 s of Retry-After do not fit in 20

@@ -234,9 +234,11 @@ def mean_of(series: Series, start: datetime, end: datetime) -> float | None:
 # -- findings for EC2 instances -----------------------------------------------------------------
 
 AGENT_HELP = (
-    "Install the CloudWatch agent with the NVIDIA section so costguard can see the GPUs: "
+    "Install the CloudWatch agent with the NVIDIA section so costguard can see the GPUs; the stack ships it as the "
+    "SSM parameter AmazonCloudWatch-<stack>-gpu (amazon-cloudwatch-agent-ctl -a fetch-config -m ec2 -s -c "
+    'ssm:AmazonCloudWatch-<stack>-gpu, README "Prerequisite: the CloudWatch agent on GPU hosts"): '
     '"metrics": {"append_dimensions": {"InstanceId": "${aws:InstanceId}"}, '
-    '"metrics_collected": {"nvidia_gpu": {"measurement": ["utilization_gpu", "memory_used", "memory_total"]}}}'
+    '"metrics_collected": {"nvidia_gpu": {"measurement": ["utilization_gpu", "memory_used"]}}}'
 )
 
 

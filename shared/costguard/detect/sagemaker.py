@@ -38,11 +38,9 @@ JOB_METRICS_HELP = (
 )
 
 NOTEBOOK_AGENT_HELP = (
-    "Run the CloudWatch agent from the notebook's lifecycle configuration (on-start script) with an NVIDIA "
-    "section that names the notebook through its own append_dimensions; the script reads the name from "
-    "/opt/ml/metadata/resource-metadata.json (ResourceName): "
-    '"metrics": {"metrics_collected": {"nvidia_gpu": {"measurement": ["utilization_gpu"], '
-    '"append_dimensions": {"NotebookInstanceName": "<ResourceName>"}}}}'
+    "Attach the stack's lifecycle configuration <stack>-gpu-agent to the notebook (stopped): at each start it runs "
+    "the CloudWatch agent with the NVIDIA section, named by the notebook (NotebookInstanceName). "
+    'README "Prerequisite: the CloudWatch agent on GPU hosts".'
 )
 
 

@@ -2,8 +2,9 @@
 
 What one invocation receives (an SQS batch, gathered over the event source's batching window) is told per
 destination (channel or webhook): a notice whose conversation is open is a reply in its thread, and its parent is
-updated to the current state (Slack app); the rest open conversations, each its own message, or one group
-message when there are more than GROUP_ABOVE (and always for the daily digest). A notice already told in its
+updated to the current state (Slack app); the rest open conversations, each its own message, or group messages,
+one per resource kind, when there are more than GROUP_ABOVE (and always for the daily digest); a budget alert or
+a cost anomaly is always its own message. A notice already told in its
 conversation (a redelivery, a redrive) is not told again. With a webhook there are no threads: what follows is
 its own message, grouped the same way.
 

@@ -81,7 +81,7 @@ def _no_region(command: str) -> int:
 
 
 def cmd_doctor(args: argparse.Namespace) -> int:
-    from costguard.doctor import DOCTOR_POLICY, doctor, policy_text, render
+    from costguard.local.doctor import DOCTOR_POLICY, doctor, policy_text, render
     from costguard.settings import SettingsError
 
     if args.print_policy:
@@ -90,11 +90,18 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     region = session_region(args.region)
     if not region:
         return _no_region("doctor")
-    print(f"costguard doctor: reading account and stack {args.stack} in {region}...", file=sys.stderr, flush=True)
+    print(
+        f"costguard doctor: reading account and stack {args.stack} in {region}...",
+        file=sys.stderr,
+        flush=True,
+    )
     try:
         report = doctor(region, args.stack, clock.now())
     except SettingsError as error:
-        print(f"costguard doctor: the stack's parameters are not settings costguard takes: {error}", file=sys.stderr)
+        print(
+            f"costguard doctor: the stack's parameters are not settings costguard takes: {error}",
+            file=sys.stderr,
+        )
         return 2
     if args.json:
         print(json.dumps(report.as_json(), indent=2, default=str))
@@ -103,25 +110,51 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     return report.exit_code
 
 
-def add_doctor_arguments(command: argparse.ArgumentParser) -> None:
+def add_doctor_command(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    command = commands.add_parser(
+        "doctor",
+        help="check an account and region read-only: GPU metrics, budget alerts, the Slack secret, the alarm "
+        "quota, and what a first sweep would find",
+    )
+    command.set_defaults(run=cmd_doctor)
     command.add_argument("--region", type=region_option, help="the region to check (default: the session's)")
     command.add_argument(
-        "--stack", default="costguard", help="the deployed stack's name (default: costguard, samconfig.toml's)"
+        "--stack",
+        default="costguard",
+        help="the deployed stack's name (default: costguard, samconfig.toml's)",
     )
     command.add_argument("--json", action="store_true", help="the report as JSON")
     command.add_argument(
-        "--print-policy", action="store_true", help="print the read-only IAM policy the doctor needs, and stop"
+        "--print-policy",
+        action="store_true",
+        help="print the read-only IAM policy the doctor needs, and stop",
     )
 
 
 # -- costguard audit --live -------------------------------------------------------------------------
 
 
+def add_live_audit_arguments(command: argparse.ArgumentParser) -> None:
+    command.add_argument(
+        "--regions",
+        type=regions_option,
+        help="comma-separated regions (default: the world's; --live: the session's)",
+    )
+    command.add_argument(
+        "--live",
+        action="store_true",
+        help="audit the account of the default boto3 session's credentials, read-only (not a world file)",
+    )
+    command.add_argument(
+        "--print-policy", action="store_true", help="print the read-only IAM policy --live needs, and stop"
+    )
+
+
 def cmd_live_audit(args: argparse.Namespace) -> int:
     """The audit of the session's account, read-only; the same report files as the local audit."""
-    from costguard.audit.live import run_live_audit
     from costguard.audit.rules import load_rules
     from costguard.local.audit import AuditRun, print_summary, write_outputs
+    from costguard.local.live_audit import run_live_audit
     from costguard.settings import parse_settings
 
     regions = args.regions or [session_region(None)]
@@ -139,12 +172,18 @@ def cmd_live_audit(args: argparse.Namespace) -> int:
         print(json.dumps(done.report, default=str))
     else:
         print_summary(run, written)
+        for kind, name, instance_type in done.silent:
+            print(
+                f"  no GPU metrics: {kind} {name} ({instance_type}) published no GPU datapoint over the window, so "
+                "it is never judged: install the CloudWatch agent with the nvidia_gpu section and "
+                "append_dimensions InstanceId (NotebookInstanceName for a notebook); `costguard doctor` checks each"
+            )
     return 1 if done.report["totals"]["failed_regions"] else 0
 
 
 def print_live_audit_policy() -> int:
-    from costguard.audit.live import LIVE_AUDIT_POLICY
-    from costguard.doctor import policy_text
+    from costguard.local.doctor import policy_text
+    from costguard.local.live_audit import LIVE_AUDIT_POLICY
 
     print(policy_text(LIVE_AUDIT_POLICY))
     return 0

@@ -1,5 +1,5 @@
-"""The `costguard` command: replay events, run the demo, backtest a period, audit right-sizing, redrive, write
-the deploy configuration (init) and clean up after the stack (uninstall)."""
+"""The `costguard` command: replay events, run the demo, backtest a period, audit right-sizing, check an account
+(doctor), redrive, write the deploy configuration (init) and clean up after the stack (uninstall)."""
 
 from __future__ import annotations
 
@@ -148,14 +148,8 @@ _BACKTEST_CHECKS: dict[str, Callable[[str], object]] = {
 }
 
 
-def _regions(text: str) -> list[str]:
-    """--regions: regions AWS has (argparse names the option and exits 2 on one it has not)."""
-    from costguard.local.account_commands import regions_option
-
-    return regions_option(text)
-
-
 def _region(text: str) -> str:
+    """--region: a region AWS has (argparse names the option and exits 2 on one it has not)."""
     from costguard.local.account_commands import region_option
 
     return region_option(text)
@@ -316,7 +310,10 @@ def cmd_audit(args: argparse.Namespace) -> int:
     if args.print_policy:
         return account_commands.print_live_audit_policy()
     if args.live and args.world:
-        print("costguard audit: --live reads the account, --world a world file: give one of them", file=sys.stderr)
+        print(
+            "costguard audit: --live reads the account, --world a world file: give one of them",
+            file=sys.stderr,
+        )
         return 2
     problem = account_commands.unwritable(Path(args.out))  # before anything runs
     if problem:
@@ -408,36 +405,21 @@ def parser() -> argparse.ArgumentParser:
     bt.set_defaults(run=cmd_backtest)
 
     au = commands.add_parser(
-        "audit", help="run the right-sizing audit state machine on the world and write its report"
+        "audit",
+        help="the right-sizing audit: its state machine on a world, or --live on an account (read-only); writes "
+        "its report",
     )
     au.add_argument("--world", help="world YAML file (default: the demo world)")
     au.add_argument("--now", type=_time, help="the time to audit at (ISO 8601 or epoch), default the world's")
     au.add_argument("--json", action="store_true", help="print the report JSON")
     au.add_argument("--out", default="costguard-audit", help="directory for report.json and report.html")
     au.add_argument("--rules", help="JSON file overriding the packaged rules")
-    au.add_argument(
-        "--regions", type=_regions, help="comma-separated regions (default: the world's; --live: the session's)"
-    )
-    au.add_argument(
-        "--live",
-        action="store_true",
-        help="audit the account of the default boto3 session's credentials, read-only (not a world file)",
-    )
-    au.add_argument(
-        "--print-policy", action="store_true", help="print the read-only IAM policy --live needs, and stop"
-    )
+    from costguard.local import account_commands
+
+    account_commands.add_live_audit_arguments(au)  # --regions, --live, --print-policy
     au.add_argument("--verbose", action="store_true", help="the functions' INFO logs on stderr")
     au.set_defaults(run=cmd_audit)
-
-    from costguard.local.account_commands import add_doctor_arguments, cmd_doctor
-
-    dr = commands.add_parser(
-        "doctor",
-        help="check an account and region read-only: GPU metrics, budget alerts, the Slack secret, the alarm "
-        "quota, and what a first sweep would find",
-    )
-    add_doctor_arguments(dr)
-    dr.set_defaults(run=cmd_doctor)
+    account_commands.add_doctor_command(commands)
 
     rd = commands.add_parser(
         "redrive", help="move notices from the dead-letter queue back to the decisions queue"

@@ -49,7 +49,9 @@ class Refusal:
         if self.function is None:
             takes = ", ".join(_shown(w) for w in self.wanted)
             return f"the field that fails is {self.field}: {has}, no rule takes it (the rules take {takes})"
-        return f"the field that fails is {self.field}: {has}, {self.function}'s rule takes {_shown(self.wanted)}"
+        return (
+            f"the field that fails is {self.field}: {has}, {self.function}'s rule takes {_shown(self.wanted)}"
+        )
 
 
 def refusal(

@@ -79,7 +79,7 @@ QUESTIONS: tuple[Question, ...] = (
     Question(
         "SlackApp",
         "Slack: an incoming webhook, or a Slack app (threads, mentions, buttons; the stack then adds a public "
-        "Function URL for the clicks) [webhook/app]",
+        "Function URL for the clicks)? webhook or app",
         "webhook",
         _slack,
         "--slack",
@@ -246,6 +246,7 @@ def ask(question: Question, read: Callable[[str], str], out: Callable[[str], Non
         try:
             text = read(f"{question.prompt}{shown}: ")
         except EOFError:
+            out("")  # the prompt's line ends before the error
             raise InitError(
                 f"no answer for {question.parameter} (input ended): give {question.option} to answer it"
             ) from None

@@ -102,7 +102,7 @@ class SlackSink:
     requests: list[tuple[str, int]] = field(default_factory=list)
     script: deque[int] = field(default_factory=deque)
     always: int | None = None  # a status to answer every time (Slack down), until cleared
-    retry_after_seconds: int = 0
+    retry_after_seconds: float = 0  # Slack sends whole seconds; a played clock may want less
     # Status 0 in the script or from ``answer`` holds the request this long, records nothing, then answers
     # 504: a Slack that times out.
     stall_seconds: float = 0.0
@@ -385,7 +385,7 @@ class SlackSink:
             def _answer(self, status: int, reply: bytes, content_type: str) -> None:
                 self.send_response(status)
                 if status == 429 or b'"ratelimited"' in reply:
-                    self.send_header("Retry-After", str(sink.retry_after_seconds))
+                    self.send_header("Retry-After", f"{sink.retry_after_seconds:g}")
                 self.send_header("Content-Type", content_type)
                 self.end_headers()
                 self.wfile.write(reply)

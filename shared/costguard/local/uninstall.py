@@ -74,14 +74,13 @@ class Leftovers:
     kept_alarms: list[str] = field(default_factory=list)  # the stack's own, while it exists
     state_table: str | None = None
     state_items: int = 0
-    bucket: str | None = None
-    bucket_objects: int = 0
+    buckets: dict[str, int] = field(default_factory=dict)  # the audit buckets, with their object counts
     empty_bucket: bool = False
     notes: list[str] = field(default_factory=list)
 
     @property
     def nothing(self) -> bool:
-        return not (self.tags or self.alarms or self.state_items or (self.bucket and self.empty_bucket))
+        return not (self.tags or self.alarms or self.state_items or (self.buckets and self.empty_bucket))
 
 
 # -- finding ---------------------------------------------------------------------------------------------
@@ -134,21 +133,23 @@ def _table_keys(region: str, table: str) -> Iterator[dict[str, Any]]:
         yield from page.get("Items", [])
 
 
-def _audit_bucket(region: str, stack: Stack, given: str | None) -> str | None:
-    """The stack's audit bucket: as given, from the stack's outputs, else the one its name says CloudFormation
-    made for it (``<stack>-auditreportsbucket-<suffix>``, kept after the stack is gone)."""
+def _audit_buckets(region: str, stack: Stack, given: str | None) -> list[str]:
+    """The stack's audit buckets: as given, from the stack's outputs, else those in ``region`` whose name says
+    CloudFormation made them for a stack of this name (``<stack>-auditreportsbucket-<suffix>``, one kept by
+    each `sam delete`)."""
     if given:
-        return given
+        return [given]
     if stack.outputs.get("AuditReportsBucketName"):
-        return stack.outputs["AuditReportsBucketName"]
+        return [stack.outputs["AuditReportsBucketName"]]
     prefix = f"{stack.name.lower()}-auditreportsbucket-"
-    buckets = clients.client("s3", region).list_buckets().get("Buckets", [])
-    named = sorted(b["Name"] for b in buckets if b["Name"].startswith(prefix))
-    if len(named) > 1:
-        raise UninstallError(
-            f"several buckets are named {prefix}*: give the one to empty with --audit-bucket"
-        )
-    return named[0] if named else None
+    s3 = clients.client("s3", region)
+    named = sorted(b["Name"] for b in s3.list_buckets().get("Buckets", []) if b["Name"].startswith(prefix))
+    # us-east-1's buckets have no LocationConstraint.
+    return [
+        n
+        for n in named
+        if (s3.get_bucket_location(Bucket=n).get("LocationConstraint") or "us-east-1") == region
+    ]
 
 
 def _objects(region: str, bucket: str) -> Iterator[str]:
@@ -193,14 +194,16 @@ def find(
         found.notes.append(f"the state table {table} goes with the stack (`sam delete`)")
     else:
         found.notes.append("the state table went with the stack")
-    found.bucket = _audit_bucket(region, stack, audit_bucket)
-    if found.bucket:
-        found.bucket_objects = sum(1 for _ in _objects(region, found.bucket))
-        if empty_audit_bucket and stack.exists:
-            raise UninstallError(
-                f"the stack {stack_name} still writes to {found.bucket}: run `sam delete` before "
-                "--empty-audit-bucket"
-            )
+    buckets = _audit_buckets(region, stack, audit_bucket)
+    if not buckets and empty_audit_bucket:
+        found.notes.append(
+            f"no audit bucket named {stack_name.lower()}-auditreportsbucket-* here (--audit-bucket names it)"
+        )
+    if buckets and empty_audit_bucket and stack.exists:
+        raise UninstallError(
+            f"the stack {stack_name} still writes to {buckets[0]}: run `sam delete` before --empty-audit-bucket"
+        )
+    found.buckets = {bucket: sum(1 for _ in _objects(region, bucket)) for bucket in buckets}
     return found
 
 
@@ -267,8 +270,9 @@ def remove(found: Leftovers) -> None:
     delete_alarms(found.region, found.alarms)
     if found.state_table and found.state_items:
         delete_items(found.region, found.state_table)
-    if found.bucket and found.empty_bucket:
-        delete_bucket(found.region, found.bucket)
+    if found.empty_bucket:
+        for bucket in found.buckets:
+            delete_bucket(found.region, bucket)
 
 
 # -- the command ------------------------------------------------------------------------------------------
@@ -276,6 +280,10 @@ def remove(found: Leftovers) -> None:
 
 def _short(arn: str) -> str:
     return arn.rsplit("/", 1)[-1] if "/" in arn else arn.rsplit(":", 1)[-1]
+
+
+def _count(n: int, thing: str) -> str:
+    return f"{n} {thing}" if n == 1 else f"{n} {thing}s"
 
 
 def _some(items: Sequence[str], shown: int = 5) -> str:
@@ -288,22 +296,24 @@ def report(found: Leftovers, *, done: bool) -> list[str]:
     where = f"stack {found.stack.name} {'exists' if found.stack.exists else 'is gone'}"
     lines = [f"costguard uninstall in {found.region} ({where}){'' if done else ', a dry run'}:"]
     for key, arns in found.tags.items():
-        lines.append(f"  {verb} tag {key} from {len(arns)} resources: {_some(arns)}")
+        lines.append(f"  {verb} tag {key} from {_count(len(arns), 'resource')}: {_some(arns)}")
     for key, arns in found.kept_tags.items():
-        lines.append(f"  keeps the protect tag {key} on {len(arns)} resources (--include-protect removes it)")
+        lines.append(
+            f"  keeps the protect tag {key} on {_count(len(arns), 'resource')} (--include-protect removes it)"
+        )
     if found.alarms:
-        lines.append(f"  {verb} {len(found.alarms)} alarms: {_some(found.alarms)}")
+        lines.append(f"  {verb} {_count(len(found.alarms), 'alarm')}: {_some(found.alarms)}")
     if found.kept_alarms:
-        lines.append(f"  leaves the stack's {len(found.kept_alarms)} alarms to `sam delete`")
+        lines.append(f"  leaves the stack's {_count(len(found.kept_alarms), 'alarm')} to `sam delete`")
     if found.state_table:
-        lines.append(f"  {verb} {found.state_items} items of the state table {found.state_table}")
-    if found.bucket:
+        lines.append(f"  {verb} {_count(found.state_items, 'item')} of the state table {found.state_table}")
+    for bucket, count in found.buckets.items():
+        objects = _count(count, "object")
         if found.empty_bucket:
-            lines.append(f"  {verb} the audit bucket {found.bucket} and its {found.bucket_objects} objects")
+            lines.append(f"  {verb} the audit bucket {bucket} and its {objects}")
         else:
             lines.append(
-                f"  keeps the audit bucket {found.bucket} ({found.bucket_objects} objects; "
-                "--empty-audit-bucket empties and deletes it)"
+                f"  keeps the audit bucket {bucket} ({objects}; --empty-audit-bucket empties and deletes it)"
             )
     lines += [f"  note: {note}" for note in found.notes]
     if found.nothing:
@@ -318,7 +328,7 @@ def run(args: argparse.Namespace, out: Callable[[str], None] = print) -> Leftove
 
     region = args.region or configured_region()
     if not region:
-        raise UninstallError("no AWS region configured: give --region, or set AWS_REGION")
+        raise UninstallError("no AWS region is set: give --region, or set AWS_REGION")
     found = find(
         region,
         args.stack,
@@ -335,26 +345,19 @@ def run(args: argparse.Namespace, out: Callable[[str], None] = print) -> Leftove
     return found
 
 
-def _sentence(error: Exception) -> str:
-    """A botocore error as one sentence (the operation and AWS's own message)."""
-    response = getattr(error, "response", None)
-    if isinstance(response, dict) and "Error" in response:
-        operation = getattr(error, "operation_name", "a call")
-        err = response["Error"]
-        return f"{operation} was refused: {err.get('Code', '')}: {err.get('Message', '')}".replace("\n", " ")
-    return str(error).replace("\n", " ")
-
-
 def cmd_uninstall(args: argparse.Namespace) -> int:
-    from botocore.exceptions import BotoCoreError, ClientError
+    from costguard.local.aws_errors import explain
 
     try:
         run(args)
     except UninstallError as error:
         print(f"costguard uninstall: {error}", file=sys.stderr)
         return 2
-    except (BotoCoreError, ClientError) as error:
-        print(f"costguard uninstall: {_sentence(error)}", file=sys.stderr)
+    except Exception as error:
+        sentence = explain(error, "give --region, or set AWS_REGION")
+        if sentence is None:
+            raise  # not AWS's: a bug, shown as one
+        print(f"costguard uninstall: {sentence}", file=sys.stderr)
         return 2
     return 0
 

@@ -56,12 +56,12 @@ class Deadline:
     asks it first, so that a batch hands back what it cannot finish instead of being killed in the middle of a
     call (a killed batch comes back whole, and what it had posted would be looked for again)."""
 
-    def __init__(self, remaining: Callable[[], float] | None = None, margin: float = DEADLINE_MARGIN_SECONDS):
+    def __init__(self, remaining: Callable[[], float] | None = None, margin: float | None = None):
         self._remaining = remaining
-        self.margin = margin
+        self.margin = DEADLINE_MARGIN_SECONDS if margin is None else margin
 
     @classmethod
-    def of(cls, context: Any, margin: float = DEADLINE_MARGIN_SECONDS) -> Deadline:
+    def of(cls, context: Any, margin: float | None = None) -> Deadline:
         """From a Lambda context (``get_remaining_time_in_millis``)."""
         return cls(lambda: context.get_remaining_time_in_millis() / 1000.0, margin)
 

@@ -762,7 +762,7 @@ def build_group_message(
     for row in shown:
         line = _row_line(row, owners.get(row.decision.resource.key))
         blocks.append(SectionBlock(text=MarkdownTextObject(text=clip(line, MAX_SECTION))))
-        if interactive and (buttons := actions_for(row, short=True)):
+        if interactive and (buttons := actions_for(row)):  # a row's buttons are its own card's
             blocks.append(buttons)
     # The next ones in brief (name, $/h, verdict), a section per 20 lines; only the rest is "and N more".
     brief = group.rows[ROWS_SHOWN : ROWS_SHOWN + ROWS_BRIEF]

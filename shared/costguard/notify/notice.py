@@ -142,7 +142,7 @@ def tally(notices: Sequence[Notice]) -> Tally:
         rate, rows = found.get(key, (None, 0))
         hourly = notice.decision.hourly_usd
         if hourly is not None and math.isfinite(hourly) and (rate is None or hourly > rate):
-            rate = round(hourly, 4)
+            rate = round(hourly, 6)  # a price to the millionth: the rates a table gives, kept exactly
         found[key] = (rate, rows + 1)
     return found
 
@@ -176,8 +176,9 @@ def _split_totals(grouped: GroupNotice) -> tuple[Tally, _Beyond]:
             return tally(grouped.rows), _Beyond()
         return {}, _Beyond(grouped.hourly_total_usd, grouped.unpriced, 0)
     hourly, unpriced = _totals(found)
+    rest = grouped.hourly_total_usd - hourly  # under a cent: the total's own rounding, nothing beyond
     return found, _Beyond(
-        max(0.0, grouped.hourly_total_usd - hourly),
+        rest if rest >= 0.01 else 0.0,
         max(0, grouped.unpriced - unpriced),
         max(0, grouped.resource_count - len(found)),
     )
@@ -185,9 +186,8 @@ def _split_totals(grouped: GroupNotice) -> tuple[Tally, _Beyond]:
 
 def _fields(found: Tally, beyond: Sequence[_Beyond]) -> dict[str, Any]:
     hourly, unpriced = _totals(found)
-    extra = sum(b.hourly for b in beyond)
     return {
-        "hourly_total_usd": round(hourly + (extra if extra >= 0.005 else 0.0), 2),
+        "hourly_total_usd": round(hourly + sum(b.hourly for b in beyond), 2),
         "unpriced": unpriced + sum(b.unpriced for b in beyond),
         "resource_count": len(found) + sum(b.resources for b in beyond),
         "resources": _bounded(found),

@@ -85,12 +85,13 @@ FIND_PAGE_SIZE = 200
 # slack_sdk's back-off before retry n (0-based): 0.5 * 2**n seconds plus up to 1 s of jitter.
 _BACKOFF_FACTOR = 0.5
 _JITTER = 1.0
+# A 429's Retry-After as Slack usually sends it (a longer one is waited for only if the deadline allows it).
+_RETRY_AFTER = 1.0
 
 
-def worst_call_seconds(timeout: float, retry_after: float = 1.0) -> float:
-    """The longest one call may take with its retries: every try timing out, each wait the longest (a 429's
-    ``Retry-After`` taken as ``retry_after``; a longer one is not waited for unless the deadline allows it)."""
-    waits = sum(max(_BACKOFF_FACTOR * 2.0**n + _JITTER, retry_after + _JITTER) for n in range(_MAX_RETRIES))
+def worst_call_seconds(timeout: float) -> float:
+    """The longest one call may take with its retries: every try timing out, each wait the longest."""
+    waits = sum(max(_BACKOFF_FACTOR * 2.0**n, _RETRY_AFTER) + _JITTER for n in range(_MAX_RETRIES))
     return float((1 + _MAX_RETRIES) * timeout + waits)
 
 
@@ -187,10 +188,17 @@ def _retry_handlers(timeout: float) -> list[RetryHandler]:
 
     from slack_sdk.http_retry.builtin_handlers import RateLimitErrorRetryHandler, ServerErrorRetryHandler
     from slack_sdk.http_retry.handler import RetryHandler
+    from slack_sdk.http_retry.interval_calculator import RetryIntervalCalculator
     from slack_sdk.http_retry.request import HttpRequest
 
     def backoff(state: RetryState) -> float:
         return _BACKOFF_FACTOR * 2.0 ** int(state.current_attempt) + _JITTER
+
+    class Backoff(RetryIntervalCalculator):
+        """slack_sdk's exponential back-off with jitter, from this module's figures (the deadline's too)."""
+
+        def calculate_sleep_duration(self, current_attempt: int) -> float:
+            return _BACKOFF_FACTOR * 2.0**current_attempt + random.random() * _JITTER  # noqa: S311
 
     class RateLimited(RateLimitErrorRetryHandler):
         """A 429, or the Web API's ``ok: false, error: ratelimited`` answered with HTTP 200: after Retry-After."""
@@ -220,7 +228,8 @@ def _retry_handlers(timeout: float) -> list[RetryHandler]:
             error: Exception | None = None,
         ) -> None:
             state.next_attempt_requested = True
-            time.sleep((_retry_after(response) if response is not None else 1.0) + random.random())  # noqa: S311
+            wait = _retry_after(response) if response is not None else 1.0
+            time.sleep(wait + random.random() * _JITTER)  # noqa: S311
             state.increment_current_attempt()
 
     class ServerError(ServerErrorRetryHandler):
@@ -257,8 +266,8 @@ def _retry_handlers(timeout: float) -> list[RetryHandler]:
 
     return [
         RateLimited(max_retry_count=_MAX_RETRIES),
-        ServerError(max_retry_count=_MAX_RETRIES),
-        Connection(max_retry_count=_MAX_RETRIES),
+        ServerError(max_retry_count=_MAX_RETRIES, interval_calculator=Backoff()),
+        Connection(max_retry_count=_MAX_RETRIES, interval_calculator=Backoff()),
     ]
 
 

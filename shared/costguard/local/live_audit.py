@@ -10,13 +10,14 @@ files, and no Slack summary is posted. ``LIVE_AUDIT_POLICY`` is every action the
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
 from costguard.audit.discover import DISCOVER_PERMISSIONS, PRICED_OPTIONS_PERMISSIONS, discover
 from costguard.audit.gather import PERMISSIONS as GATHER_PERMISSIONS
 from costguard.audit.gather import gather
+from costguard.audit.model import Subject
 from costguard.audit.reading import read_usage
 from costguard.audit.report import build_report
 from costguard.audit.rules import Rules
@@ -24,6 +25,8 @@ from costguard.audit.steps import RegionTask
 from costguard.aws import clients, compute_optimizer, savings_plans
 from costguard.aws import metrics as cloudwatch_metrics
 from costguard.flows.audit import judge_region
+from costguard.local.aws_errors import ends_the_run, explain
+from costguard.model import ResourceKind
 from costguard.permissions import needs, read_only_policy
 from costguard.settings import Settings
 
@@ -46,10 +49,13 @@ Progress = Callable[[str], None]
 
 @dataclass
 class LiveAudit:
-    """The report as the Report step writes it (report.json), and its page (report.html)."""
+    """The report as the Report step writes it (report.json), and its page (report.html); ``silent``: the
+    instances and notebooks that published no GPU datapoint over the window (the CloudWatch agent missing), as
+    ``(kind, name, instance type)``."""
 
     report: dict[str, Any]
     html: str
+    silent: list[tuple[str, str, str]] = field(default_factory=list)
 
 
 def caller_account(region: str) -> str:
@@ -73,14 +79,19 @@ def run_live_audit(
     account = caller_account(regions[0])
     run = f"live-{now:%Y%m%dT%H%M%SZ}"
     results = []
+    silent: list[tuple[str, str, str]] = []
     for n, region in enumerate(regions, 1):
         where = f"{region} ({n} of {len(regions)})" if len(regions) > 1 else region
         step = RegionTask(run=run, now=now, region=region, account=account)
-        try:
-            results.append(audit_region(step, settings, rules, lambda text: progress(f"{where}: {text}")))
-        except Exception as error:
-            from costguard.local.aws_errors import ends_the_run, explain
 
+        def told(text: str, where: str = where) -> None:
+            progress(f"{where}: {text}")
+
+        try:
+            result, quiet = audit_region(step, settings, rules, told)
+            results.append(result)
+            silent += [(s.kind.value, s.name or s.id, s.instance_type) for s in quiet]
+        except Exception as error:
             if ends_the_run(error):
                 raise
             cause = explain(error) or str(error)[:2000]
@@ -102,11 +113,14 @@ def run_live_audit(
         window_end=now,
         regions=results,
     )
-    return LiveAudit(report, render_html(report))
+    return LiveAudit(report, render_html(report), silent)
 
 
-def audit_region(step: RegionTask, settings: Settings, rules: Rules, progress: Progress) -> dict[str, Any]:
-    """One region: Discover's, ReadMetrics' and Evaluate's work, their hand-offs kept in memory."""
+def audit_region(
+    step: RegionTask, settings: Settings, rules: Rules, progress: Progress
+) -> tuple[dict[str, Any], list[Subject]]:
+    """One region: Discover's, ReadMetrics' and Evaluate's work, their hand-offs kept in memory; with the
+    instances and notebooks that published no GPU datapoint at all."""
     progress("listing GPU and accelerator resources")
     subjects = discover(step.region, step.now)
     holdings = gather(step.region, step.now, rules)
@@ -116,4 +130,10 @@ def audit_region(step: RegionTask, settings: Settings, rules: Rules, progress: P
     progress("judging them (prices, offerings, Savings Plans coverage, Compute Optimizer)")
     result, found = judge_region(step, settings, subjects, usage, holdings, rules)
     progress(f"{found} findings")
-    return result
+    agent_kinds = (ResourceKind.EC2_INSTANCE, ResourceKind.NOTEBOOK)
+    silent = [
+        s
+        for s in subjects
+        if s.kind in agent_kinds and (s.key not in usage or usage[s.key].hours_observed == 0)
+    ]
+    return result, silent

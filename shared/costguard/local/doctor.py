@@ -33,13 +33,22 @@ from costguard.aws.metrics import GPU_METRIC, GPU_NAMESPACE, Dimensions
 from costguard.aws.sagemaker import NOTEBOOK_DIMENSION, TRAINING_GPU_METRIC, TRAINING_NAMESPACE
 from costguard.detect.gpu import AGENT_HELP, PARTIAL_HELP, thresholds_from
 from costguard.detect.sagemaker import JOB_METRICS_HELP, NOTEBOOK_AGENT_HELP
-from costguard.model import Decision, Ec2Instance, Endpoint, Finding, NotebookInstance, Resource, TrainingJob
+from costguard.local.aws_errors import ends_the_run, explain
+from costguard.model import (
+    Action,
+    Decision,
+    Ec2Instance,
+    Endpoint,
+    Finding,
+    NotebookInstance,
+    Resource,
+    TrainingJob,
+)
 from costguard.notify.routing import SecretFormatError, parse_routes
 from costguard.permissions import needs, read_only_policy
 from costguard.pricing.live import PERMISSIONS as LIVE_PRICE_PERMISSIONS
 from costguard.settings import Settings, parse_settings
 
-DEFAULT_STACK = "costguard"  # samconfig.toml's stack_name
 RECENT = "PT3H"  # ListMetrics' RecentlyActive: what publishes now, as the sweep lists it
 
 DOCTOR_PERMISSIONS = (
@@ -73,6 +82,10 @@ class Unread:
     """A read that failed, and why, in a sentence."""
 
     why: str
+
+
+class NotThere(Exception):
+    """What the doctor looked for is not in the account (a stack, a topic): the message says what to do."""
 
 
 @dataclass(frozen=True)
@@ -121,7 +134,7 @@ class SecretState:
 class AlarmFacts:
     """The Metrics Insights alarms of the region (costguard's among them) and the quota on them."""
 
-    quota: quotas.Quota | None | Unread
+    quota: quotas.Quota | Unread | None
     insights_alarms: int
     costguard_alarms: int
 
@@ -234,9 +247,7 @@ class DoctorReport:
                 {"area": c.area, "status": c.status.value, "subject": c.subject, "says": c.says, "fix": c.fix}
                 for c in self.checks
             ],
-            "sweep": self.sweep
-            if isinstance(self.sweep, str)
-            else [line.__dict__ for line in self.sweep],
+            "sweep": self.sweep if isinstance(self.sweep, str) else [line.__dict__ for line in self.sweep],
             "api_calls": self.api_calls,
         }
 
@@ -301,7 +312,9 @@ def _agent_fix(instance: Ec2Instance, tag_key: str) -> str:
             "the association's last run (Systems Manager, State Manager) and the agent's log. " + AGENT_HELP
         )
     if tag_key:
-        return f"Tag it {tag_key} (the stack's State Manager association installs the agent), or: {AGENT_HELP}"
+        return (
+            f"Tag it {tag_key} (the stack's State Manager association installs the agent), or: {AGENT_HELP}"
+        )
     return AGENT_HELP
 
 
@@ -329,7 +342,9 @@ def metric_checks(facts: AccountFacts) -> list[Check]:
         checks.append(_notebook_check(notebook, series))
     hosts = facts.job_hosts if isinstance(facts.job_hosts, set) else None
     if isinstance(facts.job_hosts, Unread):
-        checks.append(Check(GPU_METRICS, Status.UNKNOWN, "SageMaker's training-job GPU series", facts.job_hosts.why))
+        checks.append(
+            Check(GPU_METRICS, Status.UNKNOWN, "SageMaker's training-job GPU series", facts.job_hosts.why)
+        )
     for job in facts.jobs if isinstance(facts.jobs, list) else []:
         if hosts is not None:
             checks.append(_job_check(job, hosts, facts))
@@ -345,8 +360,12 @@ def metric_checks(facts: AccountFacts) -> list[Check]:
     return checks
 
 
-def _instance_check(instance: Ec2Instance, series: list[Dimensions], tag_key: str, unnamed: list[str]) -> Check:
-    subject = f"instance {instance.id}" + (f" {instance.name}" if instance.name else "") + f" ({instance.type})"
+def _instance_check(
+    instance: Ec2Instance, series: list[Dimensions], tag_key: str, unnamed: list[str]
+) -> Check:
+    subject = (
+        f"instance {instance.id}" + (f" {instance.name}" if instance.name else "") + f" ({instance.type})"
+    )
     accelerators = instance.accelerators
     if accelerators is None or not accelerators.is_nvidia:
         kind = accelerators.kind if accelerators else "no"
@@ -376,7 +395,11 @@ def _instance_check(instance: Ec2Instance, series: list[Dimensions], tag_key: st
             "costguard will not call it idle",
             PARTIAL_HELP,
         )
-    return Check(GPU_METRICS, Status.OK, subject, f"all {_gpus(count)} publish {GPU_METRIC}")
+    return Check(GPU_METRICS, Status.OK, subject, _all_publish(count))
+
+
+def _all_publish(count: int) -> str:
+    return f"its GPU publishes {GPU_METRIC}" if count == 1 else f"all {count} GPUs publish {GPU_METRIC}"
 
 
 def _notebook_check(notebook: NotebookInstance, series: list[Dimensions]) -> Check:
@@ -401,7 +424,7 @@ def _notebook_check(notebook: NotebookInstance, series: list[Dimensions]) -> Che
             f"{len(reporting)} of its {_gpus(count)} publish {GPU_METRIC}; GPU {', '.join(silent)} do not",
             PARTIAL_HELP,
         )
-    return Check(GPU_METRICS, Status.OK, subject, f"all {_gpus(count)} publish {GPU_METRIC}")
+    return Check(GPU_METRICS, Status.OK, subject, _all_publish(count))
 
 
 def _job_check(job: TrainingJob, hosts: set[str], facts: AccountFacts) -> Check:
@@ -413,7 +436,10 @@ def _job_check(job: TrainingJob, hosts: set[str], facts: AccountFacts) -> Check:
         return Check(GPU_METRICS, Status.OK, subject, f"every host publishes {metric}")
     if reporting:
         return Check(
-            GPU_METRICS, Status.NOTE, subject, f"{len(reporting)} of its {len(expected)} hosts publish {metric}"
+            GPU_METRICS,
+            Status.NOTE,
+            subject,
+            f"{len(reporting)} of its {len(expected)} hosts publish {metric}",
         )
     minutes = int((facts.now - job.started).total_seconds() // 60) if job.started else None
     window = _idle_window(facts)
@@ -466,7 +492,9 @@ def budget_checks(facts: AccountFacts) -> list[Check]:
         for sub in others:
             state = "confirmed" if sub.confirmed else "pending confirmation"
             checks.append(
-                Check(BUDGET_ALERTS, Status.NOTE, f"topic {arn}", f"also subscribed: {sub.protocol} ({state})")
+                Check(
+                    BUDGET_ALERTS, Status.NOTE, f"topic {arn}", f"also subscribed: {sub.protocol} ({state})"
+                )
             )
     if isinstance(facts.budgets, Unread):
         checks.append(Check(BUDGET_ALERTS, Status.UNKNOWN, "budgets", facts.budgets.why))
@@ -494,11 +522,18 @@ def budget_checks(facts: AccountFacts) -> list[Check]:
         alerts = [what for what, subscribers in budget.alerts if arn in subscribers]
         if alerts:
             checks.append(
-                Check(BUDGET_ALERTS, Status.OK, f"budget {budget.name}", f"notifies the topic ({', '.join(alerts)})")
+                Check(
+                    BUDGET_ALERTS,
+                    Status.OK,
+                    f"budget {budget.name}",
+                    f"notifies the topic ({', '.join(alerts)})",
+                )
             )
         else:
             has = f"{len(budget.alerts)} alert(s), none to the topic" if budget.alerts else "no alert"
-            checks.append(Check(BUDGET_ALERTS, Status.NOTE, f"budget {budget.name}", f"does not notify it ({has})"))
+            checks.append(
+                Check(BUDGET_ALERTS, Status.NOTE, f"budget {budget.name}", f"does not notify it ({has})")
+            )
     return checks
 
 
@@ -518,7 +553,11 @@ def slack_checks(facts: AccountFacts) -> list[Check]:
 def alarm_checks(facts: AccountFacts) -> list[Check]:
     subject = "GpuAlarms"
     if facts.alarms is None:
-        return [Check(GPU_ALARMS, Status.OK, subject, "off: no Metrics Insights alarm is made (the 5-minute sweep)")]
+        return [
+            Check(
+                GPU_ALARMS, Status.OK, subject, "off: no Metrics Insights alarm is made (the 5-minute sweep)"
+            )
+        ]
     if isinstance(facts.alarms, Unread):
         return [Check(GPU_ALARMS, Status.UNKNOWN, subject, facts.alarms.why)]
     read = facts.alarms
@@ -554,7 +593,9 @@ def sweep_lines(sweep: SweepFacts | Unread) -> list[SweepLine] | str:
         return sweep.why
     lines = []
     for decision in sweep.decisions:
-        action = decision.action.value + (" (dry run)" if decision.dry_run else "")
+        action = decision.action.value
+        if decision.dry_run and decision.action in (Action.MARK, Action.STOP, Action.UNMARK):
+            action = f"would {action} (notify mode: reported, not done)"
         summary = decision.finding.summary.splitlines()[0] if decision.finding.summary else ""
         lines.append(SweepLine(decision.reason.value, _resource(decision.resource), action, summary))
     return lines
@@ -604,10 +645,10 @@ def _mode_words(mode: str) -> str:
 
 def attempt(what: str, read: Callable[[], T]) -> T | Unread:
     """``read()``, or why it failed in a sentence; missing or refused credentials end the run (raised)."""
-    from costguard.local.aws_errors import ends_the_run, explain
-
     try:
         return read()
+    except NotThere as error:
+        return Unread(str(error))
     except Exception as error:
         if ends_the_run(error):
             raise
@@ -626,7 +667,7 @@ def read_stack(region: str, name: str) -> StackFacts:
         stacks = cloudformation.describe_stacks(StackName=name)["Stacks"]
     except cloudformation.exceptions.ClientError as error:
         if "does not exist" in str(error):
-            raise LookupError(
+            raise NotThere(
                 f"no stack {name} in {region}: give --stack with the name you deployed (samconfig.toml's "
                 "stack_name), or deploy it (`sam deploy`)"
             ) from None
@@ -677,14 +718,24 @@ def training_hosts(region: str) -> set[str]:
         Namespace=TRAINING_NAMESPACE, MetricName=TRAINING_GPU_METRIC, RecentlyActive=RECENT
     )
     return {
-        d["Value"] for page in pages for m in page["Metrics"] for d in m.get("Dimensions", []) if d["Name"] == "Host"
+        d["Value"]
+        for page in pages
+        for m in page["Metrics"]
+        for d in m.get("Dimensions", [])
+        if d["Name"] == "Host"
     }
 
 
 def read_topic(region: str, arn: str) -> TopicFacts:
     sns: Any = clients.client("sns", region)
     found = []
-    for page in sns.get_paginator("list_subscriptions_by_topic").paginate(TopicArn=arn):
+    try:
+        pages = list(sns.get_paginator("list_subscriptions_by_topic").paginate(TopicArn=arn))
+    except sns.exceptions.NotFoundException:
+        raise NotThere(
+            "no such topic: the stack creates it; deploy it, or give --stack with the name it was deployed as"
+        ) from None
+    for page in pages:
         for sub in page.get("Subscriptions", []):
             arn_of = str(sub.get("SubscriptionArn", ""))
             confirmed = arn_of.startswith("arn:")  # "PendingConfirmation" until confirmed
@@ -824,7 +875,10 @@ class ListedMetrics:
 
 class HeldSageMaker:
     def __init__(
-        self, jobs: Sequence[TrainingJob], notebooks: Sequence[NotebookInstance], endpoints: Sequence[Endpoint]
+        self,
+        jobs: Sequence[TrainingJob],
+        notebooks: Sequence[NotebookInstance],
+        endpoints: Sequence[Endpoint],
     ) -> None:
         self.jobs, self.notebooks, self.endpoints = list(jobs), list(notebooks), list(endpoints)
 
@@ -903,52 +957,12 @@ def read_account(region: str, stack_name: str, now: datetime) -> AccountFacts:
     parameters = stack.parameters if isinstance(stack, StackFacts) else {}
     outputs = stack.outputs if isinstance(stack, StackFacts) else {}
     settings = deployed_settings(parameters)
-    instances = attempt(
-        "the GPU instances (DescribeInstances)", lambda: inventory.describe_gpu_instances(region)
-    )
-    notebooks = attempt(
-        "the notebook instances",
-        lambda: [
-            n
-            for n in sagemaker_reads.in_service_notebooks(region)
-            if n.accelerators and n.accelerators.is_nvidia
-        ],
-    )
-    jobs = attempt(
-        "the training jobs",
-        lambda: [
-            j
-            for j in sagemaker_reads.in_progress_training_jobs(region)
-            if j.accelerators and j.accelerators.is_nvidia
-        ],
-    )
+    instances = attempt("the GPU instances", lambda: inventory.describe_gpu_instances(region))
+    notebooks = attempt("the notebook instances", lambda: gpu_notebooks(region))
+    jobs = attempt("the training jobs", lambda: gpu_training_jobs(region))
     endpoints = attempt("the endpoints", lambda: sagemaker_reads.in_service_endpoints(region))
     series = attempt("the CloudWatch agent's GPU series (ListMetrics)", lambda: gpu_series(region))
-    hosts = attempt("the training jobs' GPU series (ListMetrics)", lambda: training_hosts(region))
     arn = outputs.get("CostAlertsTopicArn") or topic_arn(region, account, stack_name)
-    topic = attempt(f"the topic {arn}", lambda: read_topic(region, arn))
-    budgets = attempt("the budgets (AWS Budgets)", lambda: read_budgets(account))
-    secret_arn = outputs.get("SlackWebhookSecretArn")
-    hosts_allowed = [h for h in parameters.get("SlackWebhookHosts", "").split(",") if h.strip()]
-    secret: SecretState | Unread = (
-        attempt("the Slack secret", lambda: read_secret(secret_arn, region, hosts_allowed))
-        if secret_arn
-        else Unread(
-            "the stack's SlackWebhookSecretArn output names it: "
-            + (stack.why if isinstance(stack, Unread) else "the stack has no such output")
-        )
-    )
-    alarms_on = parameters.get("GpuAlarms")
-    alarms: AlarmFacts | Unread | None
-    if alarms_on == "on":
-        alarms = attempt("the Metrics Insights alarms (DescribeAlarms)", lambda: read_alarms(region))
-    elif alarms_on is None:
-        alarms = Unread(
-            "the stack's GpuAlarms parameter says whether alarms are made: "
-            + (stack.why if isinstance(stack, Unread) else "the stack has no such parameter")
-        )
-    else:
-        alarms = None
     sweep = attempt(
         "the first sweep",
         lambda: first_sweep(
@@ -972,13 +986,47 @@ def read_account(region: str, stack_name: str, now: datetime) -> AccountFacts:
         notebooks=notebooks,
         jobs=jobs,
         gpu_series=series,
-        job_hosts=hosts,
-        topic=topic,
-        budgets=budgets,
-        secret=secret,
-        alarms=alarms,
+        job_hosts=attempt("the training jobs' GPU series (ListMetrics)", lambda: training_hosts(region)),
+        topic=attempt("it", lambda: read_topic(region, arn)),
+        budgets=attempt("the budgets (AWS Budgets)", lambda: read_budgets(account)),
+        secret=secret_of(stack, region),
+        alarms=alarms_of(stack, region),
         sweep=sweep,
     )
+
+
+def gpu_notebooks(region: str) -> list[NotebookInstance]:
+    return [
+        n for n in sagemaker_reads.in_service_notebooks(region) if n.accelerators and n.accelerators.is_nvidia
+    ]
+
+
+def gpu_training_jobs(region: str) -> list[TrainingJob]:
+    jobs = sagemaker_reads.in_progress_training_jobs(region)
+    return [j for j in jobs if j.accelerators and j.accelerators.is_nvidia]
+
+
+def secret_of(stack: StackFacts | Unread, region: str) -> SecretState | Unread:
+    """The Slack secret the stack's SlackWebhookSecretArn output names, judged."""
+    if isinstance(stack, Unread):
+        return Unread(f"the stack's SlackWebhookSecretArn output names it: {stack.why}")
+    secret_arn = stack.outputs.get("SlackWebhookSecretArn")
+    if not secret_arn:
+        return Unread(f"the stack {stack.name} has no SlackWebhookSecretArn output")
+    hosts = [h for h in stack.parameters.get("SlackWebhookHosts", "").split(",") if h.strip()]
+    return attempt("the Slack secret", lambda: read_secret(secret_arn, region, hosts))
+
+
+def alarms_of(stack: StackFacts | Unread, region: str) -> AlarmFacts | Unread | None:
+    """With the stack's GpuAlarms=on, the region's Metrics Insights alarms and their quota; None when off."""
+    if isinstance(stack, Unread):
+        return Unread(f"the stack's GpuAlarms parameter says whether alarms are made: {stack.why}")
+    alarms_on = stack.parameters.get("GpuAlarms")
+    if alarms_on is None:
+        return Unread(f"the stack {stack.name} has no GpuAlarms parameter")
+    if alarms_on != "on":
+        return None
+    return attempt("the Metrics Insights alarms (DescribeAlarms)", lambda: read_alarms(region))
 
 
 def _listed(read: list[T] | Unread) -> list[T]:
@@ -989,7 +1037,9 @@ def doctor(region: str, stack_name: str, now: datetime) -> DoctorReport:
     """Read the account, then build the report; the API calls made are counted in it."""
     clients.calls.clear()
     facts = read_account(region, stack_name, now)
-    facts.api_calls = {f"{service}:{operation}": n for (service, operation), n in sorted(clients.calls.items())}
+    facts.api_calls = {
+        f"{service}:{operation}": n for (service, operation), n in sorted(clients.calls.items())
+    }
     return build_report(facts)
 
 

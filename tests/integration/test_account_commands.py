@@ -1,0 +1,220 @@
+"""`costguard doctor` and `costguard audit --live` against the embedded AWS seeded with the demo world: what they
+say of it (its nlp-g6-no-agent instance publishes no GPU metrics), and that every call they make is within the
+read-only policy each prints, which grants no write."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from botocore.client import BaseClient
+
+from costguard.aws import clients, quotas
+from costguard.local.cli import main
+from costguard.local.doctor import DOCTOR_POLICY
+from costguard.local.holdings import HoldingsResponder, seed_holdings
+from costguard.local.live_audit import LIVE_AUDIT_POLICY
+from costguard.local.responder import Responder
+from costguard.local.stack import LocalStack
+from costguard.local.world import World
+from costguard.permissions import is_read
+
+NO_AGENT = "i-0a1f00000000000a5"  # nlp-g6-no-agent: gpu_metrics pattern none
+BUDGETS_FUNCTION = "costguard-BudgetsFunction-AbC123dEf456"
+# Operations IAM authorizes under another action's name; service prefixes IAM spells otherwise.
+ACTIONS = {
+    "budgets:DescribeBudgets": "budgets:ViewBudget",
+    "budgets:DescribeNotificationsForBudget": "budgets:ViewBudget",
+    "budgets:DescribeSubscribersForNotification": "budgets:ViewBudget",
+    "s3:ListObjectsV2": "s3:ListBucket",
+}
+PREFIXES = {"service-quotas": "servicequotas"}
+
+
+def actions_of(policy: dict[str, Any]) -> set[str]:
+    [statement] = policy["Statement"]
+    assert statement["Effect"] == "Allow" and statement["Resource"] == "*"
+    return set(statement["Action"])
+
+
+@pytest.fixture
+def called(monkeypatch: pytest.MonkeyPatch) -> Iterator[set[str]]:
+    """The IAM action of every botocore call made from here on (the stack's seeding is done by then)."""
+    recorded: set[str] = set()
+    make_api_call = BaseClient._make_api_call  # type: ignore[attr-defined]
+
+    def recording(self: Any, operation: str, params: dict[str, Any]) -> Any:
+        service = self.meta.service_model.service_name
+        name = f"{PREFIXES.get(service, service)}:{operation}"
+        recorded.add(ACTIONS.get(name, name))
+        return make_api_call(self, operation, params)
+
+    monkeypatch.setattr(BaseClient, "_make_api_call", recording)
+    yield recorded
+
+
+def deploy(stack: LocalStack, gpu_alarms: str = "on") -> str:
+    """What `sam deploy` leaves that the doctor reads: the stack's parameters and outputs (CloudFormation), its
+    cost-alerts topic subscribed by its budgets function, and one budget alerting that topic."""
+    account, region = stack.world.account, stack.world.region
+    function_arn = f"arn:aws:lambda:{region}:{account}:function:{BUDGETS_FUNCTION}"
+    template = {
+        "Parameters": {name: {"Type": "String"} for name in ("Mode", "GpuAlarms", "SlackWebhookHosts")},
+        "Resources": {
+            "CostAlertsTopic": {
+                "Type": "AWS::SNS::Topic",
+                "Properties": {"TopicName": "costguard-cost-alerts"},
+            }
+        },
+        "Outputs": {
+            "CostAlertsTopicArn": {"Value": {"Ref": "CostAlertsTopic"}},
+            "SlackWebhookSecretArn": {"Value": stack.urls["SlackWebhookSecret"]},
+            "BudgetsFunctionName": {"Value": BUDGETS_FUNCTION},
+        },
+    }
+    cloudformation: Any = clients.client("cloudformation", region)
+    cloudformation.create_stack(
+        StackName="costguard",
+        TemplateBody=json.dumps(template),
+        Parameters=[
+            {"ParameterKey": "Mode", "ParameterValue": "notify"},
+            {"ParameterKey": "GpuAlarms", "ParameterValue": gpu_alarms},
+            {"ParameterKey": "SlackWebhookHosts", "ParameterValue": ""},
+        ],
+    )
+    topic = f"arn:aws:sns:{region}:{account}:costguard-cost-alerts"
+    clients.client("sns", region).subscribe(TopicArn=topic, Protocol="lambda", Endpoint=function_arn)
+    clients.client("budgets", "us-east-1").create_notification(
+        AccountId=account,
+        BudgetName="ml-research-gpu",
+        Notification={
+            "NotificationType": "ACTUAL",
+            "ComparisonOperator": "GREATER_THAN",
+            "Threshold": 100.0,
+            "ThresholdType": "PERCENTAGE",
+        },
+        Subscribers=[{"SubscriptionType": "SNS", "Address": topic}],
+    )
+    answer_what_moto_lacks(account)
+    return topic
+
+
+def answer_what_moto_lacks(account: str) -> None:
+    """moto has no DescribeSubscribersForNotification (answered from its Budgets backend) and lists no CloudWatch
+    quota: both answered on the factory's clients, their requests still checked against the service models."""
+    from moto.budgets.models import budgets_backends
+
+    def subscribers(params: dict[str, Any]) -> dict[str, Any]:
+        budget = budgets_backends[account]["aws"].budgets[params["AccountId"]][params["BudgetName"]]
+        wanted = params["Notification"]
+        for notification in budget.notifications:
+            if all(notification.details.get(k) == v for k, v in wanted.items() if k != "NotificationState"):
+                return {"Subscribers": notification.subscribers}
+        return {"Subscribers": []}
+
+    Responder({"DescribeSubscribersForNotification": subscribers}, "https://budgets.amazonaws.com").install(
+        clients.client("budgets", "us-east-1")
+    )
+    quota = {"ServiceCode": quotas.SERVICE_CODE, "QuotaName": quotas.QUOTA_NAME, "Value": 200.0}
+    Responder(
+        {"ListServiceQuotas": lambda params: {"Quotas": [quota]}}, "https://servicequotas.amazonaws.com"
+    ).install(clients.client("service-quotas", "us-east-1"))
+
+
+@pytest.fixture
+def deployed(world: World, sleeps: list[float]) -> Iterator[LocalStack]:
+    with LocalStack(world) as stack:
+        deploy(stack)
+        yield stack
+
+
+def test_doctor_names_the_instance_without_the_agent_and_calls_only_reads(
+    deployed: LocalStack, called: set[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    called.clear()
+    assert main(["doctor", "--region", "us-east-1", "--json"]) == 1  # something to fix
+    report = json.loads(capsys.readouterr().out)
+    checks = {(c["area"], c["subject"].split(" (")[0]): c for c in report["checks"]}
+
+    missing = checks[("GPU metrics", f"instance {NO_AGENT} nlp-g6-no-agent")]
+    assert missing["status"] == "fix"
+    assert "publishes no nvidia_smi_utilization_gpu series with an InstanceId dimension" in missing["says"]
+    assert "nvidia_gpu" in missing["fix"] and "append_dimensions" in missing["fix"]
+    assert "InstanceId" in missing["fix"]
+    # Deployed as above, the stack lacks nothing: what is to fix is the world's GPU metrics.
+    assert {c["area"] for c in report["checks"] if c["status"] in ("fix", "unknown")} == {"GPU metrics"}
+    assert checks[("GPU metrics", "notebook dana-scratch")]["status"] == "ok"
+    assert checks[("GPU metrics", "training job bert-pretrain-hung")]["status"] == "ok"
+
+    assert checks[("Stack", "costguard")]["status"] == "ok"
+    topic = next(c for c in report["checks"] if c["subject"].startswith("topic "))
+    assert topic["status"] == "ok" and BUDGETS_FUNCTION in topic["says"]
+    assert checks[("Budget alerts", "budget ml-research-gpu")]["status"] == "ok"
+    assert "ACTUAL > 100%" in checks[("Budget alerts", "budget ml-research-gpu")]["says"]
+    assert checks[("Budget alerts", "budget gpu-monthly")]["status"] == "note"
+    slack = checks[("Slack", "the Slack secret")]
+    assert slack["status"] == "ok" and "webhook" in slack["says"]
+    assert "127.0.0.1" not in json.dumps(report), "the secret's URL is never printed"
+    alarms = checks[("GPU-idle alarms", "GpuAlarms")]
+    assert alarms["status"] == "ok" and "against a quota of 200 (applied to the account)" in alarms["says"]
+
+    sweep = {(line["reason"], line["resource"].split()[1]) for line in report["sweep"]}
+    assert ("gpu_metrics_missing", NO_AGENT) in sweep
+    assert ("gpu_idle", "i-0a1f00000000000a1") in sweep
+    assert ("job_stalled", "bert-pretrain-hung") in sweep
+
+    policy = actions_of(DOCTOR_POLICY)
+    assert all(is_read(action) for action in policy), "the doctor's policy grants no write"
+    assert called <= policy, f"calls outside the policy: {sorted(called - policy)}"
+    assert {"cloudformation:DescribeStacks", "budgets:ViewBudget", "secretsmanager:GetSecretValue"} <= called
+    assert "servicequotas:ListServiceQuotas" in called
+    assert report["api_calls"]["cloudwatch:ListMetrics"] == 2  # the agent's GPU series once, the jobs' once
+
+
+def test_audit_live_writes_the_report_says_what_lacks_metrics_and_calls_only_reads(
+    world: World,
+    sleeps: list[float],
+    called: set[str],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    with LocalStack(world) as stack:
+        seed_holdings(world)
+        HoldingsResponder(world).install()
+        called.clear()
+        assert stack.world.account == "123456789012"
+        assert main(["audit", "--live", "--out", str(tmp_path)]) == 0
+    out, err = capsys.readouterr()
+    assert (
+        "costguard audit --live: us-east-1: listing GPU and accelerator resources" in err
+    )  # progress, on stderr
+    assert "reading 14 days of their metrics" in err
+    report = json.loads((tmp_path / "report.json").read_text())
+    assert (tmp_path / "report.html").read_text().startswith("<!DOCTYPE html>")
+    assert report["totals"]["failed_regions"] == []
+    assert report["accounts"][0]["account"] == "123456789012"
+    found = {(f["resource"]["name"], f["reason"]) for f in report["findings"]}
+    assert ("research-g6e-forgotten", "rightsize_idle") in found
+    [silent] = [s for s in report["skipped"] if s["name"] == "nlp-g6-no-agent"]
+    assert silent["why"].startswith("too little GPU data (0 h observed")
+    assert "no GPU metrics: ec2_instance nlp-g6-no-agent (g6.xlarge)" in out
+    assert "nvidia_gpu section and append_dimensions InstanceId" in out
+    assert f"wrote {tmp_path / 'report.json'}" in out
+
+    policy = actions_of(LIVE_AUDIT_POLICY)
+    assert all(is_read(action) for action in policy), "the live audit's policy grants no write"
+    assert called <= policy, f"calls outside the policy: {sorted(called - policy)}"
+    assert {"ce:GetSavingsPlansCoverage", "compute-optimizer:GetEC2InstanceRecommendations"} <= called
+
+
+@pytest.mark.parametrize(
+    ("command", "policy"), [(["doctor"], DOCTOR_POLICY), (["audit", "--live"], LIVE_AUDIT_POLICY)]
+)
+def test_print_policy_prints_the_documented_policy(
+    command: list[str], policy: dict[str, Any], capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main([*command, "--print-policy"]) == 0
+    assert json.loads(capsys.readouterr().out) == policy
