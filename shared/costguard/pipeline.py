@@ -90,7 +90,9 @@ def with_shadow_marks(
     for finding in findings:
         tags = marked_tags(finding.resource.tags, marks.get(finding.resource.key))
         if tags is not None:
-            finding = finding.model_copy(update={"resource": finding.resource.model_copy(update={"tags": tags})})
+            finding = finding.model_copy(
+                update={"resource": finding.resource.model_copy(update={"tags": tags})}
+            )
         out.append(finding)
     return out, marks
 
@@ -211,7 +213,9 @@ def _as_told(decision: Decision, marks: dict[str, Shadow]) -> Decision:
     tags = decision.resource.tags
     if not decision.dry_run or kept is None or kept.mark is None or tags.get(MARK_TAG_KEY) != kept.mark:
         return decision
-    shown = decision.resource.model_copy(update={"tags": {k: v for k, v in tags.items() if k != MARK_TAG_KEY}})
+    shown = decision.resource.model_copy(
+        update={"tags": {k: v for k, v in tags.items() if k != MARK_TAG_KEY}}
+    )
     return decision.model_copy(update={"finding": decision.finding.model_copy(update={"resource": shown})})
 
 

@@ -206,8 +206,10 @@ def test_gpu_notebook_without_metrics_is_reported_never_idle(
 @pytest.mark.xdist_group("demo")
 def test_demo_shows_the_sagemaker_alerts(demo_output: str) -> None:
     out = demo_output
-    # Told with the other findings of their batch: a row each of the group message, under its verdict (the
+    # Told with the other findings of their batch: the stalled job a row of the training jobs' group message,
+    # under its verdict; the notebook and the endpoint, each alone of its kind in the batch, a message each (the
     # terminal view wraps lines: compared with the frame and the wrapping taken out).
     shown = " ".join(out.replace("│", " ").split())
-    for title in ("Training job stalled", "Idle GPU notebook", "GPU endpoint with no traffic"):
-        assert f"· {title}" in shown
+    assert "· Training job stalled" in shown
+    for title in ("Idle GPU notebook", "GPU endpoint with no traffic"):
+        assert f"** costguard: {title} **" in shown

@@ -292,7 +292,7 @@ def _check(stack: LocalStack, notices: list[Notice]) -> dict[str, Any]:
     for key, latest in newest.items():
         conversation = conversations.get(key)
         parents = sorted(set(parent_of.get(key, [])))
-        if conversation is None:
+        if conversation is None or conversation.ts is None:
             continue
         if len(parents) == 1 and conversation.ts == parents[0]:
             one_parent += 1

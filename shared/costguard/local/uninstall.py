@@ -36,6 +36,7 @@ READ_PERMISSIONS = needs(
     "cloudwatch:DescribeAlarms",
     "dynamodb:Scan",
     "s3:ListAllMyBuckets",
+    "s3:GetBucketLocation",
     "s3:ListBucket",
 )
 REMOVE_PERMISSIONS = needs(

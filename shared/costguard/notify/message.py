@@ -130,6 +130,7 @@ def headline(notice: Notice) -> str:
         return f"{noun[:1].upper()}{noun[1:]} {done}"
     return title
 
+
 # Slack's limits (docs.slack.dev, Block Kit reference): top-level ``text`` 40,000 characters (Slack truncates
 # beyond), a section's text 3,000, a section field 2,000, a header's plain_text 150, any other text object 3,000.
 # Lengths are counted here in UTF-16 code units (an emoji outside the BMP counts 2), never fewer than Slack counts.
@@ -507,6 +508,8 @@ def build_message(notice: Notice, *, owner: str | None = None, interactive: bool
     skip = frozenset(k for k, v in shown.items() if on_instances and finding.evidence.get(k) == v)
     if resource.kind in _LISTED_IN_SUMMARY:
         skip |= {"ranked"}
+    if finding.cost_usd is not None and finding.evidence.get("total_impact_usd") == finding.cost_usd:
+        skip |= {"total_impact_usd"}  # the Impact field
     evidence = _evidence_lines(finding.evidence, skip)
     action = _text(action_line(notice), _ACTION)
     if notice.actor and _USER_ID.fullmatch(notice.actor):  # a person asked for it (a button in Slack)
@@ -640,7 +643,9 @@ def actions_for(notice: Notice, *, short: bool = False) -> ActionsBlock | None:
                     confirm=ConfirmObject(
                         title="Stop it now?",
                         text=PlainTextObject(
-                            text=clip(f"costguard stops {clean(resource.display_name)} through its policy.", 300)
+                            text=clip(
+                                f"costguard stops {clean(resource.display_name)} through its policy.", 300
+                            )
                         ),
                         confirm="Stop",
                         deny="Cancel",
