@@ -11,7 +11,16 @@ from costguard.act.shadow import Shadow, ShadowMarks, marked_tags, read_marks
 from costguard.model import MARK_TAG_KEY, Action, Decision, Finding, Reason
 from costguard.notify.dedupe import RepeatGate, Sighting
 from costguard.notify.mutes import MuteReader
-from costguard.notify.notice import GROUP_ABOVE, ROWS_SHOWN, AnyNotice, GroupNotice, Notice, by_route
+from costguard.notify.notice import (
+    GROUP_ABOVE,
+    ROWS_SHOWN,
+    AnyNotice,
+    GroupNotice,
+    Notice,
+    by_route,
+    kind_of,
+    stands_alone,
+)
 from costguard.notify.queue import NoticeQueue
 from costguard.observability import logger
 from costguard.policy import SNOOZE_TAG_KEY, Policy, decide_all, snoozed_until, stop_candidates
@@ -274,9 +283,12 @@ def _log_groups(
         if not isinstance(sent, GroupNotice) or sent.count <= ROWS_SHOWN:
             continue
         route = sent.route_tags.get(routing_tag_key, "")
+        kind = kind_of(sent)
         for notice in due if sent.digest else news:
-            if notice.decision.resource.tags.get(routing_tag_key, "") != route:
+            if notice.decision.resource.tags.get(routing_tag_key, "") != route or stands_alone(notice):
                 continue
+            if kind is not None and notice.decision.resource.kind is not kind:
+                continue  # another kind's group (a group is of one kind)
             decision = notice.decision
             logger.info(
                 "grouped notice",

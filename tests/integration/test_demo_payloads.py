@@ -112,11 +112,11 @@ def test_the_demo_posts_at_most_22_messages_and_every_finding_is_in_one(demo_run
 def test_the_demo_shows_a_thread_kept_running_then_the_snooze_ends(demo_run: Demo) -> None:
     """idle -> marked -> someone keeps it running -> the snooze ends -> stopped (or would be, in notify mode)."""
     run = demo_run.run
-    kept = "research-g6e-forgotten"  # i-0a1f00000000000d1, kept for 2 hours at 12:05
+    kept = "research-g6e-forgotten"  # i-0a1f00000000000d1, kept for 4 hours at 12:05
     replies = [m for m in run.posted if m.get("thread_ts") and kept in json.dumps(m)]
     texts = [render(m) for m in replies]
-    assert any("kept running until 2026-11-20 14:05 UTC" in t and "<@U0LOCALOPS1>" in t for t in texts), texts
-    after = [t for t in texts if "14:10" in t]
+    assert any("kept running until 2026-11-20 16:05 UTC" in t and "<@U0LOCALOPS1>" in t for t in texts), texts
+    after = [t for t in texts if "16:10" in t]
     assert after, texts
     assert ("Stopped" in after[-1]) or ("Would mark" in after[-1] or "Would stop" in after[-1]), after[-1]
     assert len({m["thread_ts"] for m in replies}) == 1  # one conversation
@@ -242,8 +242,12 @@ def test_stop_now_is_offered_only_where_it_can_stop(demo_run: Demo) -> None:
 
 def test_a_stop_says_how_to_get_the_resource_back(demo: list[tuple[dict[str, Any], dict[str, Any]]]) -> None:
     stops = [(d, m) for d, m in demo if d["action"] == "stop"]
+    assert stops
     for decision, message in stops:
         everything = "\n".join(_texts(message))
+        if decision["dry_run"]:  # notify mode: nothing was stopped, so nothing to start again
+            assert "To start it again" not in everything and "cannot be started again" not in everything
+            continue
         if decision["resource_kind"] == "ec2_instance":
             assert f"aws ec2 start-instances --instance-ids {decision['resource_id']}" in everything
         elif decision["resource_kind"] == "notebook_instance":

@@ -25,7 +25,7 @@ from slack_sdk.models.blocks import (
     StaticSelectElement,
 )
 
-from costguard.interact.values import action_value
+from costguard.interact.values import KEEP_MENU, MUTE_MENU, action_value
 from costguard.model import MARK_TAG_KEY, Action, Decision, Finding, Reason, Resource, ResourceKind
 from costguard.notify.links import console_url, is_region
 from costguard.notify.notice import ROWS_SHOWN, GroupNotice, Notice, kind_of
@@ -381,6 +381,18 @@ def _evidence_lines(evidence: dict[str, Any], skip: frozenset[str]) -> list[str]
     return lines
 
 
+def stopped(notice: Notice) -> bool:
+    """Whether this notice tells a stop that happened (not a dry run's, a capped or a failed one): only then
+    does a message say how to start the resource again."""
+    decision = notice.decision
+    return (
+        decision.action is Action.STOP
+        and not decision.dry_run
+        and not notice.outcome.error
+        and not notice.outcome.capped
+    )
+
+
 def restart_line(resource: Resource) -> str | None:
     """How to get a stopped (or cancelled) resource back, as safe mrkdwn; None for kinds costguard never stops."""
     rid, region = _code(resource.id, _NAME), _code(resource.region, _SHORT)
@@ -516,12 +528,7 @@ def build_message(notice: Notice, *, owner: str | None = None, interactive: bool
         action = f"{action}\nAsked by <@{notice.actor}> at {decision.decided_at:%Y-%m-%d %H:%M UTC}."
     if asked(notice) is not None:  # the button's finding, said as what it was, not as the verdict now
         action = f"{action}\nAsked from its message about: {_text(title_of(decision), _SHORT)}."
-    if (
-        decision.action is Action.STOP
-        and not notice.outcome.error
-        and not notice.outcome.capped
-        and (restart := restart_line(resource))
-    ):
+    if stopped(notice) and (restart := restart_line(resource)):
         action = f"{action}\n{restart}"
     blocks: list[Block] = [
         HeaderBlock(text=PlainTextObject(text=_text(f"costguard: {title}", MAX_HEADER))),
@@ -554,8 +561,8 @@ _USER_ID = re.compile(r"[UW][A-Z0-9]{8,}")
 # The interactions endpoint (interact/) reads these: "<hours>|<reason>|<resource key>" for a choice of time,
 # "<reason>|<resource key>" for a button. Slack takes at most 150 characters in an option's value.
 KEEP, STOP_NOW, PROTECT, MUTE = "costguard:keep", "costguard:stop", "costguard:protect", "costguard:mute"
-KEEP_HOURS = ((4, "4 hours"), (24, "1 day"), (72, "3 days"), (168, "1 week"))
-MUTE_HOURS = ((24, "1 day"), (168, "1 week"), (720, "30 days"))
+KEEP_HOURS = KEEP_MENU  # the menus the worker accepts (interact/values.py): one list for both
+MUTE_HOURS = MUTE_MENU
 # What a person can keep running, stop now or protect from a message: what costguard itself may stop.
 _CLICKABLE_KINDS = frozenset({ResourceKind.EC2_INSTANCE, ResourceKind.NOTEBOOK, ResourceKind.TRAINING_JOB})
 ROWS_BRIEF = 40  # the next rows, a line each; the rest are counted and linked
@@ -673,12 +680,7 @@ def build_reply(notice: Notice, *, owner: str | None = None) -> dict[str, Any]:
         lines.append(f"Asked by <@{notice.actor}> at {when}.")
     else:
         lines.append(f"{_text(title_of(decision), _SHORT)} at {when}.")
-    if (
-        decision.action is Action.STOP
-        and not notice.outcome.error
-        and not notice.outcome.capped
-        and (restart := restart_line(decision.resource))
-    ):
+    if stopped(notice) and (restart := restart_line(decision.resource)):
         lines.append(restart)  # safe mrkdwn already
     if summary := _text(decision.finding.summary, 600):
         lines.append(summary)
