@@ -11,7 +11,7 @@ export AWS_DEFAULT_REGION ?= us-east-1
 export COSTGUARD_SAM := $(CURDIR)/$(SAM_VENV)/bin/sam
 export COSTGUARD_CHECKOV := $(CURDIR)/$(CHECKOV_VENV)/bin/checkov
 
-.PHONY: setup demo build test lint typecheck unit bench clean
+.PHONY: setup demo build test lint typecheck unit bench bench-adaptive clean
 
 $(VENV)/.ready: pyproject.toml constraints.txt
 	@test -n "$(PYTHON)" || { echo "no Python 3.13 found: set PYTHON=/path/to/python3.13"; exit 1; }
@@ -69,6 +69,10 @@ bench/.venv-c7n/.ready: bench/requirements-c7n.txt $(VENV)/.ready
 
 bench: $(VENV)/.ready bench/.venv-c7n/.ready
 	$(BIN)/python bench/run.py
+
+# The idle policies from day one, cold and after learning (a few minutes): bench/adaptive_cold.{json,md}.
+bench-adaptive: $(VENV)/.ready
+	$(BIN)/python bench/adaptive_cold.py
 
 clean:
 	rm -rf $(VENV) $(SAM_VENV) $(CHECKOV_VENV) bench/.venv-c7n .aws-sam .mypy_cache .ruff_cache

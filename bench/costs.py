@@ -400,8 +400,13 @@ def _lambda(bill: Bill, m: Month) -> None:
         for step, row in m.audit["steps"].items()
     ) + m.gb("AuditPlanFunction") * m.seconds("AuditPlanFunction", 0.0, 0)
     others = m.other_schedules()
+    # A function the measured results do not list yet (a new one, before `bench/run.py` is run again) is given
+    # the slowest measured cold start: the bill errs high, never low.
+    slowest = max(m.init.values(), default=0.0)
     other_gb_s = sum(
-        n * m.gb(k.split(".")[0]) * (m.init[k.split(".")[0]] + float(a["other_scheduled_seconds"]))
+        n
+        * m.gb(k.split(".")[0])
+        * (m.init.get(k.split(".")[0], slowest) + float(a["other_scheduled_seconds"]))
         for k, n in others.items()
     )
     gpu, alarms, notifier = m.gb("GpuIdleFunction"), m.gb("GpuAlarmsFunction"), m.gb("NotifierFunction")
@@ -631,6 +636,46 @@ def monthly_cost(
     }
 
 
+# The EKS GPU sweep (flows/eks.py) over one cluster of 100 p4d.24xlarge nodes and 800 single-GPU pods: its calls,
+# as tests/integration/test_eks_scale.py counts them per sweep.
+EKS_CLUSTER: dict[str, int] = {
+    "nodes": 100,
+    "pods": 800,
+    "get_metric_data_metrics": 800,  # one per GPU of a pod; a node is read only while no pod requests its GPUs
+    "get_metric_data_calls": 2,
+    "list_metrics_calls": 2,
+    "eks_calls": 2,  # ListClusters, DescribeCluster (EKS API requests are not billed)
+    "kubernetes_calls": 6,  # nodes, pods (2 pages), namespaces, ReplicaSets, StatefulSets: the cluster's own API
+}
+
+
+def eks_cluster_cost(template: Template, cluster: Mapping[str, int] = EKS_CLUSTER) -> dict[str, Any]:
+    """What costguard's own reads of one EKS cluster cost a month at the sweep's schedule (template.yaml):
+    GetMetricData by metric, ListMetrics by request. Container Insights itself (billed per observation) is the
+    cluster's prerequisite, not costguard's: docs/eks.md."""
+    sweeps = schedules(template).get("EksGpuFunction.Sweep", 0.0)
+    bill = Bill()
+    bill.line(
+        "CloudWatch GetMetricData (EKS sweep)",
+        sweeps * cluster["get_metric_data_metrics"],
+        "cloudwatch_get_metric_data_metric",
+        f"{sweeps:,.0f} sweeps x {cluster['get_metric_data_metrics']:,} pod GPU series "
+        f"({cluster['get_metric_data_calls']} calls a sweep)",
+    )
+    bill.line(
+        "CloudWatch ListMetrics (EKS sweep)",
+        sweeps * cluster["list_metrics_calls"],
+        "cloudwatch_api_request",
+        f"{sweeps:,.0f} sweeps x {cluster['list_metrics_calls']} pages of 500 series",
+    )
+    return {
+        "cluster": dict(cluster),
+        "sweeps_a_month": round(sweeps),
+        "lines": bill.lines,
+        "total_usd": bill.total,
+    }
+
+
 def bench_costs(results: Mapping[str, Any]) -> dict[str, Any]:
     """The bill of every fleet size with the alarms off (the default) and on, from ``results``' measured
     ``fleet`` and ``cold_imports``, priced from its ``read_schedule`` when it has one; and, beside it, what the
@@ -653,6 +698,7 @@ def bench_costs(results: Mapping[str, Any]) -> dict[str, Any]:
         "read_schedule": schedule,
         "fleets": bills(False, schedule),
         "fleets_gpu_alarms_on": bills(True, schedule),
+        "eks_cluster": eks_cluster_cost(template),
         "without_read_schedule": {
             "read_schedule": unscheduled,
             "total_usd": {n: b["total_usd"] for n, b in bills(False, unscheduled).items()},

@@ -296,8 +296,10 @@ def _reconcile(aws: FleetAws, size: int) -> dict[str, Any]:
 
 def _audit(aws: FleetAws, size: int) -> dict[str, Any]:
     """Discover, ReadMetrics, Evaluate and Report for one region, as the state machine runs them."""
-    from costguard.audit.steps import RegionOutcome, RegionTask, ReportInput
+    from costguard.audit.steps import RegionTask, ReportInput
+    from costguard.aws import clients
     from costguard.flows import audit
+    from costguard.local.map_results import result_files
     from costguard.settings import get_settings
 
     # The Slack summary (one cached GetSecretValue and one webhook POST a run) is left out: no network here.
@@ -314,16 +316,28 @@ def _audit(aws: FleetAws, size: int) -> dict[str, Any]:
         steps[name] = {
             "wall_seconds_in_process": round(time.perf_counter() - start, 2),
             "api_calls": sum(clients.calls.values()) - sum(before.values()),
+            # The process's peak so far: the steps run in order, so this bounds the step's own peak (each
+            # is a function of its own when deployed, with the same imports).
+            "peak_rss_mib": _maxrss_mib(),
         }
         return out
 
     found = step("AuditDiscoverFunction", lambda: audit.discover_region(task, settings))
     step("AuditMetricsFunction", lambda: audit.read_region_metrics(task, settings))
     result = step("AuditEvaluateFunction", lambda: audit.evaluate_region(task, settings))
-    outcome = RegionOutcome(region=REGION, status="ok", result_key=result["result_key"])
+    # The Map's ResultWriter writes the item's outcome and the manifest (two PutObject of the state machine's),
+    # which the report reads, as deployed.
+    s3 = clients.client("s3")
+    map_run = f"arn:aws:states:{REGION}:{ACCOUNT}:mapRun:costguard-audit/AccountRegions:bench"
+    objects, details = result_files(settings.audit_bucket, "runs/map-results", map_run, [result])
+    for key, body in objects:
+        s3.put_object(Bucket=settings.audit_bucket, Key=key, Body=body)
+    manifest = details["ResultWriterDetails"]
     step(
         "AuditReportFunction",
-        lambda: audit.report(ReportInput(run="bench", now=NOW, regions=[outcome]), settings),
+        lambda: audit.report(
+            ReportInput.model_validate({"run": "bench", "now": NOW, "results": manifest}), settings
+        ),
     )
     return {
         "subjects": found["subjects"],
@@ -344,7 +358,7 @@ def _maxrss_mib() -> float:
     return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
 
 
-def bench_fleet(sizes: tuple[int, ...] = SIZES) -> dict[str, Any]:
+def bench_fleet(sizes: tuple[int, ...] = SIZES, scenarios: tuple[str, ...] = SCENARIOS) -> dict[str, Any]:
     """Every scenario at every size, each in a fresh interpreter so one's peak memory is not another's."""
     from moto.ec2.models.instance_types import INSTANCE_TYPES  # DescribeInstanceTypes' data, offline
 
@@ -356,7 +370,7 @@ def bench_fleet(sizes: tuple[int, ...] = SIZES) -> dict[str, Any]:
     base = {k: v for k, v in os.environ.items() if not k.startswith(("COSTGUARD_", "POWERTOOLS_"))}
     functions = {"sweep": "GpuIdleFunction", "reconcile": "GpuAlarmsFunction", "audit": "AuditReportFunction"}
     results: dict[str, Any] = {}
-    for scenario in SCENARIOS:
+    for scenario in scenarios:
         env = base | handler_environment(template, functions[scenario]) | {"POWERTOOLS_LOG_LEVEL": "ERROR"}
         for size in sizes:
             done = subprocess.run(

@@ -1,5 +1,6 @@
 """Entry point: capacity reservations (capacity_reservation_idle, capacity_block_expiring, capacity_block_unused,
-capacity_reservation_state): AWS Health notices, Capacity Block and reservation-state events, the hourly sweep."""
+capacity_reservation_state): AWS Health notices, Capacity Block and reservation-state events, the hourly sweep,
+which also judges Bedrock Provisioned Throughput (bedrock_throughput_idle)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from costguard.entry import ONCE_PERMISSIONS, PARSE_PERMISSIONS, OncePerEvent
 from costguard.events.capacity import CapacityBlockEvent, ReservationStateChange
 from costguard.events.health import OdcrUnderutilization
 from costguard.events.scheduled import ScheduledEvent
+from costguard.flows import bedrock
 from costguard.flows.capacity import PERMISSIONS as CAPACITY_PERMISSIONS
 from costguard.flows.capacity import (
     evaluate,
@@ -27,7 +29,12 @@ from costguard.settings import get_settings, require
 
 # The IAM actions this handler's calls need: tests/template/test_iam.py holds the template to them.
 PERMISSIONS = (
-    PARSE_PERMISSIONS | ONCE_PERMISSIONS | CAPACITY_PERMISSIONS | FAN_OUT_PERMISSIONS | ASSUME_PERMISSIONS
+    PARSE_PERMISSIONS
+    | ONCE_PERMISSIONS
+    | CAPACITY_PERMISSIONS
+    | bedrock.PERMISSIONS
+    | FAN_OUT_PERMISSIONS
+    | ASSUME_PERMISSIONS
 )
 
 # Validated at cold start: a bad variable, or a table, queue or secret it needs unset, fails here, named.
@@ -49,12 +56,17 @@ def on_reservation_state(event: ReservationStateChange) -> dict[str, Any]:
 
 
 def on_schedule(event: ScheduledEvent) -> dict[str, Any]:
-    return handle_sweep(runtime(), clock.now(), event.region, event.account, event.id).summary()
+    now = clock.now()
+    report = handle_sweep(runtime(), now, event.region, event.account, event.id)
+    report.extend(bedrock.handle_sweep(runtime(), now, event.region, event.account, event.id))
+    return report.summary()
 
 
 def sweep_one(item: SweepItem, now: datetime) -> Report:
     """An organization sweep's work item: one account and region."""
-    return evaluate(item.region, item.account, runtime(), now, item.event_id, None)
+    report = evaluate(item.region, item.account, runtime(), now, item.event_id, None)
+    report.extend(bedrock.evaluate(item.region, item.account, runtime(), now, item.event_id))
+    return report
 
 
 lambda_handler = event_handler(

@@ -41,6 +41,12 @@ class ResourceKind(StrEnum):
     COST_ANOMALY = "cost_anomaly"  # one Cost Anomaly Detection anomaly
     COSTGUARD_ALARM = "costguard_alarm"  # one of costguard's own CloudWatch alarms (template.yaml, ops)
     MEMBER_REGION = "member_region"  # one member account and region of an organization deployment
+    PROVISIONED_THROUGHPUT = "provisioned_throughput"  # a Bedrock Provisioned Throughput (model units)
+    # EKS (flows/eks.py): the workload that owns GPU pods (a Deployment, StatefulSet, Job, notebook or bare pod),
+    # a GPU node, a cluster.
+    EKS_WORKLOAD = "eks_workload"
+    EKS_NODE = "eks_node"
+    EKS_CLUSTER = "eks_cluster"
 
     @property
     def has_own_rate(self) -> bool:
@@ -59,6 +65,9 @@ _OWN_RATE_KINDS = frozenset(
         ResourceKind.ENDPOINT,
         ResourceKind.CAPACITY_RESERVATION,
         ResourceKind.BATCH_JOB,
+        ResourceKind.PROVISIONED_THROUGHPUT,
+        ResourceKind.EKS_WORKLOAD,  # its pods' share of their nodes' price
+        ResourceKind.EKS_NODE,
     }
 )
 
@@ -111,6 +120,14 @@ class Reason(StrEnum):
     COSTGUARD_ALARM = "costguard_alarm"
     BUDGET_BREACH = "budget_breach"
     COST_ANOMALY = "cost_anomaly"
+    # A Bedrock Provisioned Throughput nobody invoked over the window (detect/bedrock.py).
+    BEDROCK_THROUGHPUT_IDLE = "bedrock_throughput_idle"
+    # GPUs on EKS (detect/eks.py): pods holding GPUs they do not use or under-feed, GPU nodes kept for nothing,
+    # a cluster the sweep cannot reach.
+    POD_GPU_IDLE = "pod_gpu_idle"
+    POD_GPU_STARVED = "pod_gpu_starved"
+    GPU_NODE_UNUSED = "gpu_node_unused"
+    EKS_CLUSTER_UNREACHABLE = "eks_cluster_unreachable"
 
 
 class Action(StrEnum):
@@ -322,6 +339,11 @@ class Decision(BaseModel):
     note: str = ""
     decided_at: datetime
     stop_after: datetime | None = None
+    held: str | None = Field(
+        default=None,
+        description="Why this decision is a dry run where costguard acts on others: its reason in notify "
+        "(ReasonModes), its resource outside RemediateScope",
+    )
 
     @property
     def resource(self) -> Resource:
@@ -360,3 +382,31 @@ class Decision(BaseModel):
             "note": self.note,
             "stop_after": self.stop_after.isoformat() if self.stop_after else None,
         }
+
+
+@dataclass(frozen=True)
+class ProvisionedThroughput:
+    """A Bedrock Provisioned Throughput: model units billed every hour until it is deleted."""
+
+    arn: str
+    name: str
+    account: str
+    region: str
+    model_arn: str
+    foundation_model_arn: str
+    model_units: int
+    status: str
+    created: datetime | None
+    commitment: str | None = None  # OneMonth | SixMonths | None (no commitment: deletable at any time)
+    commitment_expires: datetime | None = None
+    tags: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def id(self) -> str:
+        """The id costguard keys it by: its name is unique in the account and region, and names it in alerts."""
+        return self.name
+
+    @property
+    def base_model(self) -> str:
+        """The foundation model's id (the part of its ARN after ``foundation-model/``)."""
+        return self.foundation_model_arn.rsplit("/", 1)[-1]

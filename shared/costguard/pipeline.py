@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from costguard.act.executor import Outcome, Remediator, StopBlockerReader, StopLimiter, execute
-from costguard.act.shadow import Shadow, ShadowMarks, marked_tags, read_marks
+from costguard.act.shadow import Shadow, ShadowMarks, marked_tags, read_marks, shown_tags
 from costguard.model import MARK_TAG_KEY, Action, Decision, Finding, Reason
 from costguard.notify.dedupe import RepeatGate, Sighting
 from costguard.notify.mutes import MuteReader
@@ -26,7 +26,7 @@ from costguard.observability import logger
 from costguard.policy import SNOOZE_TAG_KEY, Policy, decide_all, snoozed_until, stop_candidates
 
 # Findings that say the same thing for as long as nothing changes: alerted once (per 30 days).
-ALERT_ONCE = {Reason.GPU_METRICS_MISSING}
+ALERT_ONCE = {Reason.GPU_METRICS_MISSING, Reason.EKS_CLUSTER_UNREACHABLE}
 ONCE_WINDOW = timedelta(days=30)
 
 
@@ -84,19 +84,26 @@ def _sightings(gate: RepeatGate, windows: dict[str, timedelta], now: datetime) -
 
 
 def with_shadow_marks(
-    findings: Sequence[Finding], shadow: ShadowMarks, now: datetime
+    findings: Sequence[Finding], shadow: ShadowMarks, now: datetime, policy: Policy | None = None
 ) -> tuple[list[Finding], dict[str, Shadow]]:
     """A dry run's findings with their resources' shadow marks as the mark tag (act/shadow.py), and the marks: it
     decides on the mark a live run would see on the resource. Read for the findings that may mark, stop or
-    unmark, and those whose resource shows a mark already (the flow read it: not read again)."""
+    unmark, and those whose resource shows a mark already (the flow read it: not read again); with ``policy``,
+    only for those it decides as dry runs (ReasonModes, RemediateScope): a live decision's mark is a tag."""
     keys = [
-        f.resource.key for f in findings if f.remediable or f.cancels_mark or MARK_TAG_KEY in f.resource.tags
+        f.resource.key
+        for f in findings
+        if (f.remediable or f.cancels_mark or MARK_TAG_KEY in f.resource.tags)
+        and (policy is None or policy.dry_run_for(f))
     ]
     marks = read_marks(shadow, keys, now)
     if not marks:
         return list(findings), marks
     out = []
     for finding in findings:
+        if policy is not None and finding.resource.key in marks and not policy.dry_run_for(finding):
+            out.append(finding)
+            continue
         tags = marked_tags(finding.resource.tags, marks.get(finding.resource.key))
         if tags is not None:
             finding = finding.model_copy(
@@ -124,10 +131,13 @@ def with_stop_blockers(
     listed = list(findings)
     if not isinstance(remediator, StopBlockerReader):
         return listed
-    allowed = 0
+    allowed = {False: 0, True: 0}  # per group the cap counts apart (policy.decide_all): live, dry
     for n in stop_candidates(listed, policy, now, stopped):
-        if allowed >= policy.max_stops:
-            break
+        group = policy.graded and policy.dry_run_for(listed[n])
+        if allowed[group] >= policy.max_stops:
+            if all(count >= policy.max_stops for count in allowed.values()) or not policy.graded:
+                break
+            continue
         resource = listed[n].resource
         try:
             blocker = remediator.stop_blocker(resource)
@@ -135,7 +145,7 @@ def with_stop_blockers(
             logger.warning("stop blocker unreadable: deciding without it", extra={"resource": resource.key})
             blocker = None
         if blocker is None:
-            allowed += 1
+            allowed[group] += 1
         else:
             blocked = resource.model_copy(update={"stop_blocker": blocker})
             listed[n] = listed[n].model_copy(update={"resource": blocked})
@@ -164,8 +174,8 @@ def act_on(
     A dry run with ``shadow`` decides on the marks it kept there, and keeps its marks, stops and unmarks there
     (act/shadow.py): what it says it would do is what a live run does."""
     marks: dict[str, Shadow] = {}
-    if shadow is not None and policy.dry_run:
-        findings, marks = with_shadow_marks(findings, shadow, now)
+    if shadow is not None and policy.may_dry_run:
+        findings, marks = with_shadow_marks(findings, shadow, now, policy if policy.graded else None)
     stopped = frozenset(key for key, mark in marks.items() if mark.stopped is not None)
     findings = with_stop_blockers(findings, policy, now, remediator, stopped)
     report = Report(findings=findings)
@@ -218,13 +228,10 @@ def act_on(
 def _as_told(decision: Decision, marks: dict[str, Shadow]) -> Decision:
     """The decision as its message shows it: a dry run's resource without the shadow mark among its tags, which
     the resource does not carry."""
-    kept = marks.get(decision.resource.key)
-    tags = decision.resource.tags
-    if not decision.dry_run or kept is None or kept.mark is None or tags.get(MARK_TAG_KEY) != kept.mark:
+    tags = shown_tags(decision.resource.tags, marks.get(decision.resource.key)) if decision.dry_run else None
+    if tags is None:
         return decision
-    shown = decision.resource.model_copy(
-        update={"tags": {k: v for k, v in tags.items() if k != MARK_TAG_KEY}}
-    )
+    shown = decision.resource.model_copy(update={"tags": tags})
     return decision.model_copy(update={"finding": decision.finding.model_copy(update={"resource": shown})})
 
 

@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Sequence
-from dataclasses import dataclass
+from collections.abc import Collection, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from functools import lru_cache
+from typing import TYPE_CHECKING
 
 from costguard.events.common import to_datetime
-from costguard.model import MARK_TAG_KEY, Action, Decision, Finding
+from costguard.model import MARK_TAG_KEY, Action, Decision, Finding, Reason, ResourceKind, mark_reason
 from costguard.observability import logger
+
+if TYPE_CHECKING:
+    from costguard.settings import Settings
 
 # A protect tag counts unless its value clearly says no.
 _FALSE_VALUES = {"false", "no", "0", "off"}
@@ -18,14 +22,190 @@ _FALSE_VALUES = {"false", "no", "0", "off"}
 SNOOZE_TAG_KEY = "costguard:snooze-until"
 
 
+# What a decision that is a dry run only because of ReasonModes or RemediateScope says first (its note).
+NOTIFY_ONLY = "notify only: "
+_MODES = {"notify": True, "remediate": False}  # a mode's word -> whether its decisions are dry runs
+# The reason costguard itself acts on each kind of resource for: what a budget escalation's mark or stop of one
+# also needs in remediate, and what the mark that working again cancels was made for (when the mark says none).
+OWN_REASONS = {
+    ResourceKind.EC2_INSTANCE: Reason.GPU_IDLE,
+    ResourceKind.NOTEBOOK: Reason.NOTEBOOK_IDLE,
+    ResourceKind.TRAINING_JOB: Reason.JOB_STALLED,
+    ResourceKind.CAPACITY_RESERVATION: Reason.CAPACITY_RESERVATION_IDLE,
+    ResourceKind.PROVISIONED_THROUGHPUT: Reason.BEDROCK_THROUGHPUT_IDLE,
+}
+
+
+class PolicyError(ValueError):
+    """ReasonModes or RemediateScope does not read; the text says what is wrong."""
+
+
+@dataclass(frozen=True)
+class TagClause:
+    """One condition of RemediateScope on one tag: its value is (or, negated, is not) one of ``values``."""
+
+    key: str
+    values: frozenset[str]
+    negated: bool = False
+
+    def holds(self, tags: Mapping[str, str]) -> bool:
+        return (tags.get(self.key) in self.values) is not self.negated
+
+
+@dataclass(frozen=True)
+class TagScope:
+    """RemediateScope: the resources costguard may act on, by tag; every clause must hold."""
+
+    clauses: tuple[TagClause, ...]
+    text: str  # as written
+
+    def covers(self, tags: Mapping[str, str]) -> bool:
+        return all(clause.holds(tags) for clause in self.clauses)
+
+    def outside(self, tags: Mapping[str, str]) -> str:
+        """Why a resource with these tags is outside the scope (it is)."""
+        clause = next(c for c in self.clauses if not c.holds(tags))
+        value = tags.get(clause.key)
+        what = f"no {clause.key} tag" if value is None else f"{clause.key}={value}"
+        return f"{what} is outside RemediateScope ({self.text})"
+
+
+@lru_cache(maxsize=16)
+def parse_reason_modes(text: str) -> Mapping[Reason, bool]:
+    """ReasonModes, ``gpu_idle=remediate,notebook_idle=notify``: each named reason's mode, as whether its decisions
+    are dry runs. Empty: none named (every reason follows Mode). Raises PolicyError."""
+    modes: dict[Reason, bool] = {}
+    for part in (p.strip() for p in text.split(",")):
+        if not part:
+            continue
+        name, sep, mode = (x.strip() for x in part.partition("="))
+        if not sep or not name or not mode:
+            raise PolicyError(f"{part!r}: each entry is <reason code>=<notify|remediate>")
+        try:
+            reason = Reason(name.lower())
+        except ValueError:
+            raise PolicyError(f"{name!r} is not a reason code (README, the reason catalogue)") from None
+        if mode.lower() not in _MODES:
+            raise PolicyError(f"{part!r}: the mode is notify or remediate, not {mode!r}")
+        dry = _MODES[mode.lower()]
+        if modes.get(reason, dry) is not dry:
+            raise PolicyError(f"{reason.value} is named twice, with two modes")
+        modes[reason] = dry
+    return modes
+
+
+@lru_cache(maxsize=16)
+def parse_scope(text: str) -> TagScope | None:
+    """RemediateScope, ``team=vision|nlp`` or ``team!=research`` (comma-separated clauses, all must hold; a
+    resource without the tag is outside ``=`` and inside ``!=``). Empty: every resource. Raises PolicyError."""
+    clauses = []
+    for part in (p.strip() for p in text.split(",")):
+        if not part:
+            continue
+        negated = "!=" in part
+        key, sep, values = part.partition("!=" if negated else "=")
+        key = key.strip()
+        named = frozenset(v.strip() for v in values.split("|") if v.strip())
+        if not sep or not key or not named or "=" in values or "!" in key:
+            raise PolicyError(
+                f"{part!r}: a clause is <tag key>=<value>[|<value>...] or <tag key>!=<value>[|...]"
+            )
+        clauses.append(TagClause(key, named, negated))
+    return (
+        TagScope(tuple(clauses), ",".join(p.strip() for p in text.split(",") if p.strip()))
+        if clauses
+        else None
+    )
+
+
+def reasons_of(finding: Finding) -> tuple[Reason, ...]:
+    """The reasons whose mode a decision on this finding follows: its own; for a budget escalation's mark or stop,
+    budget_breach and the reason costguard acts on the resource's kind for (OWN_REASONS); for working again, the
+    reason of the mark it cancels."""
+    resource = finding.resource
+    if finding.cancels_mark:
+        said = mark_reason(resource.tags)
+        if said is not None and said in Reason._value2member_map_:
+            return (Reason(said),)
+        return (OWN_REASONS.get(resource.kind, finding.reason),)
+    if finding.reason is Reason.BUDGET_BREACH and finding.remediable and resource.kind in OWN_REASONS:
+        return (Reason.BUDGET_BREACH, OWN_REASONS[resource.kind])
+    return (finding.reason,)
+
+
 @dataclass(frozen=True)
 class Policy:
     """The user's rules for acting on findings."""
 
-    dry_run: bool = True
+    dry_run: bool = True  # Mode: notify (dry runs) or remediate, for every reason ``modes`` does not name
     protect_tag_key: str = "costguard:protect"
     grace: timedelta = timedelta(minutes=30)
     max_stops: int = 5
+    # ReasonModes: the reasons with a mode of their own (whether their decisions are dry runs).
+    modes: Mapping[Reason, bool] = field(default_factory=dict)
+    # RemediateScope: the resources acted on; a decision on any other is a dry run. None: every resource.
+    scope: TagScope | None = None
+
+    @property
+    def graded(self) -> bool:
+        """Whether acting depends on the reason or the resource (ReasonModes or RemediateScope is set)."""
+        return bool(self.modes) or self.scope is not None
+
+    @property
+    def may_dry_run(self) -> bool:
+        """Whether some decision can be a dry run (and so needs the shadow marks, act/shadow.py)."""
+        return self.dry_run or any(self.modes.values()) or self.scope is not None
+
+    @property
+    def may_act(self) -> bool:
+        """Whether some decision can act (a reason in remediate)."""
+        return not self.dry_run or not all(self.modes.values())
+
+    def remediates(self, reason: Reason) -> bool:
+        """Whether this reason is in remediate (its own mode, else Mode), whatever the resource."""
+        return not self.modes.get(reason, self.dry_run)
+
+    def held_as(self, reasons: Iterable[Reason], tags: Mapping[str, str]) -> str | None:
+        """Why a decision for these reasons on a resource with these tags is a dry run; None when it acts."""
+        for reason in reasons:
+            if reason in self.modes:
+                if self.modes[reason]:
+                    return f"{reason.value} is in notify (ReasonModes)"
+            elif self.dry_run:
+                return f"{reason.value} follows Mode (notify)"
+        if self.scope is not None and not self.scope.covers(tags):
+            return self.scope.outside(tags)
+        return None
+
+    def held(self, finding: Finding) -> str | None:
+        """Why a decision on this finding is a dry run; None when it acts."""
+        return self.held_as(reasons_of(finding), finding.resource.tags)
+
+    def dry_run_for(self, finding: Finding) -> bool:
+        """Whether a decision on this finding is a dry run: Mode, unless ReasonModes names its reason; and a
+        dry run for a resource outside RemediateScope."""
+        if not self.graded:
+            return self.dry_run
+        return self.held(finding) is not None
+
+    def dry_run_as(self, reasons: Iterable[Reason], tags: Mapping[str, str]) -> bool:
+        """Whether a decision for these reasons on a resource with these tags is a dry run (what a flow asks of
+        a resource before it has findings: whose marks are kept in the state table)."""
+        if not self.graded:
+            return self.dry_run
+        return self.held_as(reasons, tags) is not None
+
+
+def policy_from(settings: Settings) -> Policy:
+    """The policy the settings describe (their values validated at start-up)."""
+    return Policy(
+        dry_run=settings.dry_run,
+        protect_tag_key=settings.protect_tag_key,
+        grace=timedelta(minutes=settings.grace_minutes),
+        max_stops=settings.max_stops_per_run,
+        modes=parse_reason_modes(settings.reason_modes),
+        scope=parse_scope(settings.remediate_scope),
+    )
 
 
 def is_protected(tags: dict[str, str], protect_tag_key: str) -> bool:
@@ -121,17 +301,29 @@ def _choose(finding: Finding, policy: Policy, now: datetime) -> tuple[Action, st
     return Action.STOP, f"grace period over since {due.isoformat()}", due
 
 
+_CHANGES = (Action.MARK, Action.STOP, Action.UNMARK)
+
+
 def _decision(
     finding: Finding, policy: Policy, now: datetime, action: Action, note: str, stop_after: datetime | None
 ) -> Decision:
+    dry_run, held = policy.dry_run, None
+    if policy.graded:
+        # A finding whose reason is in notify, or whose resource is outside the scope, is decided as notify mode
+        # decides it; a change it would make says why it is not made.
+        held = policy.held(finding)
+        dry_run = held is not None
+        if held is not None and action in _CHANGES:
+            note = f"{NOTIFY_ONLY}{held}; {note}"
     return Decision(
         action=action,
         reason=finding.reason,
         finding=finding,
-        dry_run=policy.dry_run,
+        dry_run=dry_run,
         note=note,
         decided_at=now,
         stop_after=stop_after,
+        held=held,
     )
 
 
@@ -157,9 +349,21 @@ def decide_all(
         ),
     )
     held = f"stop cap of {policy.max_stops} per run reached: not stopped"
-    for n in stops[policy.max_stops :]:
-        chosen[n] = (Action.NOTIFY, held, chosen[n][2])
+    for group in _by_dryness(listed, stops, policy):
+        for n in group[policy.max_stops :]:
+            chosen[n] = (Action.NOTIFY, held, chosen[n][2])
     return [_decision(finding, policy, now, *choice) for finding, choice in zip(listed, chosen, strict=True)]
+
+
+def _by_dryness(findings: Sequence[Finding], positions: list[int], policy: Policy) -> list[list[int]]:
+    """Stop positions (in order) as the groups the per-run cap counts apart: one, unless ReasonModes or
+    RemediateScope makes some of them dry runs. The stops a dry run would make never take a live stop's place,
+    and are capped among themselves as in notify mode."""
+    if not policy.graded:
+        return [positions]
+    live = [n for n in positions if not policy.dry_run_for(findings[n])]
+    dry = [n for n in positions if policy.dry_run_for(findings[n])]
+    return [live, dry]
 
 
 def stop_candidates(
@@ -184,9 +388,13 @@ def decide_requested_stop(finding: Finding, policy: Policy, now: datetime) -> De
 
     Refused (a notification saying why) for a protected, snoozed or stop-blocked resource, and for one
     costguard has not marked: its role may stop only what carries the mark (template.yaml), so a button can
-    shorten a pending stop but never start one costguard did not decide on."""
+    shorten a pending stop but never start one costguard did not decide on. Refused too where the finding's
+    reason is in notify or the resource outside RemediateScope: Stop now stops only what a sweep would."""
     resource = finding.resource
-    if is_protected(resource.tags, policy.protect_tag_key):
+    held = policy.held(finding) if policy.graded else None
+    if held is not None:
+        note = f"not stopped: {NOTIFY_ONLY}{held}"
+    elif is_protected(resource.tags, policy.protect_tag_key):
         note = f"protected by tag {policy.protect_tag_key}: never stopped"
     elif (snooze := snoozed_until(resource.tags, now)) is not None:
         note = f"kept running until {utc_text(snooze)} (snoozed): not stopped"

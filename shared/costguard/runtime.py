@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from functools import lru_cache
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from costguard.act.aws import AwsRemediator
 from costguard.act.executor import Remediator, StopLimiter
@@ -14,7 +15,7 @@ from costguard.act.limits import PERMISSIONS as STOP_CAP_PERMISSIONS
 from costguard.act.limits import DynamoStopLimiter
 from costguard.aws.organization import PLACE_PERMISSIONS as ACCOUNT_PLACE_PERMISSIONS
 from costguard.aws.organization import AccountLabels, OrganizationLabels
-from costguard.model import Finding
+from costguard.model import Finding, Reason
 from costguard.notify.dedupe import PERMISSIONS as REPEAT_GATE_PERMISSIONS
 from costguard.notify.dedupe import DynamoRepeatGate, RepeatGate
 from costguard.notify.mutes import PERMISSIONS as MUTE_PERMISSIONS
@@ -22,7 +23,7 @@ from costguard.notify.mutes import DynamoMutes, MuteReader
 from costguard.notify.queue import PERMISSIONS as QUEUE_PERMISSIONS
 from costguard.notify.queue import NoticeQueue, SqsNoticeQueue
 from costguard.pipeline import Report, act_on
-from costguard.policy import Policy
+from costguard.policy import Policy, policy_from
 from costguard.pricing import PriceBook, price_book
 from costguard.pricing.live import PERMISSIONS as LIVE_PRICE_PERMISSIONS
 from costguard.reads import Reads
@@ -57,19 +58,23 @@ class Runtime:
     accounts: AccountLabels | None = None  # an organization deployment: accounts named in messages
     idle_histories: IdleHistories | None = None  # the adaptive idle policy's (COSTGUARD_IDLE_POLICY=adaptive)
     read_plans: ReadPlans | None = None  # the sweep's read schedule (COSTGUARD_READ_SCHEDULE): None reads all
-    shadow_marks: ShadowMarks | None = None  # notify mode's marks (act/shadow.py): None in remediate mode
+    # The dry runs' marks (act/shadow.py): None when no decision can be one (remediate mode, every reason and
+    # resource in it)
+    shadow_marks: ShadowMarks | None = None
     # What the flows read (inventory, metrics, SageMaker, budgets): AWS, or in-memory twins in a unit test.
     reads: Reads = field(default_factory=Reads)
 
     @property
     def policy(self) -> Policy:
-        s = self.settings
-        return Policy(
-            dry_run=s.dry_run,
-            protect_tag_key=s.protect_tag_key,
-            grace=timedelta(minutes=s.grace_minutes),
-            max_stops=s.max_stops_per_run,
-        )
+        return policy_from(self.settings)
+
+    def dry_for(self, *reasons: Reason, field: str = "tags") -> Callable[[Any], bool] | None:
+        """Which of the resources a flow reads (their tags in ``field``) it decides as dry runs for each of these
+        reasons: those whose marks are kept in the state table (act/shadow.overlay). None: the same for all."""
+        policy = self.policy
+        if not policy.graded:
+            return None
+        return lambda item: all(policy.dry_run_as((reason,), getattr(item, field)) for reason in reasons)
 
     @property
     def repeat_window(self) -> timedelta:
@@ -133,8 +138,9 @@ def _read_plans(settings: Settings) -> ReadPlans | None:
 
 
 def _shadow_marks(settings: Settings) -> ShadowMarks | None:
-    """Notify mode keeps its marks in the state table; remediate mode tags the resources."""
-    if not (settings.dry_run and settings.state_table):
+    """A dry run keeps its marks in the state table; a live one tags the resources. Kept wherever a decision can be
+    a dry run: notify mode, or a reason in notify (ReasonModes), or a resource outside RemediateScope."""
+    if not (policy_from(settings).may_dry_run and settings.state_table):
         return None
     from costguard.act.shadow import DynamoShadowMarks
 

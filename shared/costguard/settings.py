@@ -3,14 +3,18 @@
 from __future__ import annotations
 
 import os
+import re
 from enum import StrEnum
 from functools import lru_cache
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from costguard.detect.escalation import DEFAULT_ESCALATION, parse_levels
+from costguard.policy import parse_reason_modes, parse_scope
 
 ENV_PREFIX = "COSTGUARD_"
+# One of COSTGUARD_BEDROCK_THROUGHPUT_PRICES' entries: model-id[@commitment]=usd.
+_RATE = re.compile(r"[^=@,\s]+(@[A-Za-z]+)?\s*=\s*[0-9]+(\.[0-9]+)?")
 # The states of a future-dated capacity reservation that EventBridge reports ("EC2 Capacity Reservation <State>").
 CAPACITY_STATES = ("scheduled", "active", "delayed", "unsupported", "failed", "expired", "cancelled")
 
@@ -36,6 +40,16 @@ class Settings(BaseModel):
     model_config = ConfigDict(extra="ignore", frozen=True)
 
     mode: Mode = Mode.NOTIFY
+    reason_modes: str = Field(
+        default="",
+        description="reasons with a mode of their own, comma-separated <reason code>=<notify|remediate> "
+        "(gpu_idle=remediate,notebook_idle=notify); the rest follow mode",
+    )
+    remediate_scope: str = Field(
+        default="",
+        description="the resources acted on, by tag: <key>=<value>[|<value>...] or <key>!=<value>[|...], "
+        "comma-separated clauses that all hold (team!=research); any other is only reported. Empty: all",
+    )
     protect_tag_key: str = Field(default="costguard:protect", min_length=1, max_length=128)
     routing_tag_key: str = Field(default="team", min_length=1, max_length=128)
     slack_secret_id: str = Field(
@@ -103,6 +117,14 @@ class Settings(BaseModel):
     capacity_window_hours: int = Field(default=24, ge=1, le=14 * 24)
     capacity_idle_threshold_percent: float = Field(default=20.0, ge=0, le=100)
     capacity_block_idle_minutes: int = Field(default=30, ge=5, le=24 * 60)
+    bedrock_idle_hours: int = Field(
+        default=24, ge=1, le=30 * 24, description="a Provisioned Throughput not invoked for this long is idle"
+    )
+    bedrock_throughput_prices: str = Field(
+        default="",
+        description="your Provisioned Throughput rates per model unit-hour: 'model-id[@commitment]=usd', "
+        "comma-separated (pricing/bedrock.py); a model without one is priced from the bundled table, else unknown",
+    )
     capacity_state_notices: tuple[str, ...] = Field(
         default=CAPACITY_STATES,
         description="future-dated reservation states that give a message; empty: none",
@@ -155,10 +177,31 @@ class Settings(BaseModel):
         }
         return found | given
 
+    @field_validator("bedrock_throughput_prices")
+    @classmethod
+    def _valid_rates(cls, value: str) -> str:
+        # The shape pricing/bedrock.parse_rates reads: a bad rate fails at cold start, named.
+        bad = [e for e in (p.strip() for p in value.split(",")) if e and not _RATE.fullmatch(e)]
+        if bad:
+            raise ValueError(f"not model-id[@commitment]=usd: {bad[:3]}")
+        return value
+
     @field_validator("budget_escalation")
     @classmethod
     def _valid_escalation(cls, value: str) -> str:
         parse_levels(value)  # a bad level fails at cold start, named
+        return value
+
+    @field_validator("reason_modes")
+    @classmethod
+    def _valid_reason_modes(cls, value: str) -> str:
+        parse_reason_modes(value)  # a bad entry fails at cold start, named
+        return value
+
+    @field_validator("remediate_scope")
+    @classmethod
+    def _valid_scope(cls, value: str) -> str:
+        parse_scope(value)
         return value
 
     @field_validator("regions", mode="before")

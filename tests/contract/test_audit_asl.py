@@ -123,17 +123,40 @@ def test_the_map_iterates_plan_items_as_a_distributed_map() -> None:
     assert definition["States"]["Plan"]["ResultSelector"]["items.$"] == "$.Payload.items"
     assert definition["States"]["Plan"]["Parameters"]["Payload"]["state_machine.$"] == "$$.StateMachine.Id"
     items = definition["States"][MAP]
-    assert items["ItemsPath"] == "$.items"
     assert items["ItemProcessor"]["ProcessorConfig"] == {"Mode": "DISTRIBUTED", "ExecutionType": "STANDARD"}
-    assert "ItemReader" not in items  # the items are Plan's output, inline
     assert 1 <= items["MaxConcurrency"] <= 100
     selected = items["ItemSelector"]
     assert selected["account.$"] == "$$.Map.Item.Value.account"
     assert selected["region.$"] == "$$.Map.Item.Value.region"
     assert selected["account_name.$"] == "$$.Map.Item.Value.account_name"
-    # The outcomes replace the items (the state would otherwise carry both lists), and the report takes them.
-    assert items["ResultPath"] == items["ItemsPath"]
-    assert definition["States"]["Report"]["Parameters"]["Payload"]["regions.$"] == items["ResultPath"]
+
+
+def test_no_list_of_items_or_outcomes_passes_through_the_state() -> None:
+    """Step Functions caps a state's payload at 256 KB: inline, 17,000 items (about 100 bytes each) would pass it
+    at about 2,500, and a hundred failed items' error payloads would too. The Map reads Plan's JSON array from
+    S3 (ItemReader, GetObject, InputType JSON) and writes its children's outcomes to S3 (ResultWriter, PutObject);
+    the state keeps the manifest's address, which the report reads. Both in the audit bucket the template names."""
+    definition = json.loads(ASL.read_text())
+    items = definition["States"][MAP]
+    assert "ItemsPath" not in items
+    assert items["ItemReader"] == {
+        "Resource": "arn:aws:states:::s3:getObject",
+        "ReaderConfig": {"InputType": "JSON"},
+        "Parameters": {"Bucket": "${AuditBucket}", "Key.$": "$.items.key"},
+    }
+    writer = items["ResultWriter"]
+    assert writer["Resource"] == "arn:aws:states:::s3:putObject"
+    assert writer["Parameters"]["Bucket"] == "${AuditBucket}"
+    assert writer["Parameters"]["Prefix"].startswith("runs/")  # expired with the run's other intermediates
+    assert items["ResultSelector"] == {"manifest.$": "$.ResultWriterDetails"}
+    assert definition["States"]["Report"]["Parameters"]["Payload"] == {
+        "run.$": "$.run",
+        "now.$": "$.now",
+        "results.$": f"{items['ResultPath']}.manifest",
+    }
+    # A child that fails outright (not caught inside it) is named in the report from its FAILED record rather
+    # than failing the whole run.
+    assert items["ToleratedFailurePercentage"] == 100
 
 
 def test_each_item_carries_its_account_and_a_failure_names_it() -> None:

@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 
 from costguard.aws import clients
-from costguard.aws.idle_history import DynamoIdleHistories, history_key
-from costguard.detect import adaptive
+from costguard.aws.idle_history import DynamoIdleHistories, history_key, prior_key
+from costguard.detect import adaptive, idle_priors
 from costguard.local.replay import ReplayResult, replay
 from costguard.local.sink import SlackSink
 from costguard.local.stack import TABLE, LocalStack
@@ -130,3 +130,40 @@ def test_with_a_history_of_long_idles_after_jobs_it_stops_before_the_grace_ends(
     assert "Stopped before the end of its grace period" in finding["summary"]
     assert finding["evidence"]["idle_policy"] == "adaptive: stop"
     assert "after a" in finding["evidence"]["idle_policy_reason"]
+
+
+def test_a_new_instance_borrows_its_peers_prior_in_the_same_batched_read(
+    adaptive_stack: LocalStack, tmp_path: Path
+) -> None:
+    """No idle period of its own yet (its first job just ended), but its team's p4d instances idle for hours
+    after their jobs: stopped at the next sweep, not after the grace period. The pools are read with the
+    histories (one BatchGetItem) and nothing else is read."""
+    now = adaptive_stack.world.now
+    pool = idle_priors.Pool()
+    for hour in range(24):  # peers' idle periods after jobs: 6 h, never back within the hour
+        pool.add(
+            [(hour, int(adaptive.Shape.AFTER_JOB), adaptive.bin_of(360), int(adaptive.Ended.RESUMED))] * 2
+        )
+    groups = idle_priors.peer_groups("ec2", "p4d.24xlarge", {"team": "ml-research"})
+    store = DynamoIdleHistories(TABLE)
+    store.write_state({}, {prior_key(ACCOUNT, REGION, g): pool for g in groups}, now)
+    own = adaptive.IdleHistory(
+        idle_since=now - timedelta(minutes=40),
+        work_since=now - timedelta(hours=10),
+        first_seen=now - timedelta(hours=10),
+        last_seen=now - timedelta(minutes=5),
+        last_status=adaptive.Status.IDLE,
+        busy_minutes=9 * 60,
+        recent=[2.0, 2.0, 2.0],
+        cpu_sum=6.0,
+        cpu_n=3,
+    )
+    assert own.samples == 0
+    store.write({history_key(ACCOUNT, REGION, IDLE): own}, now)
+    clients.calls.clear()
+    [first] = replay(adaptive_stack, [sweep_at(tmp_path, now)])
+    [marked] = [f for f in first.findings if f["resource_id"] == IDLE]
+    assert "It will be stopped at the next sweep" in marked["summary"]
+    assert "on instances like this one" in marked["evidence"]["idle_policy_reason"]
+    [second] = replay(adaptive_stack, [sweep_at(tmp_path, now + timedelta(minutes=5))])
+    assert [d["action"] for d in second.decisions if d["resource_id"] == IDLE] == ["stop"]

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from costguard.local.audit import AuditRun, definition, run_audit, write_outputs
+from costguard.local.audit import BUCKET, AuditRun, definition, run_audit, write_outputs
 from costguard.local.cli import main
 from costguard.local.template import Template
 from costguard.local.world import World, load_world
@@ -176,8 +176,9 @@ def test_the_local_run_executes_the_asl_file_itself(demo: AuditRun) -> None:
     assert props["DefinitionUri"] == "statemachine/audit.asl.json"
     text = (ROOT / "statemachine" / "audit.asl.json").read_text()
     assert demo.definition == definition(template, "us-east-1", "123456789012")
-    # Only the substitutions differ from the file.
-    assert re.sub(r"arn:aws:lambda:[^\"]+", "X", demo.definition) == re.sub(r"\$\{Audit\w+\}", "X", text)
+    # Only the substitutions differ from the file: the functions' ARNs and the audit bucket's name.
+    substituted = re.sub(r"arn:aws:lambda:[^\"]+", "X", demo.definition).replace(f'"{BUCKET}"', '"X"')
+    assert substituted == re.sub(r"\$\{Audit\w+\}", "X", text)
     assert demo.states[0] == "Plan"
     assert demo.states[-1] == "Report"
     assert "AccountRegions" in demo.states
@@ -186,7 +187,7 @@ def test_the_local_run_executes_the_asl_file_itself(demo: AuditRun) -> None:
     assert sorted(demo.keys) == [
         f"runs/{run}/123456789012/us-east-1/{name}.json"
         for name in ("holdings", "result", "subjects", "usage")
-    ]
+    ] + [f"runs/{run}/items.json"]  # and Plan's items, which the Map read from S3
 
 
 def test_the_slack_summary_gives_the_total_the_top_items_and_the_link(demo: AuditRun) -> None:

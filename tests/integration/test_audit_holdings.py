@@ -139,8 +139,9 @@ def test_the_calls_the_sections_add_are_one_walk_each(demo: Any) -> None:
     assert calls[("sagemaker", "Search")] == 1
     assert calls[("ce", "GetSavingsPlansCoverage")] == 1
     assert calls[("compute-optimizer", "GetEC2InstanceRecommendations")] == 1  # 15 instances: one call
-    # One walk per old prefix, plus the local run's own listing of what its items wrote under runs/.
-    assert calls[("s3", "ListObjectsV2")] == len(listed) + 1
+    # One walk per old prefix, plus the local run's own listings of what its items wrote under runs/ and of what
+    # the Map's ResultWriter wrote.
+    assert calls[("s3", "ListObjectsV2")] == len(listed) + 2
     assert calls[("sagemaker", "DescribeTrainingJob")] == len(
         [j for j in world.training_jobs if j.status == "InProgress"]
     )

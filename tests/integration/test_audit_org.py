@@ -192,7 +192,21 @@ def test_each_item_wrote_under_its_account(org: AuditRun) -> None:
         if (account, region) != MISSING
         for name in ("subjects", "holdings", "usage", "result")
     }
-    assert set(org.keys) == expected
+    # Beside them, the items Plan wrote for the Map's ItemReader.
+    assert set(org.keys) == expected | {f"runs/{run}/items.json"}
+
+
+def test_the_map_reads_its_items_from_s3_and_writes_its_outcomes_there(org: AuditRun) -> None:
+    """No list of items or outcomes passes through the execution's state (256 KB): the Map reads Plan's items
+    from S3 and its ResultWriter writes the children's outcomes and a manifest there, which the report reads."""
+    run = org.output["run"]
+    assert org.report_input["items"] == {"key": f"runs/{run}/items.json", "count": 6}
+    manifest = org.report_input["results"]["manifest"]
+    assert manifest["Key"] in org.map_results and manifest["Key"].endswith("/manifest.json")
+    assert [k for k in org.map_results if k.endswith("/SUCCEEDED_0.json")]
+    assert "regions" not in org.report_input  # the outcomes are not in the state
+    places = {(r["account"], r["region"]) for r in org.report["regions"]}  # type: ignore[index]
+    assert len(places) == 6 and MISSING in places
 
 
 def test_the_command_line_summary_names_the_accounts_and_the_failure(

@@ -95,7 +95,7 @@ def test_sweep_gives_one_finding_per_idle_reservation_with_the_money_wasted(
     [result] = replay(stack, [SWEEP])
     assert result.ok, result.error
     assert result.function == "CapacityFunction"
-    by_id = {f["resource_id"]: f for f in result.findings}
+    by_id = {f["resource_id"]: f for f in result.findings if f["resource_kind"] == "capacity_reservation"}
     # c02 is busy (above the threshold), c03 has an instance running in it: neither gives a finding.
     assert set(by_id) == {"cr-0a1f0000000000c01", "cr-0a1f0000000000c04", "cr-0a1f0000000000c05"}
     idle = spec_of(world, "cr-0a1f0000000000c01")

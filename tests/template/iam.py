@@ -152,6 +152,16 @@ DISTRIBUTED_MAP_ACTIONS = frozenset(
 )
 
 
+# A Distributed Map's ItemReader and ResultWriter call S3 with the state machine's role (AWS: "IAM policies for
+# ItemReader", "IAM policies for ResultWriter").
+MAP_S3_ACTIONS = {
+    "arn:aws:states:::s3:getObject": frozenset({"s3:GetObject"}),
+    "arn:aws:states:::s3:putObject": frozenset(
+        {"s3:PutObject", "s3:GetObject", "s3:ListMultipartUploadParts", "s3:AbortMultipartUpload"}
+    ),
+}
+
+
 def _state_machine_actions(resource: dict[str, Any]) -> set[str]:
     asl = json.loads((ROOT / resource["Properties"]["DefinitionUri"]).read_text(encoding="utf-8"))
     found: set[str] = set()
@@ -164,6 +174,12 @@ def _state_machine_actions(resource: dict[str, Any]) -> set[str]:
             processor = node.get("ItemProcessor", {}).get("ProcessorConfig", {})
             if node.get("Type") == "Map" and processor.get("Mode") == "DISTRIBUTED":
                 found.update(DISTRIBUTED_MAP_ACTIONS)  # its child executions, started and followed
+            for field in ("ItemReader", "ResultWriter"):
+                if node.get("Type") == "Map" and field in node:
+                    reader_writer = str(node[field].get("Resource"))
+                    found.update(
+                        MAP_S3_ACTIONS.get(reader_writer, {f"<unknown {field} resource {reader_writer}>"})
+                    )
             for child in node.values():
                 walk(child)
         elif isinstance(node, list):

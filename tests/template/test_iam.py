@@ -46,6 +46,7 @@ EVERY_RESOURCE_ALLOWED = {
     "ec2:DescribeInstanceTypes",
     "ec2:DescribeInstanceTypeOfferings",
     "ec2:DescribeCapacityReservations",
+    "bedrock:ListProvisionedModelThroughputs",
     "cloudwatch:GetMetricData",
     "cloudwatch:ListMetrics",
     "cloudwatch:DescribeAlarms",
@@ -65,6 +66,8 @@ EVERY_RESOURCE_ALLOWED = {
     "sagemaker:Search",
     "ce:GetSavingsPlansCoverage",
     "compute-optimizer:GetEC2InstanceRecommendations",
+    # The EKS sweep's list of clusters (DescribeCluster is granted on the account's clusters only).
+    "eks:ListClusters",
 }
 
 # Stops and cancels: only what costguard marked, and never what carries the protect tag.
@@ -73,9 +76,17 @@ STOPS = {
     "sagemaker:StopTrainingJob": ":training-job/*",
     "sagemaker:StopNotebookInstance": ":notebook-instance/*",
     "ec2:CancelCapacityReservation": ":capacity-reservation/*",
+    "bedrock:DeleteProvisionedModelThroughput": ":provisioned-model/*",
 }
 # Marking: costguard's own tag key and nothing else.
-TAGGING = {"ec2:CreateTags", "ec2:DeleteTags", "sagemaker:AddTags", "sagemaker:DeleteTags"}
+TAGGING = {
+    "ec2:CreateTags",
+    "ec2:DeleteTags",
+    "sagemaker:AddTags",
+    "sagemaker:DeleteTags",
+    "bedrock:TagResource",
+    "bedrock:UntagResource",
+}
 ALARMS = {"cloudwatch:PutMetricAlarm", "cloudwatch:DeleteAlarms", "cloudwatch:TagResource"}
 
 
@@ -317,6 +328,8 @@ def test_a_stop_needs_the_mark_and_no_protect_tag_in_the_stacks_region(
     marked = {f"aws:ResourceTag/{MARK_TAG}": "2026-11-20T12:00:00+00:00"}
     if action == "ec2:CancelCapacityReservation":
         marked["aws:ResourceTag/costguard:auto-cancel"] = "true"
+    if action == "bedrock:DeleteProvisionedModelThroughput":
+        marked["aws:ResourceTag/costguard:auto-delete"] = "true"
     assert decide(statements, Request(action, resource, context=marked)) == ALLOW
     assert (
         decide(
@@ -435,7 +448,7 @@ def test_state_queue_and_bucket_access_is_limited_to_the_stacks_own_resources() 
             texts = [_sub_text(r) for r in resources]
             objects = [t for t in texts if t]
             if grant.actions & {"s3:PutObject", "s3:GetObject"} and not all(
-                t.endswith(("/runs/*", "/reports/*", "/config/*")) for t in objects
+                t.endswith(("/runs/*", "/runs/map-results/*", "/reports/*", "/config/*")) for t in objects
             ):
                 problems.append(
                     f"{grant.role} {grant.sid}: objects outside runs/, reports/, config/: {objects}"

@@ -222,6 +222,8 @@ def test_a_stop_in_a_member_needs_the_mark_and_no_protect_tag_in_its_own_region(
     marked = {f"aws:ResourceTag/{MARK_TAG}": "2026-11-20T12:00:00+00:00"}
     if action == "ec2:CancelCapacityReservation":
         marked["aws:ResourceTag/costguard:auto-cancel"] = "true"
+    if action == "bedrock:DeleteProvisionedModelThroughput":
+        marked["aws:ResourceTag/costguard:auto-delete"] = "true"
     assert decide(statements, Request(action, resource, context=marked)) == ALLOW
     for protect in ("true", "", "team-a"):
         protected = marked | {f"aws:ResourceTag/{PROTECT_TAG}": protect}

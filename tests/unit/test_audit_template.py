@@ -35,14 +35,22 @@ def test_the_state_machine_may_invoke_exactly_the_audit_functions() -> None:
     assert sorted(invoked) == sorted(AUDIT_FUNCTIONS)
     # Besides: its own child executions (the Distributed Map), on its own name only.
     own = [s for p in props["Policies"] if "Statement" in p for s in p["Statement"]]
-    assert {a for s in own for a in ([s["Action"]] if isinstance(s["Action"], str) else s["Action"])} == {
+    states = [s for s in own if s["Sid"] in ("StartItsOwnChildExecutions", "FollowItsOwnChildExecutions")]
+    assert {a for s in states for a in ([s["Action"]] if isinstance(s["Action"], str) else s["Action"])} == {
         "states:StartExecution",
         "states:DescribeExecution",
         "states:StopExecution",
     }
-    assert all("${AWS::StackName}-audit" in s["Resource"]["Fn::Sub"] for s in own)
-    substituted = {v["Fn::GetAtt"][0] for v in props["DefinitionSubstitutions"].values()}
-    assert substituted == set(AUDIT_FUNCTIONS)
+    assert all("${AWS::StackName}-audit" in s["Resource"]["Fn::Sub"] for s in states)
+    # And the Map's S3 reads and writes: Plan's items, its ResultWriter's outcomes, in the audit bucket only.
+    s3 = {s["Sid"]: s["Resource"]["Fn::Sub"] for s in own if s not in states}
+    assert s3 == {
+        "ReadRunItems": "${AuditReportsBucket.Arn}/runs/*",
+        "WriteMapResults": "${AuditReportsBucket.Arn}/runs/map-results/*",
+    }
+    substitutions = dict(props["DefinitionSubstitutions"])
+    assert substitutions.pop("AuditBucket") == {"Ref": "AuditReportsBucket"}
+    assert {v["Fn::GetAtt"][0] for v in substitutions.values()} == set(AUDIT_FUNCTIONS)
     assert props["Events"]["Weekly"]["Properties"]["Schedule"] == {"Ref": "AuditSchedule"}
 
 
@@ -68,7 +76,7 @@ def test_no_audit_role_has_a_wildcard_action_or_writes_outside_its_prefix() -> N
         ]
         for function in AUDIT_FUNCTIONS
     }
-    assert writes["AuditPlanFunction"] == []
+    assert writes["AuditPlanFunction"] == ["${AuditReportsBucket.Arn}/runs/*"]  # the run's items
     assert writes["AuditDiscoverFunction"] == ["${AuditReportsBucket.Arn}/runs/*"]
     assert writes["AuditReportFunction"] == ["${AuditReportsBucket.Arn}/reports/*"]
 

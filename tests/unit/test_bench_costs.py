@@ -119,3 +119,13 @@ def test_bench_costs_gives_every_fleet_both_ways_with_the_prices_date_and_source
     bare = out["without_read_schedule"]
     assert bare["read_schedule"]["reads_per_instance_hour"] == 12
     assert bare["total_usd"]["1000"] > out["fleets"]["1000"]["total_usd"]
+
+
+def test_the_eks_cluster_is_priced_from_its_counted_reads_at_the_sweeps_schedule() -> None:
+    month = costs.eks_cluster_cost(TEMPLATE)
+    # rate(15 minutes): 2,880 sweeps a month, each asking GetMetricData for the 800 pod GPU series.
+    assert month["sweeps_a_month"] == 2880
+    reads = line(month, "CloudWatch GetMetricData (EKS sweep)")
+    assert reads["quantity"] == 2880 * 800
+    assert reads["usd"] == pytest.approx(2880 * 800 * 0.01 / 1000, abs=0.01)
+    assert month["total_usd"] == pytest.approx(sum(item["usd"] for item in month["lines"]))

@@ -423,14 +423,15 @@ def test_a_single_parent_keeps_the_newest_notice_and_what_slack_shows(table: str
     store.open(
         WHERE, KEY, channel="C1", post=old.id, ts="1.1", grouped=False, told=[old.id], now=NOW, parent=old
     )
-    assert store.set_parent(WHERE, KEY, new)
-    assert not store.set_parent(WHERE, KEY, old)  # older: the parent keeps showing the newer one
-    shown, order, shown_at = store.parent(WHERE, KEY)
-    assert shown == new and order == order_of(new) and shown_at == order_of(old)
+    assert store.set_parent(WHERE, KEY, new).notice == new
+    assert store.set_parent(WHERE, KEY, old).notice == new  # older: the parent keeps showing the newer one
+    state = store.parent(WHERE, KEY)
+    assert (state.notice, state.order, state.shown) == (new, order_of(new), order_of(old))
+    assert state.stale and store.parent_order(WHERE, KEY) == order_of(new)
     assert store.get_many(WEBHOOK, [KEY])[KEY].stale
     store.mark_shown(WHERE, KEY, order_of(new))
     store.mark_shown(WHERE, KEY, order_of(old))  # never back to an older one
-    assert store.parent(WHERE, KEY)[2] == order_of(new)
+    assert store.parent(WHERE, KEY).shown == order_of(new)
     assert not store.get_many(WEBHOOK, [KEY])[KEY].stale
 
 
@@ -443,8 +444,10 @@ def test_a_group_row_is_written_over_the_version_read(table: str) -> None:
     assert state is not None and (state.version, state.shown, state.stale) == (1, 1, False)
     assert state.posted == tuple(r.id for r in body.rows)
     changed = body.model_copy(update={"rows": body.rows[:3]})
-    assert store.put_group_version(item, changed, 1)
-    assert not store.put_group_version(item, body, 1)  # read at 1, written at 2 meanwhile: refused
+    written = store.put_group_version(item, changed, 1)
+    assert written is not None and written.version == 2 and written.body == changed
+    assert store.put_group_version(item, body, 1) is None  # read at 1, written at 2 meanwhile: refused
+    assert store.group_version(item) == 2
     after = store.group(item)
     assert after is not None and (after.version, after.body, after.stale) == (2, changed, True)
     store.mark_group_shown(item, 2)

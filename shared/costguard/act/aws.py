@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from datetime import datetime
 
+from costguard import clock
 from costguard.act import shadow
-from costguard.aws import capacity, clients, inventory, sagemaker
+from costguard.aws import bedrock, capacity, clients, inventory, sagemaker
+from costguard.aws.bedrock import ProvisionedThroughputs
 from costguard.aws.capacity import CapacityReservations
 from costguard.aws.sagemaker import TrainingJobStopper
 from costguard.model import MARK_TAG_KEY, Resource, ResourceKind, mark_text
@@ -25,6 +27,7 @@ _PERMISSIONS_BY_KIND: dict[ResourceKind, Permissions] = {
         "sagemaker:StopNotebookInstance", "sagemaker:AddTags", "sagemaker:DeleteTags"
     ),
     ResourceKind.CAPACITY_RESERVATION: capacity.REMEDIATE_PERMISSIONS,
+    ResourceKind.PROVISIONED_THROUGHPUT: bedrock.REMEDIATE_PERMISSIONS,
 }
 
 
@@ -40,15 +43,18 @@ class UnsupportedAction(RuntimeError):
 
 
 class AwsRemediator:
-    """Stops and marks through the service that owns the resource. Never terminates or deletes."""
+    """Stops and marks through the service that owns the resource. Never terminates, and deletes nothing but a
+    Bedrock Provisioned Throughput whose owner opted in (its "stop": it has no other way to stop billing)."""
 
     def __init__(
         self,
         training_jobs: TrainingJobStopper | None = None,
         reservations: CapacityReservations | None = None,
+        throughputs: ProvisionedThroughputs | None = None,
     ) -> None:
         self.training_jobs = training_jobs or TrainingJobStopper()
         self.reservations = reservations or CapacityReservations()
+        self.throughputs = throughputs or ProvisionedThroughputs()
 
     def stop_blocker(self, resource: Resource) -> str | None:
         """What AWS would refuse a stop of this resource for, read before the stop is decided: an EC2 instance's
@@ -74,6 +80,9 @@ class AwsRemediator:
         elif resource.kind is ResourceKind.CAPACITY_RESERVATION:
             # Stopping a reservation is cancelling it; the adapter refuses a Capacity Block.
             self.reservations.cancel(resource.region, resource.id)
+        elif resource.kind is ResourceKind.PROVISIONED_THROUGHPUT and resource.arn:
+            # Stopping a throughput is deleting it; the adapter reads it again and refuses a committed one.
+            self.throughputs.delete(resource.region, resource.account, resource.arn, clock.now())
         else:
             raise UnsupportedAction(f"costguard does not stop {resource.kind}")
 
@@ -88,6 +97,8 @@ class AwsRemediator:
             )
         elif resource.kind is ResourceKind.CAPACITY_RESERVATION:
             self.reservations.untag(resource.region, resource.id, MARK_TAG_KEY)
+        elif resource.kind is ResourceKind.PROVISIONED_THROUGHPUT and resource.arn:
+            self.throughputs.untag(resource.region, resource.account, resource.arn, MARK_TAG_KEY)
         else:
             raise UnsupportedAction(f"costguard cannot unmark {resource.kind} {resource.id}")
 
@@ -105,5 +116,7 @@ class AwsRemediator:
             )
         elif resource.kind is ResourceKind.CAPACITY_RESERVATION:
             self.reservations.tag(resource.region, resource.id, MARK_TAG_KEY, value)
+        elif resource.kind is ResourceKind.PROVISIONED_THROUGHPUT and resource.arn:
+            self.throughputs.tag(resource.region, resource.account, resource.arn, MARK_TAG_KEY, value)
         else:
             raise UnsupportedAction(f"costguard cannot mark {resource.kind} {resource.id}")

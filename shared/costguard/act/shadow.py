@@ -243,12 +243,30 @@ def read_marks(marks: ShadowMarks | None, keys: Iterable[str], now: datetime) ->
         return {}
 
 
+# Beside the shadow mark, on a resource whose stop a dry run has decided (never on a resource itself): a live
+# run has stopped it, so nothing it says can change at any minute; the read schedule reads it as a standing
+# finding (on its slots), not at every sweep as a mark waiting out its grace period.
+STOPPED_TAG_KEY = "costguard:dry-run-stopped-at"
+
+
 def marked_tags(tags: Mapping[str, str], shadow: Shadow | None) -> dict[str, str] | None:
-    """The tags with the shadow mark, as a live run would have tagged the resource; None when that changes
-    nothing (no shadow mark, or a mark tag of the resource's own, which always counts)."""
+    """The tags with the shadow mark, as a live run would have tagged the resource (and, once a dry run has
+    decided its stop, STOPPED_TAG_KEY); None when that changes nothing (no shadow mark, or a mark tag of the
+    resource's own, which always counts)."""
     if shadow is None or shadow.mark is None or MARK_TAG_KEY in tags:
         return None
-    return {**tags, MARK_TAG_KEY: shadow.mark}
+    marked = {**tags, MARK_TAG_KEY: shadow.mark}
+    if shadow.stopped is not None:
+        marked[STOPPED_TAG_KEY] = shadow.stopped.isoformat()
+    return marked
+
+
+def shown_tags(tags: Mapping[str, str], shadow: Shadow | None) -> dict[str, str] | None:
+    """The tags a message shows of a resource carrying its shadow mark: without what marked_tags added (the
+    resource does not carry it); None when there is nothing to take out."""
+    if shadow is None or shadow.mark is None or tags.get(MARK_TAG_KEY) != shadow.mark:
+        return None
+    return {k: v for k, v in tags.items() if k not in (MARK_TAG_KEY, STOPPED_TAG_KEY)}
 
 
 def overlay(
@@ -257,17 +275,21 @@ def overlay(
     now: datetime,
     key: Callable[[T], str],
     field: str = "tags",
+    dry: Callable[[T], bool] | None = None,
 ) -> list[T]:
     """The items (resources as a flow reads them: dataclasses or models whose tags are ``field``) with their
-    shadow marks as tags: what a live run would read. Unchanged without a store."""
+    shadow marks as tags: what a live run would read. Unchanged without a store. ``dry``: which items are decided
+    as dry runs, when not all are (ReasonModes, RemediateScope); the others' marks are their tags alone."""
     if marks is None or not items:
         return list(items)
-    found = read_marks(marks, (key(i) for i in items), now)
+    wanted = [i for i in items if dry is None or dry(i)]
+    found = read_marks(marks, (key(i) for i in wanted), now)
     if not found:
         return list(items)
     out = []
     for item in items:
-        tags = marked_tags(getattr(item, field), found.get(key(item)))
+        shadow = found.get(key(item)) if dry is None or dry(item) else None
+        tags = marked_tags(getattr(item, field), shadow)
         out.append(item if tags is None else _with(item, field, tags))
     return out
 

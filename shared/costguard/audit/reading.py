@@ -5,13 +5,18 @@ full call (500 series) stays under GetMetricData's 100,800 datapoints, so no cal
 ceil(queries / 500) calls. CloudWatch percentile statistics are not asked for (the embedded AWS returns
 nothing for them, and a percentile per period would hide the peaks); each period's Maximum is read and
 p50/p95 are taken over those maxima in audit/usage.py.
+
+The series are read and summarized a batch at a time (``BATCH_QUERIES``, four full calls): a subject's usage is
+summed up as soon as a batch has brought its last series, and its datapoints are dropped, so memory holds one
+batch's datapoints and the small summaries whatever the fleet (holding every series, the step peaked at 1.3 GiB
+for 10,000 instances). Batches are whole calls: the call count stays ceil(queries / 500).
 """
 
 from __future__ import annotations
 
 import math
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from datetime import datetime, timedelta
 
 from costguard.audit.model import Subject, Usage
@@ -19,7 +24,9 @@ from costguard.audit.usage import summarize
 from costguard.aws.metrics import (
     GPU_NAMESPACE,
     QUERIES_PER_CALL,
+    MetricSet,
     Query,
+    Series,
     get_metric_data,
     gpu_index,
     list_gpu_series,
@@ -31,6 +38,7 @@ GPU_MEMORY_METRIC = "nvidia_smi_memory_used"  # MiB, per GPU
 DATAPOINTS_PER_CALL = 100_800  # GetMetricData's limit per call
 ENDPOINT_NAMESPACE = "/aws/sagemaker/Endpoints"
 STAT = "Maximum"
+BATCH_QUERIES = 4 * QUERIES_PER_CALL  # series read before the subjects they complete are summarized
 
 
 def period_for(window: timedelta) -> int:
@@ -41,9 +49,15 @@ def period_for(window: timedelta) -> int:
 
 def queries_for(region: str, subjects: Sequence[Subject]) -> list[Query]:
     """One query per GPU series (utilization and memory), plus CPU, per subject."""
-    queries: list[Query] = []
+    return [q for _, queries in subject_queries(region, subjects) for q in queries]
+
+
+def subject_queries(region: str, subjects: Sequence[Subject]) -> list[tuple[Subject, list[Query]]]:
+    """Each subject with its queries, in the subjects' order."""
+    own: dict[str, list[Query]] = {s.key: [] for s in subjects}
     by_dimension: dict[str, list[Subject]] = defaultdict(list)
     for subject in subjects:
+        queries = own[subject.key]
         if subject.kind is ResourceKind.EC2_INSTANCE:
             by_dimension["InstanceId"].append(subject)
             queries.append(
@@ -77,44 +91,83 @@ def queries_for(region: str, subjects: Sequence[Subject]) -> list[Query]:
                 if index is None:
                     continue
                 for metric, measure in (("nvidia_smi_utilization_gpu", "gpu"), (GPU_MEMORY_METRIC, "memory")):
-                    queries.append(Query((subject.key, measure, index), GPU_NAMESPACE, metric, dims, STAT))
-    return queries
+                    own[subject.key].append(
+                        Query((subject.key, measure, index), GPU_NAMESPACE, metric, dims, STAT)
+                    )
+    return [(s, own[s.key]) for s in subjects]
 
 
 def read_usage(
     region: str, subjects: Sequence[Subject], now: datetime, lookback_days: int
 ) -> dict[str, Usage]:
-    """Usage by subject key over the ``lookback_days`` before ``now``."""
+    """Usage by subject key over the ``lookback_days`` before ``now``, read a batch of series at a time."""
     window = timedelta(days=lookback_days)
     start = now - window
     period = period_for(window)
-    queries = queries_for(region, subjects)
-    metrics = get_metric_data(region, queries, start, now, period) if queries else None
-    usage: dict[str, Usage] = {}
-    for subject in subjects:
-        found = metrics.of(subject.key) if metrics else {}
-        gpu: dict[int, list[tuple[datetime, float]]] = {}
-        memory: dict[int, list[tuple[datetime, float]]] = {}
-        for (measure, sub), points in found.items():
-            if measure == "gpu":
-                gpu[int(sub)] = points
-            elif measure == "memory":
-                memory[int(sub)] = points
-        count = subject.facts.accelerator_count if subject.facts else 0
-        if ("host_gpu", "") in found and count:
-            # Summed over the host's GPUs: back to a per-GPU figure, the same on each GPU.
-            per_gpu = [(at, value / count) for at, value in found[("host_gpu", "")]]
-            gpu = dict.fromkeys(range(count), per_gpu)
-            per_memory = subject.facts.accelerator_memory_mib if subject.facts else 0
-            if ("host_memory", "") in found and per_memory:
-                used = [(at, value / count / 100 * per_memory) for at, value in found[("host_memory", "")]]
-                memory = dict.fromkeys(range(count), used)
-        usage[subject.key] = summarize(
-            start=start,
-            window_hours=window.total_seconds() / 3600,
-            period_hours=period / 3600,
-            gpu=gpu,
-            memory_used_mib=memory,
-            cpu=found.get(("cpu", ""), []),
-        )
-    return usage
+    return {
+        subject.key: _usage_of(subject, found, start, window, period)
+        for subject, found in _series_by_subject(region, subjects, start, now, period)
+    }
+
+
+def _series_by_subject(
+    region: str, subjects: Sequence[Subject], start: datetime, end: datetime, period: int
+) -> Iterator[tuple[Subject, dict[tuple[str, str], Series]]]:
+    """Each subject with its series, as soon as a batch has brought the last of them; then they are dropped."""
+    planned = subject_queries(region, subjects)
+    queries = [q for _, own in planned for q in own]
+    pending = MetricSet()
+    read = 0
+    ends = 0
+    for subject, own in planned:
+        ends += len(own)  # just past this subject's last query
+        while read < ends:
+            batch = queries[read : read + BATCH_QUERIES]
+            _merge(pending, get_metric_data(region, batch, start, end, period))
+            read += len(batch)
+        yield subject, pending.series.pop(subject.key, {})
+
+
+def _merge(into: MetricSet, batch: MetricSet) -> None:
+    """A batch's series into what is pending; a GPU read under two series in two batches keeps, per period,
+    the larger value (as one call does with its own duplicates)."""
+    for resource, by_measure in batch.series.items():
+        mine = into.series.setdefault(resource, {})
+        for key, points in by_measure.items():
+            if key in mine:
+                merged: dict[datetime, float] = {}
+                for at, value in [*mine[key], *points]:
+                    merged[at] = max(value, merged.get(at, value))
+                mine[key] = sorted(merged.items())
+            else:
+                mine[key] = points
+
+
+def _usage_of(
+    subject: Subject, found: dict[tuple[str, str], Series], start: datetime, window: timedelta, period: int
+) -> Usage:
+    """A subject's usage from its series: per GPU, or a SageMaker host's sum spread back over its GPUs."""
+    gpu: dict[int, list[tuple[datetime, float]]] = {}
+    memory: dict[int, list[tuple[datetime, float]]] = {}
+    for (measure, sub), points in found.items():
+        if measure == "gpu":
+            gpu[int(sub)] = points
+        elif measure == "memory":
+            memory[int(sub)] = points
+    count = subject.facts.accelerator_count if subject.facts else 0
+    if ("host_gpu", "") in found and count:
+        # Summed over the host's GPUs: back to a per-GPU figure, the same on each GPU.
+        per_gpu = [(at, value / count) for at, value in found[("host_gpu", "")]]
+        gpu = dict.fromkeys(range(count), per_gpu)
+        per_memory = subject.facts.accelerator_memory_mib if subject.facts else 0
+        if ("host_memory", "") in found and per_memory:
+            used = [(at, value / count / 100 * per_memory) for at, value in found[("host_memory", "")]]
+            memory = dict.fromkeys(range(count), used)
+    return summarize(
+        start=start,
+        window_hours=window.total_seconds() / 3600,
+        period_hours=period / 3600,
+        gpu=gpu,
+        memory_used_mib=memory,
+        cpu=found.get(("cpu", ""), []),
+    )

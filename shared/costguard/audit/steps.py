@@ -55,14 +55,28 @@ class RegionOutcome(_Step):
     account_name: str | None = None
     status: Literal["ok", "failed"] = "failed"
     result_key: str | None = None
+    # A small result (an account-region with little or nothing in it: most of an organization's) travels in the
+    # outcome itself, so the report need not read one object per item.
+    result: dict[str, Any] | None = None
     error: str | None = None
     cause: str | None = None
 
 
+class MapResults(_Step):
+    """Where the Distributed Map's ResultWriter left its children's outcomes: the manifest's bucket and key."""
+
+    bucket: str = Field(validation_alias="Bucket", min_length=3)
+    key: str = Field(validation_alias="Key", min_length=1)
+
+
 class ReportInput(_Step):
+    """The run, its moment and its items' outcomes: in S3 behind the Map's manifest (``results``), or inline
+    (``regions``, an execution started before the Map wrote its outcomes to S3)."""
+
     run: str = Field(min_length=1, max_length=80, pattern=r"^[A-Za-z0-9_.:-]+$")
     now: datetime
-    regions: list[RegionOutcome]
+    regions: list[RegionOutcome] = Field(default_factory=list)
+    results: MapResults | None = None
 
 
 M = TypeVar("M", bound=_Step)

@@ -77,11 +77,12 @@ KINDS: dict[str, tuple[float, float, float, float, bool]] = {
 }
 
 
-def role_order() -> list[str]:
-    left = dict(ROLE_COUNTS)
+def role_order(counts: dict[str, int] | None = None) -> list[str]:
+    counts = counts or ROLE_COUNTS
+    left = dict(counts)
     order: list[str] = []
     while any(left.values()):
-        for role in ROLE_COUNTS:
+        for role in counts:
             if left[role]:
                 order.append(role)
                 left[role] -= 1
@@ -94,6 +95,7 @@ class Slots:
 
     total: int
     rng: random.Random
+    index: int = 0  # the instance's number in the fleet
     gpu: list[float | None] = field(default_factory=list)
     cpu: list[float | None] = field(default_factory=list)
     work: list[bool] = field(default_factory=list)
@@ -258,23 +260,58 @@ def generate(
     account: str = "123456789012",
 ) -> Generated:
     """The labelled fleet of ``seed``; the same seed gives the same world."""
+    return build(
+        Family(ROLE_COUNTS, ROLES, TYPES, lambda role, n, rng: {"Name": f"{role}-{n:02d}", "team": "ml"}),
+        seed,
+        instances,
+        days,
+        history_days,
+        prices=prices,
+        region=region,
+        account=account,
+    )
+
+
+@dataclass(frozen=True)
+class Family:
+    """A generator family: its roles (how many per 60 instances, how each fills its slots, its instance types)
+    and the tags of an instance of a role (``costguard:protect`` is added to the ``protected`` role's)."""
+
+    counts: dict[str, int]
+    roles: dict[str, Callable[[Slots], None]]
+    types: dict[str, list[str]]
+    tags: Callable[[str, int, random.Random], dict[str, str]]
+
+
+def build(
+    family: Family,
+    seed: int,
+    instances: int,
+    days: int,
+    history_days: int,
+    *,
+    prices: PriceBook | None = None,
+    region: str = "us-east-1",
+    account: str = "123456789012",
+) -> Generated:
+    """The labelled fleet of ``family`` and ``seed``."""
     prices = prices or PriceBook()
     origin = WEEK_START - timedelta(days=history_days)
     total = (history_days + days) * DAY
     times = [origin + STEP * n for n in range(total)]
     week = history_days * DAY
-    order = role_order()
+    order = role_order(family.counts)
     subjects: list[Subject] = []
     roles: dict[str, str] = {}
     for n in range(instances):
         role = order[n % len(order)]
         rng = random.Random(f"{seed}/{n}")  # noqa: S311 (a simulation, not a secret)
-        instance_type = rng.choice(TYPES[role])
-        slots = Slots(total, rng)
-        ROLES[role](slots)
+        instance_type = rng.choice(family.types[role])
+        slots = Slots(total, rng, n)
+        family.roles[role](slots)
         accel = accelerators(instance_type)
         instance_id = f"i-0{seed % 4096:03x}{n:013x}"
-        tags = {"Name": f"{role}-{n:02d}", "team": "ml"}
+        tags = family.tags(role, n, rng)
         if role == "protected":
             tags[PROTECT_TAG] = "true"
         running = [g is not None for g in slots.gpu]

@@ -34,7 +34,7 @@ from typing import Any, NamedTuple
 from costguard import policy as policy_rules
 from costguard.act.limits import MemoryStopLimiter
 from costguard.backtest.history import History, Interval, Subject, SubjectKind, overlap
-from costguard.detect import adaptive, read_schedule
+from costguard.detect import adaptive, idle_priors, read_schedule
 from costguard.detect import gpu as gpu_detect
 from costguard.detect import sagemaker as sagemaker_detect
 from costguard.detect.gpu import GpuReading, Series, Thresholds, Verdict
@@ -361,7 +361,7 @@ def learned(
 ) -> adaptive.IdleHistory:
     """The subject's idle history learned from its series before the period (a generated world's history
     days), one observation per step, as the deployed sweep learns it."""
-    state = adaptive.IdleHistory()
+    state = adaptive.IdleHistory(zone=adaptive.zone_of(subject.resource.tags))
     first = min((t.times[0] for t in subject.tracks.values() if t.times), default=None)
     if first is None or first >= history.start:
         return state
@@ -702,6 +702,7 @@ class _Columns(NamedTuple):
     restarts: list[dict[int, datetime]]  # _run_starts: the steps at which its owner had started it again
     # The adaptive policy's idle history (learned before the period) and its status at each step.
     learning: list[tuple[adaptive.IdleHistory, list[Any]] | None]
+    peers: list[list[str]]  # the adaptive policy's peer groups of each subject (detect/idle_priors.py)
 
 
 def _columns(
@@ -719,17 +720,27 @@ def _columns(
     ]
     # The adaptive policy: each instance's idle history, learned before the period and then step by step.
     learning: list[tuple[adaptive.IdleHistory, list[Any]] | None] = [None] * len(subjects)
+    peers: list[list[str]] = [[] for _ in subjects]
     if params.idle_policy == "adaptive":
         learning = [
             (
                 learned(s, history, tuning, params.idle_percent),
                 statuses(s, history.start, history.end, history.step, params.idle_percent),
             )
-            if isinstance(s.resource, Ec2Instance) and s.tracks
+            if idle_priors.kind_of(s.resource) is not None and s.tracks
             else None
             for s in subjects
         ]
-    return _Columns(idle, billed, runs, restarts, learning)
+        peers = [
+            _peer_groups(s) if learner is not None else []
+            for s, learner in zip(subjects, learning, strict=True)
+        ]
+    return _Columns(idle, billed, runs, restarts, learning, peers)
+
+
+def _peer_groups(subject: Subject) -> list[str]:
+    kind = idle_priors.kind_of(subject.resource)
+    return idle_priors.peer_groups(*kind, subject.resource.tags) if kind else []
 
 
 def _walk(history: History, params: Params, progress: Progress | None) -> Result:
@@ -743,7 +754,12 @@ def _walk(history: History, params: Params, progress: Progress | None) -> Result
     states = [_State(s, Outcome(s), s.resource) for s in history.subjects]
     steps = history.steps()
     tuning = params.adaptive()
-    idle_by_subject, billed, runs, restarts, learning = _columns(history, params, steps, tuning)
+    idle_by_subject, billed, runs, restarts, learning, peers = _columns(history, params, steps, tuning)
+    # The fleet's priors: what the subjects learned before the period, then step by step (detect/idle_priors.py).
+    pools: dict[str, idle_priors.Pool] = {}
+    for learner, groups in zip(learning, peers, strict=True):
+        if learner is not None:
+            idle_priors.pooled({"": learner[0].take_recorded()}, {"": groups}, pools)
     scheduled = params.scheduled
     for n, now in enumerate(steps):
         if n % READ_AHEAD == 0:
@@ -756,13 +772,14 @@ def _walk(history: History, params: Params, progress: Progress | None) -> Result
                 state.read_ahead(numbers, steps, running, thresholds)
         findings: list[Finding] = []
         owners: list[_State] = []
-        for state, idle, shares, running, restart, learner in zip(
-            states, idle_by_subject, billed, runs, restarts, learning, strict=True
+        for state, idle, shares, running, restart, learner, groups in zip(
+            states, idle_by_subject, billed, runs, restarts, learning, peers, strict=True
         ):
             subject, outcome = state.subject, state.outcome
             if learner is not None:
                 begin = now - step
                 learner[0].observe(now, learner[1][n], (subject.cpu or {}).get(begin), tuning)
+                idle_priors.pooled({"": learner[0].take_recorded()}, {"": groups}, pools)
             # Accounting: the period [now - step, now) that has just ended, for the share of it the resource
             # ran; idle when every GPU reported in it and all stayed under the threshold.
             share = shares[n]
@@ -798,7 +815,8 @@ def _walk(history: History, params: Params, progress: Progress | None) -> Result
                     state, found, now, thresholds, params.repeat_window >= params.idle_window
                 )
             if learner is not None and found:
-                advice = adaptive.advise(learner[0], now, subject.hourly_usd, tuning)
+                prior = idle_priors.prior_for(groups, pools)
+                advice = adaptive.advise(learner[0], now, subject.hourly_usd, tuning, prior)
                 found = [adaptive.adapt(f, advice, now, tuning) for f in found]
             if not found:
                 state.last_notice = None

@@ -20,9 +20,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime, timedelta, tzinfo
 from enum import IntEnum, StrEnum
-from statistics import median
+from zoneinfo import ZoneInfo
 
 from costguard.model import MARK_TAG_KEY, Finding, Reason
 from costguard.policy import marked_at
@@ -92,6 +92,7 @@ class AdaptiveParams:
     min_samples: int = 3  # survivors a histogram needs before it is believed
     max_resume_chance: float = 0.2  # an early stop needs at most this chance of work within the horizon
     hold_chance: float = 0.5  # a stop the fixed window would make waits when work resumes this likely
+    min_wait_chance: float = 0.2  # or at least this likely, when the wait costs less (_worth_waiting)
     cpu_busy_percent: float = 25.0
     long_job: timedelta = timedelta(hours=3)
     max_hold: timedelta = timedelta(
@@ -114,8 +115,24 @@ class Advice:
 NO_HISTORY = Advice(Action.FIXED, "no idle history yet: the fixed window decides")
 
 
-def hour_of_week(at: datetime) -> int:
-    at = at.astimezone(UTC)
+# The owner's time zone (an IANA name such as ``Asia/Tokyo``) as a tag of the resource (a team tags its own):
+# hour-of-week buckets then follow the owner's day, not UTC.
+TIMEZONE_TAG = "costguard:timezone"
+
+
+def zone_of(tags: Mapping[str, str]) -> tzinfo:
+    """The zone the resource's ``TIMEZONE_TAG`` names; UTC when absent or not a zone this runtime knows."""
+    name = tags.get(TIMEZONE_TAG, "").strip()
+    if not name:
+        return UTC
+    try:
+        return ZoneInfo(name)
+    except (ValueError, OSError, KeyError):  # unknown or malformed name (ZoneInfoNotFoundError is a KeyError)
+        return UTC
+
+
+def hour_of_week(at: datetime, zone: tzinfo = UTC) -> int:
+    at = at.astimezone(zone)
     return at.weekday() * 24 + at.hour
 
 
@@ -155,6 +172,10 @@ class IdleHistory:
     first_seen: datetime | None = None
     frozen: int | None = None  # the current idle period's shape, settled once it reaches the idle window
     recent: list[float] = field(default_factory=list)  # the CPU of its last three periods
+    # Not stored: the owner's zone (from the resource's tags at each sweep), and the cells recorded since the
+    # caller last took them (``take_recorded``: what the fleet's priors learn, detect/idle_priors.py).
+    zone: tzinfo = field(default=UTC, compare=False)
+    recorded: list[Cell] = field(default_factory=list, compare=False)
 
     # -- learning ------------------------------------------------------------------------------------------
 
@@ -216,8 +237,9 @@ class IdleHistory:
         assert start is not None
         minutes = (end - start).total_seconds() / 60
         if minutes >= RECORDED_FROM:
-            cell = (hour_of_week(start), int(self.shape(params)), bin_of(minutes), int(ended))
+            cell = (hour_of_week(start, self.zone), int(self.shape(params)), bin_of(minutes), int(ended))
             self.counts[cell] = self.counts.get(cell, 0) + 1
+            self.recorded.append(cell)
             self._bound()
             self.work_since = end
         self.idle_since = None
@@ -240,6 +262,11 @@ class IdleHistory:
         if self.busy_minutes >= params.long_job.total_seconds() / 60 and (cpu is not None):
             return Shape.AFTER_JOB
         return Shape.PLAIN
+
+    def take_recorded(self) -> list[Cell]:
+        """The idle periods recorded since the last call (for the fleet's priors), forgotten here."""
+        taken, self.recorded = self.recorded, []
+        return taken
 
     @property
     def cpu_now(self) -> float | None:
@@ -334,9 +361,15 @@ def _hours_apart(a: int, b: int) -> int:
     return min(d, 24 - d)
 
 
-def _levels(
-    history: IdleHistory, shape: Shape, bucket: int
-) -> Iterable[tuple[str, list[tuple[int, int, int]]]]:
+Sample = tuple[int, int, float]  # length bin, how it ended, count (a prior's counts are weighted)
+# A prior's cells: hour of the owner's day, shape, length bin, how it ended (detect/idle_priors.py).
+PriorCell = tuple[int, int, int, int]
+# The fleet's prior weighs as this many idle periods of the resource's own, and shrinks as its own grow:
+# PRIOR_STRENGTH / (PRIOR_STRENGTH + own) of that at each level.
+PRIOR_STRENGTH = 8.0
+
+
+def _own_levels(history: IdleHistory, shape: Shape, bucket: int) -> Iterable[tuple[str, list[Sample]]]:
     """The samples (bin, ended, count) to believe, most specific first: this shape around this hour of the
     week, then around this hour of any day (this shape, then both shapes of a pause with the CPU idle), then
     at any hour (likewise). A pause with the CPU busy is judged by such pauses only."""
@@ -349,14 +382,50 @@ def _levels(
         return
     yield "week_hour", [(c[2], c[3], n) for c, n in same if abs(c[0] - bucket) <= 1]
     yield "day_hour", [(c[2], c[3], n) for c, n in same if _hours_apart(c[0] % 24, day_hour) <= 1]
-    if not dip:
-        yield "day_hour", [(c[2], c[3], n) for c, n in alike if _hours_apart(c[0] % 24, day_hour) <= 1]
+    yield "day_hour", [(c[2], c[3], n) for c, n in alike if _hours_apart(c[0] % 24, day_hour) <= 1]
     yield "any_hour", [(c[2], c[3], n) for c, n in same]
-    if not dip:
-        yield "any_hour", [(c[2], c[3], n) for c, n in alike]
+    yield "any_hour", [(c[2], c[3], n) for c, n in alike]
 
 
-def _survivors(samples: list[tuple[int, int, int]], idle_minutes: float) -> list[tuple[int, int, int]]:
+def _prior_samples(
+    prior: Mapping[PriorCell, float] | None, shape: Shape, day_hour: int, level: str, alike: bool
+) -> list[Sample]:
+    """The fleet's samples at a level (a prior keeps the hour of the day, not of the week). A plain pause is
+    judged by its peers at this hour of the day only: at any hour, a fleet's plain pauses are mostly its nights,
+    which say little about this afternoon's."""
+    if not prior or level == "week_hour" or (level == "any_hour" and shape is Shape.PLAIN):
+        return []
+    dip = shape is Shape.DIP
+    out = []
+    for (hour, s, b, e), n in prior.items():
+        same = s == shape if not alike else (s == Shape.DIP) == dip
+        if same and (level == "any_hour" or dip or _hours_apart(hour, day_hour) <= 1):
+            out.append((b, e, n))
+    return out
+
+
+def _levels(
+    history: IdleHistory, shape: Shape, bucket: int, prior: Mapping[PriorCell, float] | None
+) -> Iterable[tuple[str, list[Sample], float]]:
+    """Each level's samples, the resource's own with the fleet's prior blended in, and the prior's share."""
+    levels = list(_own_levels(history, shape, bucket))
+    seen_day_hour = seen_any = False
+    for level, own in levels:
+        alike = (level == "day_hour" and seen_day_hour) or (level == "any_hour" and seen_any)
+        seen_day_hour |= level == "day_hour"
+        seen_any |= level == "any_hour"
+        fleet = _prior_samples(prior, shape, bucket % 24, level, alike)
+        fleet_total = sum(n for _, _, n in fleet)
+        if not fleet_total:
+            yield level, own, 0.0
+            continue
+        own_total = sum(n for _, _, n in own)
+        weight = min(1.0, PRIOR_STRENGTH / fleet_total) * PRIOR_STRENGTH / (PRIOR_STRENGTH + own_total)
+        blended = [*own, *((b, e, n * weight) for b, e, n in fleet)]
+        yield level, blended, fleet_total * weight / (own_total + fleet_total * weight)
+
+
+def _survivors(samples: list[Sample], idle_minutes: float) -> list[Sample]:
     """The samples at least as long as the idle period so far (one that lasted exactly as long ends now)."""
     out = []
     for b, ended, n in samples:
@@ -375,17 +444,23 @@ def duration_text(minutes: float) -> str:
 
 
 def _chosen(
-    history: IdleHistory, shape: Shape, bucket: int, idle: float, params: AdaptiveParams
-) -> tuple[str, list[tuple[int, int, int]]]:
-    """The level believed and its samples at least as long as the idle period so far (none: no level is)."""
-    for level, samples in _levels(history, shape, bucket):
+    history: IdleHistory,
+    shape: Shape,
+    bucket: int,
+    idle: float,
+    params: AdaptiveParams,
+    prior: Mapping[PriorCell, float] | None = None,
+) -> tuple[str, list[Sample], float]:
+    """The level believed, its samples at least as long as the idle period so far (none: no level is) and the
+    fleet's share of them."""
+    for level, samples, pooled in _levels(history, shape, bucket, prior):
         survivors = _survivors(samples, idle)
         # The hour of the week needs enough survivors; the others enough samples and one survivor at least:
         # ten lunches of which one lasted this long say more about this one than the nights do.
         enough = survivors if level == "week_hour" else samples
         if sum(n for _, _, n in enough) >= params.min_samples and survivors:
-            return level, survivors
-    return "", []
+            return level, survivors, pooled
+    return "", [], 0.0
 
 
 def _moment_and_where(
@@ -397,9 +472,8 @@ def _moment_and_where(
         "day_hour": f"idle periods starting around {bucket % 24:02d}:00",
         "any_hour": "such idle periods",
     }[level]
-    if shape is Shape.AFTER_JOB and level == "any_hour":
+    if shape is Shape.AFTER_JOB:
         moment = f"idle {duration_text(idle)} after a {duration_text(history.busy_minutes)} job ended"
-        where = "such idle periods"
     elif shape is Shape.DIP:
         moment = f"GPUs idle {duration_text(idle)} with the CPU still busy ({cpu:.0f}%)"
         where = "such pauses"
@@ -408,26 +482,59 @@ def _moment_and_where(
     return moment, where
 
 
+def _own_chance(
+    history: IdleHistory, shape: Shape, bucket: int, idle: float, params: AdaptiveParams, horizon: float
+) -> float:
+    """The chance that work resumes within the horizon by the resource's own history alone (0: it has none)."""
+    _, own, _ = _chosen(history, shape, bucket, idle, params)
+    total = sum(n for _, _, n in own)
+    soon = sum(n for b, ended, n in own if ended == Ended.RESUMED and _bin_minutes(b) <= idle + horizon)
+    return soon / total if total else 0.0
+
+
+def _weighted_median(values: list[tuple[float, float]]) -> float:
+    """The median of (value, weight) pairs."""
+    ordered = sorted(values)
+    half = sum(w for _, w in ordered) / 2
+    running = 0.0
+    for value, weight in ordered:
+        running += weight
+        if running >= half:
+            return value
+    return ordered[-1][0]
+
+
+def _count_text(n: float) -> str:
+    return f"{n:.0f}" if abs(n - round(n)) < 0.05 else f"{n:.1f}"
+
+
 def advise(
-    history: IdleHistory | None, now: datetime, hourly_usd: float | None, params: AdaptiveParams
+    history: IdleHistory | None,
+    now: datetime,
+    hourly_usd: float | None,
+    params: AdaptiveParams,
+    prior: Mapping[PriorCell, float] | None = None,
 ) -> Advice:
-    """Stop now, wait, or do what the fixed window does, for a resource whose GPUs are idle at ``now``."""
-    if history is None or history.samples < params.min_samples or history.idle_since is None:
+    """Stop now, wait, or do what the fixed window does, for a resource whose GPUs are idle at ``now``.
+
+    ``prior``: what resources like it have learned (detect/idle_priors.py), blended with its own history and
+    weighing less as that grows. Without either, always the fixed window."""
+    pooled_samples = sum(prior.values()) if prior else 0.0
+    if history is None or history.idle_since is None:
+        return NO_HISTORY
+    if history.samples + pooled_samples < params.min_samples:
         return NO_HISTORY
     idle = (now - history.idle_since).total_seconds() / 60
     shape = history.shape(params)
-    bucket = hour_of_week(history.idle_since)
+    bucket = hour_of_week(history.idle_since, history.zone)
     horizon = params.horizon.total_seconds() / 60
     fixed_due = params.fixed_due.total_seconds() / 60
     floor = params.floor.total_seconds() / 60
-    level, chosen = _chosen(history, shape, bucket, idle, params)
+    level, chosen, pooled = _chosen(history, shape, bucket, idle, params, prior)
     cpu = history.cpu_now
+    held = fixed_due <= idle < fixed_due + params.max_hold.total_seconds() / 60
     if not chosen:
-        if (
-            shape is Shape.DIP
-            and idle >= fixed_due
-            and idle < fixed_due + params.max_hold.total_seconds() / 60
-        ):
+        if shape is Shape.DIP and held:
             return Advice(
                 Action.WAIT,
                 f"GPUs idle {duration_text(idle)} but the CPU is still busy ({cpu:.0f}%): a checkpoint or "
@@ -439,38 +546,69 @@ def advise(
     total = sum(n for _, _, n in chosen)
     soon = sum(n for b, ended, n in chosen if ended == Ended.RESUMED and _bin_minutes(b) <= idle + horizon)
     chance = soon / total
-    lengths = [_bin_minutes(b) for b, _, n in chosen for _ in range(n)]
-    typical = median(lengths)
-    remaining_hours = sum(max(0.0, length - idle) for length in lengths) / len(lengths) / 60
+    typical = _weighted_median([(_bin_minutes(b), n) for b, _, n in chosen])
+    remaining_hours = sum(max(0.0, _bin_minutes(b) - idle) * n for b, _, n in chosen) / total / 60
     saves = (hourly_usd or 0.0) * remaining_hours
     risk = chance * params.interruption_cost_usd
     days = min(14, max(1, round((now - (history.first_seen or now)).total_seconds() / 86400)))
     moment, where = _moment_and_where(history, shape, level, bucket, idle, cpu)
+    if pooled == 0:
+        whose, when = "on this instance", f"in the last {days} days"
+    else:
+        whose = "on instances like this one" if pooled >= 0.5 else "on this instance and those like it"
+        when = "lately"
     believed = total >= params.min_samples  # an early stop needs enough idle periods this long
+    if pooled and believed:  # the fleet stops it early only when its own record does not say otherwise
+        believed = _own_chance(history, shape, bucket, idle, params, horizon) <= params.max_resume_chance
     if believed and idle >= floor and chance <= params.max_resume_chance and saves > risk:
         return Advice(
             Action.STOP,
-            f"{moment}; on this instance {where} lasted {duration_text(typical)} (median) in the last "
-            f"{days} days, and {soon} of {total} ended within the next {duration_text(horizon)}",
+            f"{moment}; {whose} {where} lasted {duration_text(typical)} (median) {when}, and "
+            f"{_count_text(soon)} of {_count_text(total)} ended within the next {duration_text(horizon)}",
             chance,
-            total,
+            round(total),
         )
-    if shape is Shape.DIP and soon and fixed_due <= idle < fixed_due + params.max_hold.total_seconds() / 60:
+    if shape is Shape.DIP and soon and held:
         # The CPU still busy says it is work, and such pauses have ended soon on it: held for a while.
         chance = max(chance, params.hold_chance)
-    if idle >= fixed_due and chance >= params.hold_chance:
-        resumed = sorted(
-            _bin_minutes(b) for b, ended, n in chosen if ended == Ended.RESUMED for _ in range(n)
-        )
-        usual = resumed[min(len(resumed) - 1, int(0.8 * len(resumed)))] if resumed else typical
+    resumed = [(_bin_minutes(b), n) for b, ended, n in chosen if ended == Ended.RESUMED]
+    usual = _weighted_quantile(resumed, 0.8) if resumed else typical
+    if idle >= fixed_due and (
+        chance >= params.hold_chance or _worth_waiting(chance, usual - idle, hourly_usd, params)
+    ):
         return Advice(
             Action.WAIT,
-            f"{moment}; on this instance {where} usually end within {duration_text(usual)} "
-            f"({soon} of {total} in the last {days} days): waiting",
+            f"{moment}; {whose} {where} usually end within {duration_text(usual)} "
+            f"({_count_text(soon)} of {_count_text(total)} {when}): waiting",
             chance,
-            total,
+            round(total),
         )
-    return Advice(Action.FIXED, f"{moment}: the history does not say otherwise", chance, total)
+    return Advice(Action.FIXED, f"{moment}: the history does not say otherwise", chance, round(total))
+
+
+def _worth_waiting(chance: float, minutes: float, hourly_usd: float | None, params: AdaptiveParams) -> bool:
+    """Whether waiting until most such idle periods have ended (``minutes`` more) costs less, should it not
+    end, than the interruption a stop now risks: ``chance`` x the interruption's cost against (1 - ``chance``)
+    x the price of the wait. Without a price, never on this ground."""
+    if not hourly_usd or chance < params.min_wait_chance:
+        return False
+    wait_hours = max(minutes, 5.0) / 60
+    return chance * params.interruption_cost_usd > (1 - chance) * hourly_usd * wait_hours
+
+
+def _weighted_quantile(values: list[tuple[float, float]], q: float) -> float:
+    ordered = sorted(values)
+    total = sum(w for _, w in ordered)
+    running = 0.0
+    for value, weight in ordered:
+        running += weight
+        if running > q * total + 1e-9:
+            return value
+    return ordered[-1][0]
+
+
+# The idle findings the policy adapts: EC2 GPU instances and SageMaker notebooks.
+ADAPTED = (Reason.GPU_IDLE, Reason.NOTEBOOK_IDLE)
 
 
 def adapt(finding: Finding, advice: Advice, now: datetime, params: AdaptiveParams) -> Finding:
@@ -482,7 +620,7 @@ def adapt(finding: Finding, advice: Advice, now: datetime, params: AdaptiveParam
     - ``WAIT`` once the fixed window would stop: reported, not acted on, with the reason (the mark stays).
     - ``FIXED``: unchanged. The reason goes in the summary (what the message shows) and the evidence.
     """
-    if advice.action is Action.FIXED or finding.reason is not Reason.GPU_IDLE or not finding.remediable:
+    if advice.action is Action.FIXED or finding.reason not in ADAPTED or not finding.remediable:
         return finding
     mark = marked_at(finding.resource.tags)
     evidence = finding.evidence | {

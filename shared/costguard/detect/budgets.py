@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
@@ -348,13 +348,21 @@ def _what_follows(breach: Breach) -> str:
 
 
 def breach_stops(
-    breach: Breach, *, protect_tag_key: str, grace: timedelta, max_stops: int, folded: bool = False
+    breach: Breach,
+    *,
+    protect_tag_key: str,
+    grace: timedelta,
+    max_stops: int,
+    folded: bool = False,
+    dry: Callable[[Resource], bool] | None = None,
 ) -> list[Finding]:
     """The resources this level may act on, busiest last, as remediable findings for the common policy.
 
     Every candidate is marked at once (owners hear early); of those whose grace period is over, only the
     first ``max_stops`` in busiest-last order are offered, so the per-run cap holds the busiest back
-    rather than the cheapest. Protected and unstoppable resources are in the summary, not here.
+    rather than the cheapest. Protected and unstoppable resources are in the summary, not here. ``dry``: the
+    resources decided as dry runs where others act (ReasonModes, RemediateScope), counted apart, as the policy's
+    cap counts them.
     """
     if breach.escalation is Escalation.NOTIFY:
         return []
@@ -366,12 +374,13 @@ def breach_stops(
         and (breach.escalation is Escalation.STOP_ALL or r.verdict == "idle")
     ]
     findings: list[Finding] = []
-    due = 0
+    due = {False: 0, True: 0}  # live, dry
     for r in wanted:
         mark = marked_at(r.resource.tags)
         if mark is not None and mark + grace <= breach.observed_at:
-            due += 1
-            if due > max_stops:
+            group = dry is not None and dry(r.resource)
+            due[group] += 1
+            if due[group] > max_stops:
                 continue  # the busier ones wait for the next run
         findings.append(
             Finding(

@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 
+from costguard.act.shadow import STOPPED_TAG_KEY
 from costguard.detect.gpu import MIN_COVERAGE, STARVED_MIN_WORKING_SHARE, Series, Thresholds, Verdict
 from costguard.model import MARK_TAG_KEY, Finding, Reason
 from costguard.policy import SNOOZE_TAG_KEY, Policy, waits_out_grace
@@ -89,9 +90,15 @@ def tags_digest(tags: Mapping[str, str]) -> str:
     return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=6).hexdigest()
 
 
+def pending(tags: Mapping[str, str]) -> bool:
+    """Whether a mark waits out its grace period: what is decided of the instance can change at any minute. A
+    mark whose stop a dry run has decided (act/shadow.py) does not: a live run has stopped that instance."""
+    return MARK_TAG_KEY in tags and STOPPED_TAG_KEY not in tags
+
+
 def is_due(entry: Entry | None, now: datetime, *, tags: Mapping[str, str], launched: datetime | None) -> bool:
     """Whether the sweep at ``now`` reads the instance."""
-    if entry is None or entry.kind is Kind.EVERY or MARK_TAG_KEY in tags:
+    if entry is None or entry.kind is Kind.EVERY or pending(tags):
         return True
     if entry.launched != launched or entry.tags != tags_digest(tags):
         return True
@@ -128,7 +135,7 @@ def next_entry(
     digest = tags_digest(tags)
     if not reasons:
         return Entry(Kind.BOUND, due=earliest, launched=launched, tags=digest)
-    if not slots or MARK_TAG_KEY in tags or SNOOZE_TAG_KEY in tags:
+    if not slots or pending(tags) or SNOOZE_TAG_KEY in tags:
         return Entry(Kind.EVERY, launched=launched, tags=digest)
     standing = previous is not None and previous.kind is Kind.STANDING and previous.launched == launched
     anchor = previous.anchor if standing and previous is not None and previous.anchor is not None else now
@@ -175,7 +182,7 @@ def is_standing(entry: Entry | None, *, tags: Mapping[str, str], launched: datet
         entry is not None
         and entry.kind is Kind.STANDING
         and entry.launched == launched
-        and MARK_TAG_KEY not in tags
+        and not pending(tags)
         and entry.tags == tags_digest(tags)
     )
 

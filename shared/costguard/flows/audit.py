@@ -8,6 +8,7 @@ counts (Step Functions caps a state's payload at 256 KB). Discover and ReadMetri
 
 from __future__ import annotations
 
+import json
 import re
 from datetime import timedelta
 from functools import cache
@@ -15,7 +16,7 @@ from typing import Any
 
 from aws_lambda_powertools.metrics import MetricUnit
 
-from costguard.audit import store
+from costguard.audit import map_results, store
 from costguard.audit.discover import (
     DISCOVER_PERMISSIONS,
     PRICED_OPTIONS_PERMISSIONS,
@@ -40,8 +41,9 @@ from costguard.observability import logger, metrics
 from costguard.pricing import bundled_regions, price_book, region_prices
 from costguard.settings import Settings
 
-# plan: an organization deployment with no accounts named lists the organization's accounts; else nothing.
-PLAN_PERMISSIONS = organization.LIST_PERMISSIONS
+# plan: an organization deployment with no accounts named lists the organization's accounts; plan_run writes the
+# items where the Map's ItemReader reads them.
+PLAN_PERMISSIONS = organization.LIST_PERMISSIONS | store.WRITE_PERMISSIONS
 # discover_region and read_region_metrics: the watched services' reads, in a member account through its role;
 # discover_region also lists what GPU work left behind (audit/gather.py), with the rules' age read first.
 DISCOVER_REGION_PERMISSIONS = (
@@ -73,6 +75,9 @@ REPORT_PERMISSIONS = (
 
 
 _ACCOUNT = re.compile(r"^[0-9]{12}$")
+# An item's result at most this large (serialized) travels in its outcome as well as in S3: the report then reads
+# no object for it. Most items of an organization (no GPU at all) are a few hundred bytes.
+INLINE_RESULT_BYTES = 4096
 
 
 def _prefix(run: str, region: str, account: str | None = None) -> str:
@@ -153,6 +158,16 @@ def plan(
     }
 
 
+def plan_run(
+    step: PlanInput, settings: Settings, home_region: str, home_account: str | None = None
+) -> dict[str, Any]:
+    """``plan``, its items written to ``runs/<run>/items.json`` (the JSON array the Map's ItemReader reads): the
+    state carries their key and count, never the list (17,000 items would pass Step Functions' 256 KB)."""
+    planned = plan(step, settings, home_region, home_account)
+    key = store.put_json(settings.audit_bucket, f"runs/{planned['run']}/items.json", planned["items"])
+    return planned | {"items": {"key": key, "count": len(planned["items"])}}
+
+
 def discover_region(step: RegionTask, settings: Settings) -> dict[str, Any]:
     """The item's resources, found in its account (through the member role in an organization deployment)."""
     rules = audit_rules(settings)
@@ -210,8 +225,9 @@ def evaluate_region(step: RegionTask, settings: Settings) -> dict[str, Any]:
     result, found = judge_region(step, settings, subjects, usage, holdings, audit_rules(settings))
     key = store.put_json(settings.audit_bucket, f"{_task_prefix(step)}/result.json", result)
     metrics.add_metric(name="AuditFindings", unit=MetricUnit.Count, value=found)
-    # Small: a large organization's outcomes all come back in the Map's output, under 256 KB.
-    return {
+    # The outcome is the child execution's output, which the Map's ResultWriter writes to S3: a small result
+    # rides along, a large one is read from its key.
+    outcome: dict[str, Any] = {
         "account": step.account,
         "account_name": step.account_name,
         "region": step.region,
@@ -219,6 +235,9 @@ def evaluate_region(step: RegionTask, settings: Settings) -> dict[str, Any]:
         "result_key": key,
         "findings": found,
     }
+    if len(json.dumps(result, separators=(",", ":"), default=str)) <= INLINE_RESULT_BYTES:
+        outcome["result"] = result
+    return outcome
 
 
 def judge_region(
@@ -316,9 +335,14 @@ def report(step: ReportInput, settings: Settings) -> dict[str, Any]:
     from costguard.audit.summary import summary_message
 
     regions: list[dict[str, Any]] = []
-    for outcome in step.regions:
-        if outcome.status == "ok" and outcome.result_key:
-            result = store.get_json(settings.audit_bucket, outcome.result_key)
+    outcomes = map_results.outcomes(step.results) if step.results else iter(step.regions)
+    for outcome in outcomes:
+        if outcome.status == "ok" and (outcome.result is not None or outcome.result_key):
+            result = (
+                dict(outcome.result)
+                if outcome.result is not None
+                else store.get_json(settings.audit_bucket, str(outcome.result_key))
+            )
             # The outcome names the item (a result written before accounts were iterated does not).
             result.setdefault("account", outcome.account)
             result["account_name"] = result.get("account_name") or outcome.account_name

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 from datetime import datetime
 from typing import Any
@@ -34,9 +35,10 @@ from costguard.detect.escalation import Escalation, level_for, parse_levels
 from costguard.detect.members import PERMANENT_CODES
 from costguard.events.budgets import Anomaly, AnomalyDetected, BudgetNotification, CostAnomalyNotification
 from costguard.fleet import RUNNING_PERMISSIONS, running_in
-from costguard.model import Action, Decision, Finding, ResourceKind
+from costguard.model import Action, Decision, Finding, Reason, Resource, ResourceKind
 from costguard.observability import logger, metrics
 from costguard.pipeline import Report
+from costguard.policy import NOTIFY_ONLY, OWN_REASONS
 from costguard.runtime import ACT_PERMISSIONS, Runtime
 
 # Every handler here: the budget, the breach log, what runs, and marks and stops of what may be stopped.
@@ -91,11 +93,30 @@ def running_everywhere(
 
 def with_marks(running: list[Running], runtime: Runtime, now: datetime) -> list[Running]:
     """What runs, as a live run would read it: in notify mode, with the marks it keeps in the state table as the
-    mark tag (act/shadow.py), so that the breach's stops fall due when a live run's would."""
+    mark tag (act/shadow.py), so that the breach's stops fall due when a live run's would. With ReasonModes or
+    RemediateScope, only for the resources whose escalation is a dry run (policy.reasons_of)."""
     if runtime.shadow_marks is None or not running:
         return running
-    marked = overlay([r.resource for r in running], runtime.shadow_marks, now, lambda r: r.key)
+    marked = overlay(
+        [r.resource for r in running],
+        runtime.shadow_marks,
+        now,
+        lambda r: r.key,
+        dry=_escalation_dry(runtime) if runtime.policy.graded else None,
+    )
     return [replace(r, resource=m) for r, m in zip(running, marked, strict=True)]
+
+
+def _escalation_dry(runtime: Runtime) -> Callable[[Resource], bool]:
+    """Whether a budget escalation's mark or stop of a resource is a dry run: budget_breach, and the reason
+    costguard acts on its kind for (policy.OWN_REASONS), in remediate, and the resource in RemediateScope."""
+    policy = runtime.policy
+
+    def dry(resource: Resource) -> bool:
+        reasons = (Reason.BUDGET_BREACH, OWN_REASONS.get(resource.kind, Reason.BUDGET_BREACH))
+        return policy.dry_run_as(reasons, resource.tags)
+
+    return dry
 
 
 def read_budget(runtime: Runtime, account: str, name: str) -> tuple[dict[str, Any] | None, str | None]:
@@ -168,6 +189,7 @@ def stops_of(breach: Breach, runtime: Runtime, *, folded: bool) -> list[Finding]
         grace=policy.grace,
         max_stops=policy.max_stops,
         folded=folded,
+        dry=_escalation_dry(runtime) if policy.graded else None,
     )
 
 
@@ -180,6 +202,8 @@ def acted_line(decision: Decision, outcome: Outcome) -> str:
     if outcome.capped:
         return f"{name}: not stopped: {outcome.detail} (MaxStopsPerHour)"
     dry = " (dry run)" if decision.dry_run else ""
+    if decision.held is not None:
+        dry = f" ({NOTIFY_ONLY}{decision.held})"  # why it is only a dry run: a reason's mode, or the scope
     if decision.action is Action.MARK:
         due = f", stop due at {decision.stop_after:%Y-%m-%d %H:%M} UTC" if decision.stop_after else ""
         return f"{name}: {'would be marked' if decision.dry_run else 'marked'} for stop{due}{dry}"

@@ -15,7 +15,7 @@ from costguard.detect.capacity import UsageWindow, idle_reservation_finding, par
 from costguard.detect.capacity_blocks import METRIC_PERIOD, expiring_finding, state_finding, unused_finding
 from costguard.events.capacity import CapacityBlockEvent, ReservationStateChange
 from costguard.events.health import OdcrUnderutilization
-from costguard.model import CapacityReservation, Finding, ResourceKind
+from costguard.model import CapacityReservation, Finding, Reason, ResourceKind
 from costguard.observability import tracer
 from costguard.pipeline import Report
 from costguard.runtime import ACT_PERMISSIONS, PRICES_PERMISSIONS, Runtime
@@ -149,6 +149,7 @@ def evaluate(
         runtime.shadow_marks,
         now,
         lambda r: key_of(r.account, r.region, ResourceKind.CAPACITY_RESERVATION, r.id),
+        dry=runtime.dry_for(Reason.CAPACITY_RESERVATION_IDLE),
     )
     blocks = [r for r in active if r.is_capacity_block]
     window = window_of(runtime)

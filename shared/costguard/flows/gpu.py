@@ -13,7 +13,6 @@ from costguard.act.aws import permissions_for
 from costguard.act.shadow import key_of, overlay
 from costguard.aws import alarms, budgets, inventory, metrics
 from costguard.aws.idle_history import PERMISSIONS as IDLE_HISTORY_PERMISSIONS
-from costguard.aws.idle_history import history_key
 from costguard.aws.metrics import Dimensions, MetricSet, evidence_queries, gpu_queries
 from costguard.aws.read_plan import PERMISSIONS as READ_PLAN_PERMISSIONS
 from costguard.aws.read_plan import ReadPlans
@@ -32,6 +31,7 @@ from costguard.detect.gpu import (
 )
 from costguard.events.cloudwatch import AlarmStateChange
 from costguard.events.ec2 import InstanceStateChange
+from costguard.flows import idle_policy
 from costguard.model import Ec2Instance, Finding, Reason, ResourceKind
 from costguard.observability import logger
 from costguard.observability import metrics as emf
@@ -80,6 +80,7 @@ def with_marks(instances: Sequence[Ec2Instance], runtime: Runtime, now: datetime
         runtime.shadow_marks,
         now,
         lambda i: key_of(i.account, i.region, ResourceKind.EC2_INSTANCE, i.id),
+        dry=runtime.dry_for(Reason.GPU_IDLE),
     )
 
 
@@ -367,45 +368,34 @@ def adapted(
     thresholds: Thresholds,
     now: datetime,
 ) -> list[Finding]:
-    """The adaptive idle policy (detect/adaptive.py), the same code the backtest runs: each instance's history
-    observes the sweep period just ended, then its idle finding is advised. One batched read of the histories
-    and one batched write of those that changed (aws/idle_history.py)."""
-    store, params = runtime.idle_histories, adaptive_params(runtime.settings)
+    """The adaptive idle policy (flows/idle_policy.py, the same code the backtest runs): each instance's history
+    observes the sweep period just ended, then its idle finding is advised with its peers' prior. One batched
+    read and one batched write of the histories and pools (aws/idle_history.py)."""
+    store = runtime.idle_histories
     assert store is not None
-    judged = [i for i in instances if i.accelerators and i.accelerators.is_nvidia]
-    if not judged:
-        return findings
-    keys = {i.id: history_key(i.account, i.region, i.id) for i in judged}
-    known = store.read(keys.values())
-    changed: dict[str, adaptive.IdleHistory] = {}
-    histories: dict[str, adaptive.IdleHistory] = {}
-    for instance in judged:
-        history = known.get(keys[instance.id]) or adaptive.IdleHistory()
-        seen = history.last_seen
-        # Running since before it was last seen (EC2 sets LaunchTime at each start): no stop in between, however
-        # long ago the history was last written (it is written only when it changes).
-        if seen is not None and instance.launch_time is not None and instance.launch_time < seen:
-            history.last_seen = max(seen, now - SWEEP_STEP)
-        status = adaptive.period_status(
-            data.gpus(instance.id),
-            instance.accelerators.count if instance.accelerators else 1,
-            now - SWEEP_STEP,
-            now,
-            thresholds.idle_percent,
+    observed = [
+        idle_policy.Observed(
+            instance.id,
+            instance.account,
+            instance.region,
+            "ec2",
+            instance.type,
+            instance.tags,
+            adaptive.period_status(
+                data.gpus(instance.id),
+                instance.accelerators.count if instance.accelerators else 1,
+                now - SWEEP_STEP,
+                now,
+                thresholds.idle_percent,
+            ),
+            mean_of(data.measure(instance.id, "cpu"), now - SWEEP_STEP, now),
+            instance.launch_time,
         )
-        cpu = mean_of(data.measure(instance.id, "cpu"), now - SWEEP_STEP, now)
-        if history.observe(now, status, cpu, params) or keys[instance.id] not in known:
-            changed[keys[instance.id]] = history
-        histories[instance.id] = history
-    store.write(changed, now)
-    out = []
-    for finding in findings:
-        learned = histories.get(finding.resource.id)
-        if finding.reason is Reason.GPU_IDLE and learned is not None:
-            advice = adaptive.advise(learned, now, finding.hourly_usd, params)
-            finding = adaptive.adapt(finding, advice, now, params)
-        out.append(finding)
-    return out
+        for instance in instances
+        if instance.accelerators and instance.accelerators.is_nvidia
+    ]
+    params = adaptive_params(runtime.settings)
+    return idle_policy.adapted(observed, findings, store, params, now, SWEEP_STEP)
 
 
 def handle_alarm(event: AlarmStateChange, runtime: Runtime, now: datetime) -> Report:

@@ -50,14 +50,16 @@ from aws_lambda_powertools.metrics import MetricUnit
 from costguard.aws import clients
 from costguard.clock import now as clock_now
 from costguard.interact.offers import PERMISSIONS as OFFER_PERMISSIONS
-from costguard.interact.offers import record_offers
+from costguard.interact.offers import offered_in, record_offers
 from costguard.model import ResourceKind
 from costguard.notify.conversation import PERMISSIONS as CONVERSATION_PERMISSIONS
 from costguard.notify.conversation import (
     Claim,
     Conversation,
     DynamoConversationStore,
+    GroupState,
     Lease,
+    ParentState,
     destination_id,
     group_item,
     group_post_id,
@@ -375,6 +377,11 @@ _PAUSES = (0.05, 0.1, 0.2, 0.4, 0.8, 1.0, 1.0, 1.5)
 _RENDERS = 3  # a parent rendered again while newer news keeps arriving
 
 
+def _pause(seconds: float) -> None:
+    """Wait for another notifier (not time.sleep: the clients' back-off is patched in tests, this wait is real)."""
+    threading.Event().wait(seconds)
+
+
 class ParentBusyError(DeliveryError):
     """Another notifier is posting this conversation's first message: the notice is retried (then replies)."""
 
@@ -625,7 +632,7 @@ def _take_lease(run: _Run, where: str, key: str, now: datetime) -> Lease | None:
     cannot be written (posted anyway: a message twice rather than none)."""
     for pause in (0.0, *_PAUSES):
         if pause:
-            threading.Event().wait(pause)
+            _pause(pause)
         try:
             lease = run.store.begin(where, key, run.until(), now)
         except Exception as error:
@@ -646,10 +653,16 @@ def _post_leased(
     message: dict[str, Any],
     now: datetime,
     thread_ts: str | None,
+    *,
+    recorded: str | None = None,
 ) -> str | None:
-    """Post ``message`` under a lease on ``key``: at most once, whoever else holds the same notice."""
+    """Post ``message`` under a lease on ``key``: at most once, whoever else holds the same notice. With
+    ``recorded`` (a conversation key), the post is recorded as told there; the lease keeps its ts only when that
+    record fails (a redelivery then finds it in the lease instead)."""
     lease = _take_lease(run, where, key, now)
     if lease is not None and lease.ts:
+        if recorded is not None:
+            _quietly(run.store.add_told, where, recorded, [key], now, ts=thread_ts)
         return None if lease.ts == WEBHOOK_SENT else lease.ts  # posted already
     try:
         ts = sender.send(
@@ -666,6 +679,12 @@ def _post_leased(
         if lease is not None:
             run.store.release_lease(where, key)
         raise
+    if recorded is not None:
+        try:
+            run.store.add_told(where, recorded, [key], now, ts=thread_ts)
+            return ts
+        except Exception as error:  # the lease keeps it: a redelivery finds it there
+            logger.warning("conversation not recorded", extra={"cause": type(error).__name__})
     if lease is not None:
         try:
             run.store.finish(where, key, ts or WEBHOOK_SENT)
@@ -698,43 +717,39 @@ def _reply(planned: Post, sender: Sender, run: _Run, now: datetime) -> None:
     assert conversation is not None and conversation.ts is not None
     where = destination_id(sender.destination)
     message = build_reply(notice, owner=sender.owner(notice))
-    _post_leased(run, sender, where, notice.id, message, now, conversation.ts)
-    try:
-        run.store.add_told(where, conversation.key, [notice.id], now, ts=conversation.ts)
-    except Exception as error:  # the lease says it was posted: a redelivery finds it there
-        logger.warning("conversation not recorded", extra={"cause": type(error).__name__})
+    _post_leased(run, sender, where, notice.id, message, now, conversation.ts, recorded=conversation.key)
     if conversation.grouped:
         _update_row(conversation, notice, sender, run, now)
         return
     try:
-        run.store.set_parent(where, conversation.key, notice)
+        state = run.store.set_parent(where, conversation.key, notice)
     except Exception as error:
         logger.warning("parent state not recorded", extra={"cause": type(error).__name__})
         return
-    _render_parent(conversation, sender, run, now)
+    _render_parent(conversation, sender, run, now, state)
 
 
-def _render_parent(conversation: Conversation, sender: Sender, run: _Run, now: datetime) -> None:
+def _render_parent(
+    conversation: Conversation, sender: Sender, run: _Run, now: datetime, state: ParentState | None = None
+) -> None:
     """The parent shows the newest notice of its conversation. After each update the newest is read again:
     news recorded meanwhile is rendered too, so the update Slack takes last is the newest. A failed update
     leaves the parent marked not shown (rendered again by the next notice or a redelivery), and is raised."""
     where, key, ts = destination_id(sender.destination), conversation.key, conversation.ts
     assert ts is not None
     for attempt in range(_RENDERS):
-        shown, order, shown_at = run.store.parent(where, key)
-        if shown is None or order is None:
-            return
-        if attempt == 0 and shown_at == order:
-            return  # Slack shows it already
-        message = build_message(shown, owner=sender.owner(shown), interactive=True)
+        state = state if attempt == 0 and state is not None else run.store.parent(where, key)
+        if state.notice is None or state.order is None or (attempt == 0 and not state.stale):
+            return  # nothing kept to render, or Slack shows it already
+        message = build_message(state.notice, owner=sender.owner(state.notice), interactive=True)
         try:
             sender.update(ts, message)
         except Exception:
             _quietly(run.store.forget_shown, where, key)
             raise
-        _offered(run.settings, sender.channel, ts, [shown], message, now)
-        if run.store.parent(where, key)[1] == order:
-            run.store.mark_shown(where, key, order)
+        _offered(run.settings, sender.channel, ts, [state.notice], message, now)
+        if run.store.parent_order(where, key) == state.order:
+            run.store.mark_shown(where, key, state.order)
             return
     _quietly(run.store.forget_shown, where, key)
     raise ParentChangedError("the parent kept changing while it was rendered")
@@ -755,17 +770,31 @@ def _update_row(conversation: Conversation, notice: Notice, sender: Sender, run:
         if not mine or order_of(mine[0]) >= order_of(fresh):
             break  # not a row of it, or it shows newer news already
         rows = [fresh if r.decision.finding.conversation == conversation.key else r for r in state.body.rows]
-        if run.store.put_group_version(item, state.body.model_copy(update={"rows": rows}), state.version):
+        written = run.store.put_group_version(
+            item, state.body.model_copy(update={"rows": rows}), state.version
+        )
+        if written is not None:
+            state = written
             break
     else:
         raise ParentChangedError("the group kept changing while its row was updated")
-    _render_group(item, conversation.ts, sender, run, now)
+    _render_group(item, conversation.ts, sender, run, now, state, changed=notice.decision.resource.key)
 
 
-def _render_group(item: str, ts: str, sender: Sender, run: _Run, now: datetime) -> None:
-    """A group message shows its latest rows, as _render_parent does for a single parent."""
+def _render_group(
+    item: str,
+    ts: str,
+    sender: Sender,
+    run: _Run,
+    now: datetime,
+    state: GroupState | None = None,
+    *,
+    changed: str | None = None,
+) -> None:
+    """A group message shows its latest rows, as _render_parent does for a single parent. The offers of the
+    ``changed`` row (a resource key) are recorded again; the others' were when they were first shown."""
     for attempt in range(_RENDERS):
-        state = run.store.group(item)
+        state = state if attempt == 0 and state is not None else run.store.group(item)
         if state is None or (attempt == 0 and not state.stale):
             return
         message = _group_message(state.body, sender, interactive=True)
@@ -774,18 +803,31 @@ def _render_group(item: str, ts: str, sender: Sender, run: _Run, now: datetime) 
         except Exception:
             _quietly(run.store.forget_group_shown, item)
             raise
-        _offered(run.settings, sender.channel, ts, state.body.rows, message, now)
-        after = run.store.group(item)
-        if after is None or after.version == state.version:
+        offered = _buttons_of(message, changed) if changed is not None else message
+        _offered(run.settings, sender.channel, ts, state.body.rows, offered, now)
+        if run.store.group_version(item) == state.version:
             run.store.mark_group_shown(item, state.version)
             return
     _quietly(run.store.forget_group_shown, item)
     raise ParentChangedError("the group kept changing while it was rendered")
 
 
-def _quietly(write: Callable[..., None], *args: Any) -> None:
+def _buttons_of(message: dict[str, Any], resource_key: str) -> dict[str, Any]:
+    """The action blocks of one resource's row in a group message."""
+    return {
+        "blocks": [
+            block
+            for block in message.get("blocks") or []
+            if isinstance(block, dict)
+            and block.get("type") == "actions"
+            and any(key == resource_key for key, _ in offered_in({"blocks": [block]}))
+        ]
+    }
+
+
+def _quietly(write: Callable[..., None], *args: Any, **kwargs: Any) -> None:
     try:
-        write(*args)
+        write(*args, **kwargs)
     except Exception as error:
         logger.warning("state not recorded", extra={"cause": type(error).__name__})
 
@@ -854,7 +896,7 @@ def _wait_for_parent(run: _Run, sender: Sender, where: str, key: str) -> None:
     for pause in _PAUSES:
         if not run.deadline.allows(pause + sender.worst):
             break
-        threading.Event().wait(pause)
+        _pause(pause)
         held = run.store.get(where, key)
         if held is None or held.ts or not held.claim or (held.claim_until or 0.0) < time.time():
             return

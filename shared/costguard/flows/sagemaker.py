@@ -7,6 +7,7 @@ from datetime import datetime, timedelta
 from costguard.act.aws import permissions_for
 from costguard.act.shadow import key_of, overlay, read_marks
 from costguard.aws import budgets, metrics, sagemaker
+from costguard.aws.idle_history import PERMISSIONS as IDLE_HISTORY_PERMISSIONS
 from costguard.aws.metrics import MetricSet
 from costguard.aws.sagemaker import NOTEBOOK_DIMENSION
 from costguard.aws.sagemaker_metrics import (
@@ -17,6 +18,7 @@ from costguard.aws.sagemaker_metrics import (
     job_key,
     notebook_key,
 )
+from costguard.detect import adaptive
 from costguard.detect.budgets import keep_budget_marks
 from costguard.detect.gpu import PERIOD, Thresholds, read_gpus, thresholds_from
 from costguard.detect.sagemaker import (
@@ -25,7 +27,8 @@ from costguard.detect.sagemaker import (
     read_training_job,
     training_job_findings,
 )
-from costguard.model import Finding, NotebookInstance, ResourceKind, TrainingJob
+from costguard.flows import idle_policy
+from costguard.model import Finding, NotebookInstance, Reason, ResourceKind, TrainingJob
 from costguard.pipeline import Report
 from costguard.runtime import ACT_PERMISSIONS, PRICES_PERMISSIONS, Runtime
 
@@ -38,6 +41,7 @@ SWEEP_PERMISSIONS = (
     | ACT_PERMISSIONS
     | PRICES_PERMISSIONS
     | permissions_for(ResourceKind.TRAINING_JOB, ResourceKind.NOTEBOOK)
+    | IDLE_HISTORY_PERMISSIONS  # the adaptive idle policy for notebooks (COSTGUARD_IDLE_POLICY=adaptive)
 )
 
 
@@ -56,8 +60,8 @@ def with_marks(
 
     read_marks(runtime.shadow_marks, [*map(job, jobs), *map(notebook, notebooks)], now)
     return (
-        overlay(jobs, runtime.shadow_marks, now, job),
-        overlay(notebooks, runtime.shadow_marks, now, notebook),
+        overlay(jobs, runtime.shadow_marks, now, job, dry=runtime.dry_for(Reason.JOB_STALLED)),
+        overlay(notebooks, runtime.shadow_marks, now, notebook, dry=runtime.dry_for(Reason.NOTEBOOK_IDLE)),
     )
 
 
@@ -118,6 +122,8 @@ def findings_for(
             now=now,
             event_id=event_id,
         )
+    if notebooks and runtime.settings.idle_policy == "adaptive" and runtime.idle_histories is not None:
+        findings = adapted_notebooks(notebooks, gpu_data, findings, runtime, thresholds, now)
     for endpoint in endpoints:
         types = {v.instance_type for v in endpoint.variants if v.instance_type}
         findings += endpoint_findings(
@@ -129,6 +135,41 @@ def findings_for(
             event_id=event_id,
         )
     return findings
+
+
+def adapted_notebooks(
+    notebooks: list[NotebookInstance],
+    gpu_data: MetricSet,
+    findings: list[Finding],
+    runtime: Runtime,
+    thresholds: Thresholds,
+    now: datetime,
+) -> list[Finding]:
+    """The adaptive idle policy for notebooks (flows/idle_policy.py), with priors of their own (kind
+    ``notebook``) in the state table, one batched read and write. Notebooks publish no CPU here, and the sweep
+    runs every 15 minutes: each observes the last of its five-minute periods, so a notebook's idle periods are
+    learned to within a sweep."""
+    assert runtime.idle_histories is not None
+    observed = [
+        idle_policy.Observed(
+            n.name,
+            n.account,
+            n.region,
+            "notebook",
+            n.instance_type,
+            n.tags,
+            adaptive.period_status(
+                gpu_data.gpus(notebook_key(n)),
+                n.accelerators.count if n.accelerators else 1,
+                now - idle_policy.STEP,
+                now,
+                thresholds.idle_percent,
+            ),
+        )
+        for n in notebooks
+    ]
+    params = idle_policy.params_of(runtime.settings)
+    return idle_policy.adapted(observed, findings, runtime.idle_histories, params, now, idle_policy.STEP)
 
 
 def evaluate(region: str, runtime: Runtime, now: datetime, event_id: str | None = None) -> Report:

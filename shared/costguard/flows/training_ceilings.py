@@ -32,7 +32,7 @@ from costguard.detect.training_health import (
     stale_checkpoint_finding,
 )
 from costguard.events.sagemaker import TrainingJobDetail
-from costguard.model import Finding, ResourceKind
+from costguard.model import Finding, Reason, ResourceKind
 from costguard.observability import logger, tracer
 from costguard.pipeline import Report
 from costguard.runtime import ACT_PERMISSIONS, PRICES_PERMISSIONS, Runtime
@@ -77,6 +77,7 @@ def with_marks(
         now,
         lambda j: key_of(_account(j), region, ResourceKind.TRAINING_JOB, j.TrainingJobName),
         field="Tags",
+        dry=runtime.dry_for(Reason.JOB_COST_CEILING, Reason.TRAINING_DIVERGED, field="Tags"),
     )
 
 

@@ -35,7 +35,7 @@ from costguard.detect.training_guardrails import (
 )
 from costguard.detect.training_jobs import detect_failed_training_job, run_cost_usd, training_job_resource
 from costguard.events.sagemaker import TrainingJobDetail, TrainingJobStateChange
-from costguard.model import Finding, ResourceKind
+from costguard.model import Finding, Reason, ResourceKind
 from costguard.observability import logger, tracer
 from costguard.pipeline import Report
 from costguard.pricing import Price
@@ -162,8 +162,9 @@ def failure_loop_findings(
 ) -> list[Finding]:
     """Record the failure in its family's history; one loop finding when the family reaches the threshold.
 
-    In remediate mode a declared family's (tag or pipeline) in-progress jobs follow, each with its GPU use:
-    only one known to be idle may be marked then stopped. A family guessed from names is reported only."""
+    Where job_failure_loop is in remediate (Mode, ReasonModes), a declared family's (tag or pipeline) in-progress
+    jobs follow, each with its GPU use: only one known to be idle may be marked then stopped. A family guessed from
+    names is reported only."""
     detail, settings = event.detail, runtime.settings
     window = timedelta(hours=settings.failure_loop_window_hours)
     failed_at = detail.TrainingEndTime or detail.LastModifiedTime or event.time
@@ -184,7 +185,7 @@ def failure_loop_findings(
     )
     if loop is None:
         return []
-    acting = not settings.dry_run
+    acting = runtime.policy.remediates(Reason.JOB_FAILURE_LOOP)  # Mode, or ReasonModes
     running: list[TrainingJobDetail] = []
     if acting and family.declared:
         # Only when acting: listing the family's running jobs costs a ListTags per in-progress job.

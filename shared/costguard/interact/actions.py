@@ -8,7 +8,8 @@ nothing and is answered to the person alone (an ephemeral reply through the inte
 
 Modes: keep, protect and mute only ever hold costguard back, so they work in both modes. "Stop now" is the
 one that changes what runs: in notify mode costguard promises never to stop anything, so it is refused there
-(the person is told so); in remediate mode it goes through the same policy as a sweep's stop (protected,
+(the person is told so), as it is where the finding's reason is in notify (ReasonModes) or the resource outside
+RemediateScope; in remediate mode it goes through the same policy as a sweep's stop (protected,
 snoozed and stop-blocked resources are refused, only what costguard has marked may be stopped, the hourly cap
 counts it), is judged again at the click with the sweep's own read (interact/rejudge.py: refused when the
 resource works again, its reading fails, or its mark is for another reason now) and goes through the same
@@ -289,7 +290,7 @@ def _mute(click: Click, resource: Resource, deps: Interactions, now: datetime) -
 
 
 def _stop(click: Click, resource: Resource, deps: Interactions, now: datetime) -> Result:
-    if deps.policy.dry_run:
+    if not deps.policy.may_act:
         return _refuse(
             click,
             deps,
@@ -364,7 +365,7 @@ def _told(
         action=Action.NOTIFY,
         reason=finding.reason,
         finding=finding,
-        dry_run=deps.policy.dry_run,
+        dry_run=deps.policy.dry_run_for(finding),
         note=note,
         decided_at=now,
     )

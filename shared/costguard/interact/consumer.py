@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from typing import Any
 
 from costguard.act.aws import AwsRemediator
@@ -24,7 +24,7 @@ from costguard.notify.queue import PERMISSIONS as QUEUE_PERMISSIONS
 from costguard.notify.queue import SqsNoticeQueue
 from costguard.notify.slack_api import api_for
 from costguard.permissions import needs
-from costguard.policy import Policy
+from costguard.policy import policy_from
 from costguard.pricing import price_book
 from costguard.settings import Settings
 
@@ -75,12 +75,7 @@ def interactions(settings: Settings, allowed: Allowed) -> Interactions:
     """What carrying clicks out needs."""
     return Interactions(
         table=settings.state_table,
-        policy=Policy(
-            dry_run=settings.dry_run,
-            protect_tag_key=settings.protect_tag_key,
-            grace=timedelta(minutes=settings.grace_minutes),
-            max_stops=settings.max_stops_per_run,
-        ),
+        policy=policy_from(settings),  # Mode, ReasonModes and RemediateScope, as a sweep's
         allowed=allowed,
         slack=api_for(load_routes(settings.slack_secret_id)),
         queue=SqsNoticeQueue(settings.decisions_queue_url),

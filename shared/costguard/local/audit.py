@@ -1,7 +1,8 @@
 """The right-sizing audit run locally: statemachine/audit.asl.json executed by the embedded AWS.
 
 moto executes the ASL file itself (the same file the template deploys, its DefinitionSubstitutions resolved
-from the template); its Lambda tasks are routed to the real handlers, in this process.
+from the template); its Lambda tasks are routed to the real handlers, in this process, and the Map's ResultWriter
+writes its children's outcomes as AWS does (local/map_results.py).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from unittest import mock
 from costguard.aws import clients
 from costguard.local.buckets import create_bucket
 from costguard.local.holdings import HoldingsResponder, seed_holdings
+from costguard.local.map_results import documented_result_writer
 from costguard.local.stack import PROJECT_ROOT, LocalStack
 from costguard.local.template import LOCAL_STACK_NAME, Template, resolve
 from costguard.local.world import World
@@ -47,6 +49,9 @@ class AuditRun:
     # executions, whose histories are their own).
     states: list[str] = field(default_factory=list)
     keys: list[str] = field(default_factory=list)  # what its items wrote, under runs/<run>/
+    # What the Map's ResultWriter wrote (its result files and manifest), and the Report step's input.
+    map_results: list[str] = field(default_factory=list)
+    report_input: dict[str, Any] = field(default_factory=dict)
 
 
 def state_machine(template: Template) -> dict[str, Any]:
@@ -58,13 +63,16 @@ def function_arn(logical_id: str, region: str, account: str) -> str:
     return f"arn:aws:lambda:{region}:{account}:function:{LOCAL_STACK_NAME}-{logical_id}"
 
 
-def definition(template: Template, region: str, account: str) -> str:
-    """The ASL file named by DefinitionUri, with its DefinitionSubstitutions filled in as the stack would."""
+def definition(template: Template, region: str, account: str, bucket: str = BUCKET) -> str:
+    """The ASL file named by DefinitionUri, with its DefinitionSubstitutions filled in as the stack would (the
+    audit bucket's name: the local one)."""
     props = state_machine(template)
     text: str = (template.path.parent / props["DefinitionUri"]).read_text(encoding="utf-8")
     for name, value in props.get("DefinitionSubstitutions", {}).items():
         if isinstance(value, dict) and "Fn::GetAtt" in value and value["Fn::GetAtt"][1] == "Arn":
             value = function_arn(value["Fn::GetAtt"][0], region, account)
+        elif value == {"Ref": "AuditReportsBucket"}:
+            value = bucket
         text = text.replace("${" + name + "}", str(value))
     return text
 
@@ -160,7 +168,7 @@ def run_audit(
         s3: Any = clients.client("s3", world.region)
         if rules_file:
             s3.put_object(Bucket=BUCKET, Key=RULES_KEY, Body=Path(rules_file).read_bytes())
-        with executing_state_machines(), lambda_routed_to(stack):
+        with executing_state_machines(), lambda_routed_to(stack), documented_result_writer():
             sfn: Any = clients.client("stepfunctions", world.region)
             asl = definition(template, world.region, world.account)
             arn = sfn.create_state_machine(
@@ -177,16 +185,20 @@ def run_audit(
                 "executionArn"
             ]
             described = _wait(sfn, execution)
+            history = sfn.get_execution_history(executionArn=execution, maxResults=1000)["events"]
             states = [
-                event["stateEnteredEventDetails"]["name"]
-                for event in sfn.get_execution_history(executionArn=execution, maxResults=1000)["events"]
-                if "stateEnteredEventDetails" in event
+                e["stateEnteredEventDetails"]["name"] for e in history if "stateEnteredEventDetails" in e
             ]
-        keys = [
-            item["Key"]
-            for page in s3.get_paginator("list_objects_v2").paginate(Bucket=BUCKET, Prefix=f"runs/{name}/")
-            for item in page.get("Contents", [])
-        ]
+            report_input: dict[str, Any] = next(
+                (
+                    json.loads(e["stateEnteredEventDetails"].get("input") or "{}")
+                    for e in history
+                    if e.get("stateEnteredEventDetails", {}).get("name") == "Report"
+                ),
+                {},
+            )
+        keys = _keys(s3, f"runs/{name}/")
+        results = _keys(s3, "runs/map-results/")
         status = described["status"]
         output = json.loads(described.get("output") or "{}")
         report = html = None
@@ -194,7 +206,27 @@ def run_audit(
             report = json.loads(s3.get_object(Bucket=BUCKET, Key=output["report_key"])["Body"].read())
             html = s3.get_object(Bucket=BUCKET, Key=output["html_key"])["Body"].read().decode()
         error = None if status == "SUCCEEDED" else f"{described.get('error')}: {described.get('cause')}"
-        return AuditRun(status, output, report, html, list(stack.sink.messages), error, asl, states, keys)
+        return AuditRun(
+            status,
+            output,
+            report,
+            html,
+            list(stack.sink.messages),
+            error,
+            asl,
+            states,
+            keys,
+            results,
+            report_input,
+        )
+
+
+def _keys(s3: Any, prefix: str) -> list[str]:
+    return [
+        item["Key"]
+        for page in s3.get_paginator("list_objects_v2").paginate(Bucket=BUCKET, Prefix=prefix)
+        for item in page.get("Contents", [])
+    ]
 
 
 def _wait(sfn: Any, execution: str) -> dict[str, Any]:

@@ -64,7 +64,9 @@ def run_demo(
     overrides: dict[str, str] | None = None,
     sink: SlackSink | None = None,
     on_result: Callable[[int, int, ReplayResult], None] | None = None,
+    then: Callable[[LocalStack], None] | None = None,
 ) -> DemoRun:
+    """Every event through the stack; ``then`` is given the stack once they have all run, before it stops."""
     events = demo_events()
     template = Template.load(DEFAULT_TEMPLATE)
     window = timedelta(seconds=template.batch_window("NotifierFunction", "DecisionsQueue"))
@@ -88,6 +90,8 @@ def run_demo(
         run.last = stack.flush()
         run.posted = list(stack.sink.messages)
         run.updates = list(stack.sink.updates)
+        if then is not None:
+            then(stack)
     return run
 
 

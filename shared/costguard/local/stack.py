@@ -24,6 +24,7 @@ from moto.cloudwatch.models import MetricDatum
 
 from costguard import clock
 from costguard.aws import clients
+from costguard.local.bedrock import publish_bedrock_metrics, world_provisioned_throughputs
 from costguard.local.buckets import seed_buckets
 from costguard.local.budgets import seed_budgets
 from costguard.local.capacity import publish_capacity_metrics, world_capacity_reservations
@@ -122,6 +123,8 @@ class LocalStack:
         self.consumed: list[str] = []  # bodies the queue consumer accepted, oldest first
         self._modules: dict[str, ModuleType] = {}
         self._exit = contextlib.ExitStack()
+        # The local Kubernetes API of the world's EKS clusters (local/kube_responder.py), once started.
+        self.kube: Any = None
 
     # -- lifecycle -------------------------------------------------------------------------
     def __enter__(self) -> LocalStack:
@@ -136,6 +139,7 @@ class LocalStack:
         if self.world.organization is not None:
             self._exit.enter_context(play_organization())
         self.capacity = self._exit.enter_context(world_capacity_reservations(self.world))
+        self.bedrock = self._exit.enter_context(world_provisioned_throughputs(self.world))
         self._exit.callback(clock.freeze, None)
         _reset_process_caches()
         clients.calls.clear()
@@ -153,6 +157,7 @@ class LocalStack:
         for place in self.world.places():  # the hub's account and region, then each member's
             seed_world(place, self.until)
         seed_buckets(self.world)  # where the training jobs' inputs live (data_cross_region)
+        self._seed_eks()  # clusters in the embedded EKS, their API on the local Kubernetes responder
         clock.freeze(self.world.now)
         clients.calls.clear()
         return self
@@ -160,6 +165,17 @@ class LocalStack:
     def __exit__(self, *_: object) -> None:
         self._exit.close()
         _reset_process_caches()
+
+    def _seed_eks(self) -> None:
+        from costguard.local.eks_seed import publish_cluster_metrics, seed_clusters
+        from costguard.local.kube_responder import KubeResponder
+
+        places = self.world.places()
+        clusters = [c for place in places for c in place.eks_clusters]
+        self.kube = self._exit.enter_context(KubeResponder(clusters, self.world.now))
+        for place in places:
+            seed_clusters(place, self.kube)
+            publish_cluster_metrics(place, self.until)
 
     def _base_environment(self) -> dict[str, str]:
         # The template's literal variables (POWERTOOLS_*) before anything imports powertools.
@@ -295,6 +311,8 @@ class LocalStack:
 
             env.update(interaction_environment(self.urls, self.sink))
         env.update(self._organization_environment())
+        if self.world.bedrock_throughput_prices:
+            env["COSTGUARD_BEDROCK_THROUGHPUT_PRICES"] = self.world.bedrock_throughput_prices
         env.update(self.overrides)
         return env
 
@@ -477,6 +495,7 @@ def seed_world(world: World, until: datetime | None = None) -> None:
     seed_sagemaker(world, until or world.now)
     seed_training_health(world, until or world.now)  # the jobs' own metrics and checkpoint objects
     publish_capacity_metrics(world, until or world.now)
+    publish_bedrock_metrics(world, until or world.now)
     seed_budgets(world)
     if not world.instances:
         return

@@ -12,6 +12,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, model_validator
 
 from costguard.events.common import AwsTime
+from costguard.local.eks_world import EksCluster
 
 Pattern = Literal["idle", "busy", "starved", "none"]
 AwsTimeAdapter: TypeAdapter[datetime] = TypeAdapter(AwsTime)
@@ -245,6 +246,20 @@ class Endpoint(_Strict):
     created: AwsTime | None = Field(default=None, description="default: 30 days before the world's now")
 
 
+class ProvisionedThroughput(_Strict):
+    """A Bedrock Provisioned Throughput (served to costguard's adapter from the world: moto has none)."""
+
+    name: Annotated[str, Field(pattern=r"^[a-zA-Z0-9](-*[a-zA-Z0-9_])*$")]
+    model: str = Field(description="the foundation model id, e.g. amazon.titan-text-express-v1")
+    custom_model: str | None = Field(default=None, description="a custom model's name, when it serves one")
+    model_units: int = Field(default=1, ge=1)
+    commitment: Literal["none", "OneMonth", "SixMonths"] = "none"
+    created: AwsTime | None = Field(default=None, description="default: 30 days before the world's now")
+    commitment_expires: AwsTime | None = None
+    tags: dict[str, str] = Field(default_factory=dict)
+    invocations_per_hour: float = Field(default=0.0, ge=0, description="AWS/Bedrock Invocations, by ARN")
+
+
 class CapacityReservation(_Strict):
     id: Annotated[str, Field(pattern=r"^cr-[0-9a-zA-Z]+$")]
     instance_type: str
@@ -351,6 +366,7 @@ class Resources(_Strict):
     notebooks: list[Notebook] = Field(default_factory=list)
     endpoints: list[Endpoint] = Field(default_factory=list)
     capacity_reservations: list[CapacityReservation] = Field(default_factory=list)
+    provisioned_throughputs: list[ProvisionedThroughput] = Field(default_factory=list)
     # What the right-sizing audit reads beside running resources.
     volumes: list[Volume] = Field(default_factory=list)
     objects: list[StoredObject] = Field(default_factory=list)
@@ -360,6 +376,10 @@ class Resources(_Strict):
     compute_optimizer: list[OptimizerRecommendation] = Field(default_factory=list)
     buckets: list[Bucket] = Field(
         default_factory=list, description="buckets with a region of their own (GetBucketLocation answers it)"
+    )
+    eks_clusters: list[EksCluster] = Field(
+        default_factory=list,
+        description="EKS clusters: their nodes, GPU workloads and namespaces (local/eks_world.py)",
     )
 
 
@@ -385,6 +405,10 @@ class World(Resources):
     required_tags: list[str] = Field(
         default_factory=list,
         description="the account's cost-allocation tags (COSTGUARD_REQUIRED_TAGS locally)",
+    )
+    bedrock_throughput_prices: str = Field(
+        default="",
+        description="the operator's Provisioned Throughput rates (COSTGUARD_BEDROCK_THROUGHPUT_PRICES locally)",
     )
 
     def places(self) -> list[World]:

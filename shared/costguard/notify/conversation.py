@@ -112,6 +112,20 @@ class Lease:
 
 
 @dataclass(frozen=True)
+class ParentState:
+    """What a single parent should show (the newest notice of its conversation, and its order_of()), and the
+    order Slack was last seen to show (None: not known)."""
+
+    notice: Notice | None
+    order: str | None
+    shown: str | None
+
+    @property
+    def stale(self) -> bool:
+        return self.order is not None and self.shown != self.order
+
+
+@dataclass(frozen=True)
 class GroupState:
     """A group message's rows as kept: the body (a GroupNotice), its version, the version Slack was last seen
     to show, and the ids of the notices it told when posted."""
@@ -390,29 +404,34 @@ class DynamoConversationStore:
             e = _Expression()
             self._update(item_id(where, key), f"DELETE {e.name('told_ids')} {e.value('old', {'SS': old})}", e)
 
-    def set_parent(self, where: str, key: str, notice: Notice) -> bool:
-        """The notice a single parent should show, if it is newer than the one it should show already."""
+    def set_parent(self, where: str, key: str, notice: Notice) -> ParentState:
+        """The notice a single parent should show, if it is newer than the one it should show already; what it
+        should show now, either way."""
         e = _Expression()
         at, order = e.name("parent_at"), e.value("order", {"S": order_of(notice)})
         try:
-            self._update(
+            answer = self._update(
                 item_id(where, key),
                 f"SET {e.name('parent')} = {e.value('parent', {'S': notice.model_dump_json()})}, {at} = {order}",
                 e,
                 f"attribute_exists({e.name('ts')}) AND (attribute_not_exists({at}) OR {at} < {order})",
+                ReturnValues="ALL_NEW",
+                ReturnValuesOnConditionCheckFailure="ALL_OLD",
             )
         except Exception as error:
             if not _failed_condition(error):
                 raise
-            return False
-        return True
+            return _parent_state(getattr(error, "response", {}).get("Item") or {})
+        return _parent_state(answer.get("Attributes") or {})
 
-    def parent(self, where: str, key: str) -> tuple[Notice | None, str | None, str | None]:
+    def parent(self, where: str, key: str) -> ParentState:
         """The notice a single parent should show, its order, and the order Slack was last seen to show."""
-        item = self._get(item_id(where, key), ("parent", "parent_at", "shown_at")) or {}
-        body = item.get("parent", {}).get("S")
-        notice = Notice.model_validate_json(body) if isinstance(body, str) else None
-        return notice, item.get("parent_at", {}).get("S"), item.get("shown_at", {}).get("S")
+        return _parent_state(self._get(item_id(where, key), ("parent", "parent_at", "shown_at")) or {})
+
+    def parent_order(self, where: str, key: str) -> str | None:
+        """Only the order of the notice the parent should show (read again after rendering it)."""
+        found = (self._get(item_id(where, key), ("parent_at",)) or {}).get("parent_at", {}).get("S")
+        return found if isinstance(found, str) else None
 
     def mark_shown(self, where: str, key: str, order: str) -> None:
         e = _Expression()
@@ -455,20 +474,11 @@ class DynamoConversationStore:
                 raise
 
     def group(self, item: str) -> GroupState | None:
-        found = self._get(item)
-        body = (found or {}).get("body", {}).get("S")
-        if not found or not isinstance(body, str):
-            return None
-        version = int(found.get("version", {}).get("N", "0"))
-        return GroupState(
-            body=GroupNotice.model_validate_json(body),
-            version=version,
-            shown=int(found.get("shown", {}).get("N", "0")),
-            posted=tuple(p["S"] for p in found.get("posted", {}).get("L", []) if "S" in p),
-        )
+        return _group_state(self._get(item) or {})
 
-    def put_group_version(self, item: str, body: GroupNotice, version: int) -> bool:
-        """The group's new rows, written only over ``version`` (the one read): False if another wrote first."""
+    def put_group_version(self, item: str, body: GroupNotice, version: int) -> GroupState | None:
+        """The group's new rows, written only over ``version`` (the one read): the group as written, or None if
+        another wrote first."""
         e = _Expression()
         current = e.name("version")
         condition = (
@@ -477,18 +487,24 @@ class DynamoConversationStore:
             else f"attribute_not_exists({current})"
         )
         try:
-            self._update(
+            answer = self._update(
                 item,
                 f"SET {e.name('body')} = {e.value('body', {'S': body.model_dump_json()})}, "
                 f"{current} = {e.value('version', {'N': str(version + 1)})}",
                 e,
                 condition,
+                ReturnValues="ALL_NEW",
             )
         except Exception as error:
             if not _failed_condition(error):
                 raise
-            return False
-        return True
+            return None
+        return _group_state(answer.get("Attributes") or {})
+
+    def group_version(self, item: str) -> int | None:
+        """Only the group's version (read again after rendering it)."""
+        found = (self._get(item, ("version",)) or {}).get("version", {}).get("N")
+        return int(found) if found is not None else None
 
     def mark_group_shown(self, item: str, version: int) -> None:
         e = _Expression()
@@ -566,6 +582,27 @@ class DynamoConversationStore:
         except Exception as error:
             if not _failed_condition(error):
                 logger.warning("lease not released", extra={"cause": type(error).__name__})
+
+
+def _parent_state(item: dict[str, Any]) -> ParentState:
+    body = item.get("parent", {}).get("S")
+    return ParentState(
+        notice=Notice.model_validate_json(body) if isinstance(body, str) else None,
+        order=item.get("parent_at", {}).get("S"),
+        shown=item.get("shown_at", {}).get("S"),
+    )
+
+
+def _group_state(found: dict[str, Any]) -> GroupState | None:
+    body = found.get("body", {}).get("S")
+    if not isinstance(body, str):
+        return None
+    return GroupState(
+        body=GroupNotice.model_validate_json(body),
+        version=int(found.get("version", {}).get("N", "0")),
+        shown=int(found.get("shown", {}).get("N", "0")),
+        posted=tuple(p["S"] for p in found.get("posted", {}).get("L", []) if "S" in p),
+    )
 
 
 def _from_item(item: dict[str, Any]) -> Conversation | None:

@@ -46,4 +46,6 @@ def console_url(resource: Resource) -> str:
             return f"{base}/batch/home?region={region}#queues/detail/{quote(resource.arn or resource.id, safe='')}"
         case ResourceKind.COSTGUARD_ALARM:
             return f"{base}/cloudwatch/home?region={region}#alarmsV2:alarm/{rid}"
+        case ResourceKind.PROVISIONED_THROUGHPUT:
+            return f"{base}/bedrock/home?region={region}#/provisioned-throughput"
     return f"{base}/console/home?region={region}"

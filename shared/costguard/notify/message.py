@@ -29,7 +29,7 @@ from costguard.interact.values import KEEP_MENU, MUTE_MENU, action_value
 from costguard.model import MARK_TAG_KEY, Action, Decision, Finding, Reason, Resource, ResourceKind
 from costguard.notify.links import console_url, is_region
 from costguard.notify.notice import ROWS_SHOWN, GroupNotice, Notice, kind_of
-from costguard.policy import is_protected, snoozed_until
+from costguard.policy import NOTIFY_ONLY, is_protected, snoozed_until
 
 TITLES: dict[Reason, str] = {
     Reason.TRAINING_JOB_FAILED: "Training job failed",
@@ -54,12 +54,17 @@ TITLES: dict[Reason, str] = {
     Reason.UNTAGGED_GPU_SPEND: "GPU launched without cost-allocation tags",
     Reason.TRAINING_DIGEST: "Daily training digest",
     Reason.CAPACITY_RESERVATION_IDLE: "Capacity reservation paid for but unused",
+    Reason.BEDROCK_THROUGHPUT_IDLE: "Bedrock Provisioned Throughput nobody invokes",
     Reason.CAPACITY_BLOCK_EXPIRING: "Capacity Block ending: checkpoint now",
     Reason.CAPACITY_BLOCK_UNUSED: "Capacity Block paid for with nothing running",
     Reason.CAPACITY_RESERVATION_STATE: "Capacity reservation state change",
     Reason.BUDGET_BREACH: "Budget breached: what is burning money now",
     Reason.COST_ANOMALY: "Cost anomaly",
     Reason.COSTGUARD_ALARM: "costguard itself needs attention",
+    Reason.POD_GPU_IDLE: "Kubernetes pods holding idle GPUs",
+    Reason.POD_GPU_STARVED: "Kubernetes pods with data-starved GPUs",
+    Reason.GPU_NODE_UNUSED: "GPU node kept alive with no GPU pod",
+    Reason.EKS_CLUSTER_UNREACHABLE: "EKS cluster costguard cannot reach",
 }
 
 _TITLE_OF_CODE = {reason.value: title for reason, title in TITLES.items()}  # a group counts by reason code
@@ -70,6 +75,7 @@ _KIND_NOUNS: dict[ResourceKind, tuple[str, str]] = {
     ResourceKind.NOTEBOOK: ("notebook instance", "notebook instances"),
     ResourceKind.ENDPOINT: ("endpoint", "endpoints"),
     ResourceKind.CAPACITY_RESERVATION: ("capacity reservation", "capacity reservations"),
+    ResourceKind.PROVISIONED_THROUGHPUT: ("Provisioned Throughput", "Provisioned Throughputs"),
     ResourceKind.BATCH_JOB: ("Batch job", "Batch jobs"),
     ResourceKind.BATCH_QUEUE: ("Batch queue", "Batch queues"),
     ResourceKind.JOB_FAMILY: ("job family", "job families"),
@@ -78,6 +84,9 @@ _KIND_NOUNS: dict[ResourceKind, tuple[str, str]] = {
     ResourceKind.COST_ANOMALY: ("cost anomaly", "cost anomalies"),
     ResourceKind.COSTGUARD_ALARM: ("costguard alarm", "costguard alarms"),
     ResourceKind.MEMBER_REGION: ("member account and region", "member accounts and regions"),
+    ResourceKind.EKS_WORKLOAD: ("Kubernetes workload", "Kubernetes workloads"),
+    ResourceKind.EKS_NODE: ("GPU node", "GPU nodes"),
+    ResourceKind.EKS_CLUSTER: ("EKS cluster", "EKS clusters"),
 }
 
 
@@ -231,21 +240,25 @@ def action_line(notice: Notice) -> str:
         return f":no_entry: Not stopped: {outcome.detail} (MaxStopsPerHour). It stays marked and is retried next run."
     if decision.action is Action.UNMARK:
         return f":arrow_forward: {'Would cancel (dry run)' if decision.dry_run else 'Cancelled'} the pending stop: {decision.note}."
-    # A capacity reservation is cancelled, not stopped: the same action, said as AWS says it.
-    stop, stopped = (
-        ("cancel", "Cancelled")
-        if decision.resource.kind is ResourceKind.CAPACITY_RESERVATION
-        else ("stop", "Stopped")
-    )
+    # A capacity reservation is cancelled, a Provisioned Throughput deleted, not stopped: the same action,
+    # said as AWS says it.
+    stop, stopped = _STOP_WORDS.get(decision.resource.kind, ("stop", "Stopped"))
     if decision.action is Action.STOP:
         return f":stop_sign: {f'Would {stop} (dry run)' if decision.dry_run else stopped}. {decision.note}"
     if decision.action is Action.MARK:
         when = decision.stop_after.strftime("%Y-%m-%d %H:%M UTC") if decision.stop_after else "later"
-        prefix = f"Would mark for {stop} (dry run)" if decision.dry_run else f"Marked for {stop}"
+        dry = f"{NOTIFY_ONLY}{decision.held}" if decision.held else "dry run"  # why, where others act
+        prefix = f"Would mark for {stop} ({dry})" if decision.dry_run else f"Marked for {stop}"
         return f":hourglass_flowing_sand: {prefix}; {stop} due at {when} unless it gets busy or is protected."
     if decision.finding.report_note:  # what follows from it, said as such: not "no action"
         return f":information_source: {decision.note}."
     return f":information_source: No action: {decision.note}."
+
+
+_STOP_WORDS = {
+    ResourceKind.CAPACITY_RESERVATION: ("cancel", "Cancelled"),
+    ResourceKind.PROVISIONED_THROUGHPUT: ("delete", "Deleted"),
+}
 
 
 # What a message shows depends on what the resource is. Instance type, count and tags belong to things that run
@@ -267,6 +280,7 @@ _PROTECTABLE_KINDS = frozenset(
         ResourceKind.TRAINING_JOB,
         ResourceKind.NOTEBOOK,
         ResourceKind.CAPACITY_RESERVATION,
+        ResourceKind.PROVISIONED_THROUGHPUT,
     }
 )
 _MAX_ITEMS = 20  # items of one evidence list shown; the rest are counted
@@ -415,6 +429,11 @@ def restart_line(resource: Resource) -> str | None:
             )
         case ResourceKind.CAPACITY_RESERVATION:
             return ":repeat: A cancelled capacity reservation cannot be restored: create a new one if it is needed."
+        case ResourceKind.PROVISIONED_THROUGHPUT:
+            return (
+                ":repeat: A deleted Provisioned Throughput cannot be restored: purchase a new one "
+                "(CreateProvisionedModelThroughput) for the same model if it is needed; the model itself is kept."
+            )
     return None
 
 
@@ -542,7 +561,7 @@ def build_message(notice: Notice, *, owner: str | None = None, interactive: bool
         blocks.append(SectionBlock(text=MarkdownTextObject(text=text)))
     context = _context(notice)
     if interactive and _may_stop(notice) and decision.dry_run:
-        context.append(_NOTIFY_MODE)
+        context.append(_NOTIFY_MODE if decision.held is None else _NOTIFY_ONLY.format(why=decision.held))
     if context:
         blocks.append(ContextBlock(elements=[MarkdownTextObject(text=clip(e, MAX_CONTEXT)) for e in context]))
     if interactive and (buttons := actions_for(notice)):
@@ -569,6 +588,10 @@ ROWS_BRIEF = 40  # the next rows, a line each; the rest are counted and linked
 _NOTIFY_MODE = (
     "Notify mode: costguard stops nothing, so there is no Stop now; its action line says what remediate mode "
     "would do."
+)
+_NOTIFY_ONLY = (
+    "Notify only: {why}, so costguard does not act on it and there is no Stop now; its action line says what "
+    "remediate would do."
 )
 
 

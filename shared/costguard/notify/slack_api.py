@@ -22,6 +22,7 @@ import socket
 import threading
 import time
 from collections.abc import Callable
+from contextvars import ContextVar
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any, NoReturn
 from urllib.parse import urlsplit
@@ -119,15 +120,18 @@ _api_logger.addFilter(RedactingFilter(redact_secrets))
 class ApiDeliveryError(DeliveryError):
     """The Web API did not take the call, and another try may: rate limited after retries, 5xx, no connection."""
 
-    def __init__(self, cause: str, *, error: str | None = None, status: int | None = None) -> None:
+    def __init__(
+        self, cause: str, *, error: str | None = None, status: int | None = None, past_retries: bool = False
+    ) -> None:
         super().__init__(cause)
         self.error = error
         self.status = status
+        self.past_retries = past_retries
 
     @property
     def whole_app(self) -> bool:
-        """The Web API's own rate limit (HTTP 200, ``ok: false``) outlived the retries: the app is throttled."""
-        return self.error in RATE_LIMITED_ERRORS and self.status == 200
+        """The Web API's own rate limit (HTTP 200, ``ok: false``) outlived every retry: the app is throttled."""
+        return self.error in RATE_LIMITED_ERRORS and self.status == 200 and self.past_retries
 
 
 class ApiOutcomeUnknown(ApiDeliveryError):
@@ -201,9 +205,10 @@ def _retry_handlers(timeout: float) -> list[RetryHandler]:
             return _BACKOFF_FACTOR * 2.0**current_attempt + random.random() * _JITTER  # noqa: S311
 
     class RateLimited(RateLimitErrorRetryHandler):
-        """A 429, or the Web API's ``ok: false, error: ratelimited`` answered with HTTP 200: after Retry-After."""
+        """A 429, or the Web API's ``ok: false, error: ratelimited`` answered with HTTP 200: after Retry-After.
+        Limited still once every retry is spent (not merely cut short by the deadline), the call says so."""
 
-        def _can_retry(
+        def can_retry(
             self,
             *,
             state: RetryState,
@@ -211,13 +216,17 @@ def _retry_handlers(timeout: float) -> list[RetryHandler]:
             response: HttpResponse | None = None,
             error: Exception | None = None,
         ) -> bool:
-            if response is None:
-                return False
-            body = response.body if isinstance(response.body, dict) else {}
-            limited = response.status_code == 429 or (
-                response.status_code == 200 and body.get("error") in RATE_LIMITED_ERRORS
+            body = response.body if response is not None and isinstance(response.body, dict) else {}
+            limited = response is not None and (
+                response.status_code == 429
+                or (response.status_code == 200 and body.get("error") in RATE_LIMITED_ERRORS)
             )
-            return limited and _fits(_retry_after(response) + _JITTER + timeout)
+            if not limited or response is None:
+                return False
+            if state.current_attempt >= self.max_retry_count:
+                _limited_past_retries.set(True)
+                return False
+            return _fits(_retry_after(response) + _JITTER + timeout)
 
         def prepare_for_next_attempt(
             self,
@@ -271,6 +280,10 @@ def _retry_handlers(timeout: float) -> list[RetryHandler]:
     ]
 
 
+# Set by the rate-limit handler when a call was still limited after its last retry (read by _refused).
+_limited_past_retries: ContextVar[bool] = ContextVar("costguard_slack_limited_past_retries", default=False)
+
+
 def _refused(method: str, error: SlackApiError) -> NoReturn:
     response = error.response
     status = getattr(response, "status_code", None)
@@ -278,7 +291,9 @@ def _refused(method: str, error: SlackApiError) -> NoReturn:
     code = redact_secrets(str(code))[:_MAX_BODY] if code else "unknown_error"
     cause = f"Slack {method} refused: {code}" + (f" ({status})" if status and status != 200 else "")
     if code in _TRANSIENT_ERRORS or status == 429 or (status is not None and status >= 500):
-        raise ApiDeliveryError(cause, error=code, status=status) from None
+        raise ApiDeliveryError(
+            cause, error=code, status=status, past_retries=_limited_past_retries.get()
+        ) from None
     raise ApiPermanentError(cause, error=code, status=status) from None
 
 
@@ -335,6 +350,7 @@ class SlackApi:
         deadline = current_deadline()
         if not deadline.allows(self._timeout):
             raise ApiNotStarted(f"Slack {method} not tried: {deadline.left():.1f} s left")
+        _limited_past_retries.set(False)
         try:
             return call()
         except SlackApiError as error:

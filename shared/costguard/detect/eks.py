@@ -1,0 +1,627 @@
+"""GPUs on EKS: pods holding GPUs they do not use or under-feed, GPU nodes no GPU pod needs. Pure.
+
+The cluster comes in as the Kubernetes API lists it (nodes, pods, the owners of pods, namespaces), the GPU series as
+Container Insights publishes them (read by flows/eks.py). Each pod is judged by detect/gpu.read_gpus, the EC2
+sweep's own rules: every GPU under the idle threshold for the idle window is idle; a GPU that publishes nothing
+makes the reading partial, never idle; a pod that has not run for the window yet is not judged.
+
+Findings are per workload (the Deployment, StatefulSet, Job, notebook or bare pod that owns the GPU pods): that is
+what a person restores and what costguard scales. A workload is idle when every one of its GPU pods is.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from costguard.detect.gpu import MIN_COVERAGE, GpuReading, Thresholds, Verdict, numbers
+from costguard.events.common import to_datetime
+from costguard.model import MARK_TAG_KEY, Finding, Reason, Resource, ResourceKind
+from costguard.policy import SNOOZE_TAG_KEY
+
+GPU_RESOURCE = "nvidia.com/gpu"
+# Opt-in to scale-to-zero, on the Deployment or StatefulSet or on its namespace: nothing else is ever scaled.
+SCALE_TO_ZERO_LABEL = "costguard.io/scale-to-zero"
+# A Kubernetes label key cannot hold a colon: costguard's tags are read from these on a workload or its namespace.
+PROTECT_LABEL = "costguard.io/protect"
+SNOOZE_ANNOTATION = "costguard.io/snooze-until"
+SCALABLE_KINDS = ("Deployment", "StatefulSet")
+_TRUE = {"true", "yes", "1", "on"}
+_KARPENTER_POOL = "karpenter.sh/nodepool"
+_NODE_GROUP = "eks.amazonaws.com/nodegroup"
+_INSTANCE_TYPE = "node.kubernetes.io/instance-type"
+
+METRICS_HELP = (
+    "Install the Amazon CloudWatch Observability EKS add-on (Container Insights with enhanced observability; its "
+    "accelerated compute metrics are on by default, accelerated_compute_metrics in its configuration) and the "
+    "NVIDIA device plugin: docs/eks.md, 'What the cluster needs'."
+)
+
+
+@dataclass(frozen=True)
+class Node:
+    name: str
+    instance_id: str | None
+    instance_type: str | None
+    gpus: int  # allocatable nvidia.com/gpu, else the instance type's GPU count
+    labels: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def managed_by(self) -> str:
+        """What launches and removes it: a Karpenter NodePool, a managed node group, or neither."""
+        if pool := self.labels.get(_KARPENTER_POOL):
+            return f"Karpenter NodePool {pool}"
+        if group := self.labels.get(_NODE_GROUP):
+            return f"managed node group {group}"
+        return "a self-managed node group"
+
+
+@dataclass(frozen=True)
+class Pod:
+    namespace: str
+    name: str
+    node: str | None
+    phase: str
+    ready: bool
+    gpus: int
+    started: datetime | None = None
+    owner_kind: str | None = None
+    owner_name: str | None = None
+    labels: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def key(self) -> tuple[str, str]:
+        return (self.namespace, self.name)
+
+
+@dataclass(frozen=True)
+class Controller:
+    """A ReplicaSet or StatefulSet: what owns pods, and what owns it."""
+
+    kind: str
+    namespace: str
+    name: str
+    replicas: int | None = None
+    owner_kind: str | None = None
+    owner_name: str | None = None
+    labels: dict[str, str] = field(default_factory=dict)
+    annotations: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Workload:
+    """The top owner of GPU pods: what a finding is about."""
+
+    kind: str  # Deployment, StatefulSet, Job, CronJob, a notebook CR's kind, DaemonSet or Pod
+    namespace: str
+    name: str
+    replicas: int | None = None
+    managed_by: str | None = None  # a controller above it that would undo a scale (a notebook CR, say)
+    labels: dict[str, str] = field(default_factory=dict)
+    annotations: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class ClusterView:
+    """One cluster as its API lists it."""
+
+    name: str
+    account: str
+    region: str
+    arn: str
+    nodes: tuple[Node, ...]
+    pods: tuple[Pod, ...]
+    controllers: dict[tuple[str, str, str], Controller]  # (kind, namespace, name)
+    namespaces: dict[str, dict[str, str]]  # name -> labels
+
+    @property
+    def gpu_pods(self) -> list[Pod]:
+        """Running pods that request GPUs."""
+        return [p for p in self.pods if p.gpus > 0 and p.phase == "Running" and p.node]
+
+    def node(self, name: str | None) -> Node | None:
+        return next((n for n in self.nodes if n.name == name), None)
+
+    def workload_of(self, pod: Pod) -> Workload:
+        """The pod's top owner: ReplicaSet -> Deployment, StatefulSet (-> a notebook CR), Job, or the pod."""
+        if pod.owner_kind is None or pod.owner_name is None:
+            return Workload("Pod", pod.namespace, pod.name, labels=pod.labels)
+        if pod.owner_kind in ("ReplicaSet", "StatefulSet"):
+            own = self.controllers.get((pod.owner_kind, pod.namespace, pod.owner_name))
+            if own is None:
+                return Workload(pod.owner_kind, pod.namespace, pod.owner_name)
+            if own.kind == "ReplicaSet" and own.owner_kind == "Deployment" and own.owner_name:
+                return Workload(
+                    "Deployment",
+                    pod.namespace,
+                    own.owner_name,
+                    own.replicas,
+                    labels=own.labels,
+                    annotations=own.annotations,
+                )
+            if own.kind == "StatefulSet" and own.owner_kind and own.owner_name:
+                # A notebook CR (Kubeflow's Notebook, say) owns its StatefulSet: the notebook is the workload,
+                # and only its controller may stop it.
+                return Workload(own.owner_kind, pod.namespace, own.owner_name, labels=own.labels)
+            return Workload(
+                own.kind, pod.namespace, own.name, own.replicas, None, own.labels, own.annotations
+            )
+        return Workload(pod.owner_kind, pod.namespace, pod.owner_name)
+
+
+# -- from the Kubernetes API's JSON ----------------------------------------------------------------
+
+
+def gpu_count(value: Any) -> int:
+    """A quantity of nvidia.com/gpu (whole devices: "1", 2, "1000m")."""
+    text = str(value or "0").strip()
+    try:
+        return int(text[:-1]) // 1000 if text.endswith("m") else int(float(text))
+    except ValueError:
+        return 0
+
+
+def node_of(item: Mapping[str, Any], gpus_of_type: Callable[[str | None], int]) -> Node:
+    meta, status = item.get("metadata") or {}, item.get("status") or {}
+    labels = dict(meta.get("labels") or {})
+    instance_type = labels.get(_INSTANCE_TYPE)
+    provider = str((item.get("spec") or {}).get("providerID") or "")
+    instance_id = provider.rsplit("/", 1)[-1] if provider.startswith("aws://") else None
+    gpus = gpu_count((status.get("allocatable") or {}).get(GPU_RESOURCE)) or gpus_of_type(instance_type)
+    return Node(str(meta.get("name", "")), instance_id, instance_type, gpus, labels)
+
+
+def pod_of(item: Mapping[str, Any]) -> Pod:
+    meta, spec, status = item.get("metadata") or {}, item.get("spec") or {}, item.get("status") or {}
+    gpus = 0
+    for container in spec.get("containers") or []:
+        resources = container.get("resources") or {}
+        asked = (resources.get("requests") or {}).get(GPU_RESOURCE) or (resources.get("limits") or {}).get(
+            GPU_RESOURCE
+        )
+        gpus += gpu_count(asked)
+    owner = next((o for o in meta.get("ownerReferences") or [] if o.get("controller")), None)
+    owner = owner or next(iter(meta.get("ownerReferences") or []), None)
+    ready = any(
+        c.get("type") == "Ready" and c.get("status") == "True" for c in status.get("conditions") or []
+    )
+    started = status.get("startTime")
+    return Pod(
+        namespace=str(meta.get("namespace", "")),
+        name=str(meta.get("name", "")),
+        node=spec.get("nodeName"),
+        phase=str(status.get("phase", "")),
+        ready=ready,
+        gpus=gpus,
+        started=to_datetime(started) if started else None,
+        owner_kind=owner.get("kind") if owner else None,
+        owner_name=owner.get("name") if owner else None,
+        labels=dict(meta.get("labels") or {}),
+    )
+
+
+def controller_of(kind: str, item: Mapping[str, Any]) -> Controller:
+    meta, spec = item.get("metadata") or {}, item.get("spec") or {}
+    owner = next(iter(meta.get("ownerReferences") or []), None)
+    return Controller(
+        kind=kind,
+        namespace=str(meta.get("namespace", "")),
+        name=str(meta.get("name", "")),
+        replicas=spec.get("replicas"),
+        owner_kind=owner.get("kind") if owner else None,
+        owner_name=owner.get("name") if owner else None,
+        # A ReplicaSet carries its pod template's labels: the Deployment's own are what the user set for it, but
+        # the template's are where a team label lives in practice; both are read by labels_of.
+        labels=dict(meta.get("labels") or {}),
+        annotations=dict(meta.get("annotations") or {}),
+    )
+
+
+# -- verdicts ------------------------------------------------------------------------------------------
+
+
+def pod_starting(pod: Pod, thresholds: Thresholds, now: datetime) -> bool:
+    """A pod not ready yet, or not running for the idle window: never judged (a Job still starting is not idle)."""
+    return not pod.ready or pod.started is None or now - pod.started < thresholds.idle_window
+
+
+def _true(value: str | None) -> bool:
+    return value is not None and value.strip().lower() in _TRUE
+
+
+def workload_resource(
+    view: ClusterView,
+    workload: Workload,
+    pods: Sequence[Pod],
+    *,
+    team_label: str,
+    protect_tag_key: str,
+    marks: Mapping[str, str],
+) -> Resource:
+    """The workload as costguard's decisions see it: its team as the routing tag, its protect label and snooze
+    annotation as costguard's tags, its mark (kept in the state table) as the mark tag, and why it may not be
+    scaled, if it may not."""
+    namespace_labels = view.namespaces.get(workload.namespace, {})
+    labels = {**namespace_labels, **workload.labels, **(pods[0].labels if pods else {})}
+    tags: dict[str, str] = {}
+    team = (pods[0].labels if pods else {}).get(team_label) or workload.labels.get(team_label)
+    team = team or namespace_labels.get(team_label)
+    if team:
+        tags[team_label] = team
+    if owner := labels.get("owner"):
+        tags["owner"] = owner
+    # A Deployment's own labels do not reach its ReplicaSets: its pod template's do (on them and on its pods).
+    own_labels = {**workload.labels, **(pods[0].labels if pods else {})}
+    if _true(own_labels.get(PROTECT_LABEL)) or _true(namespace_labels.get(PROTECT_LABEL)):
+        tags[protect_tag_key] = "true"
+    if snooze := workload.annotations.get(SNOOZE_ANNOTATION):
+        tags[SNOOZE_TAG_KEY] = snooze
+    key_id = f"{view.name}/{workload.namespace}/{workload.kind}/{workload.name}"
+    resource = Resource(
+        kind=ResourceKind.EKS_WORKLOAD,
+        id=key_id,
+        account=view.account,
+        region=view.region,
+        name=f"{workload.kind} {workload.namespace}/{workload.name} (cluster {view.name})",
+        arn=view.arn,
+        instance_type=next((n.instance_type for p in pods if (n := view.node(p.node))), None),
+        instance_count=max(1, len(pods)),
+        tags=tags,
+        stop_blocker=scale_blocker(workload, own_labels, namespace_labels),
+    )
+    if mark := marks.get(resource.key):
+        resource = resource.model_copy(update={"tags": {**tags, MARK_TAG_KEY: mark}})
+    return resource
+
+
+def scale_blocker(
+    workload: Workload, labels: Mapping[str, str], namespace_labels: Mapping[str, str]
+) -> str | None:
+    """Why costguard may not scale this workload to zero: it scales opted-in Deployments and StatefulSets that
+    no other controller manages, and nothing else. ``labels``: the workload's and its pod template's."""
+    if workload.kind == "Notebook":
+        return (
+            "a notebook is stopped by its own controller, never by costguard (Kubeflow: annotate the Notebook "
+            "kubeflow-resource-stopped=true)"
+        )
+    if workload.kind not in SCALABLE_KINDS:
+        return (
+            f"a {workload.kind} is never scaled or deleted by costguard (it scales opted-in Deployments and "
+            "StatefulSets only)"
+        )
+    if workload.managed_by:
+        return f"managed by {workload.managed_by}, which would scale it back: stop it there"
+    opted = labels.get(SCALE_TO_ZERO_LABEL) or namespace_labels.get(SCALE_TO_ZERO_LABEL)
+    if not _true(opted):
+        return (
+            f"not opted in to scale-to-zero (label the {workload.kind}'s pod template or its namespace "
+            f"{SCALE_TO_ZERO_LABEL}=true)"
+        )
+    return None
+
+
+def restore_command(workload: Workload) -> str | None:
+    if workload.kind not in SCALABLE_KINDS or workload.replicas is None:
+        return None
+    return (
+        f"kubectl -n {workload.namespace} scale {workload.kind.lower()}/{workload.name} "
+        f"--replicas={workload.replicas}"
+    )
+
+
+def pod_share_usd(
+    view: ClusterView, pod: Pod, price_of: Callable[[str | None], float | None]
+) -> float | None:
+    """The node's hourly price times the share of its GPUs the pod requests."""
+    node = view.node(pod.node)
+    if node is None or not node.gpus:
+        return None
+    price = price_of(node.instance_type)
+    return None if price is None else price * min(pod.gpus, node.gpus) / node.gpus
+
+
+def workload_findings(
+    view: ClusterView,
+    readings: Mapping[tuple[str, str], GpuReading],
+    *,
+    price_of: Callable[[str | None], float | None],
+    thresholds: Thresholds,
+    now: datetime,
+    team_label: str,
+    protect_tag_key: str,
+    marks: Mapping[str, str] | None = None,
+    event_id: str | None = None,
+) -> list[Finding]:
+    """At most one verdict per workload of GPU pods (idle, starved, partial), plus a cancelled mark when a marked
+    one works again."""
+    grouped: dict[tuple[str, str, str], tuple[Workload, list[Pod]]] = {}
+    for pod in view.gpu_pods:
+        workload = view.workload_of(pod)
+        grouped.setdefault((workload.kind, workload.namespace, workload.name), (workload, []))[1].append(pod)
+    findings: list[Finding] = []
+    for workload, pods in grouped.values():
+        resource = workload_resource(
+            view, workload, pods, team_label=team_label, protect_tag_key=protect_tag_key, marks=marks or {}
+        )
+        judged = [readings.get(p.key) for p in pods if not pod_starting(p, thresholds, now)]
+        if len(judged) < len(pods) or any(r is None for r in judged):
+            continue  # a pod still starting, or one read no series for: the workload is not judged this time
+        found = _verdict(
+            view, workload, pods, [r for r in judged if r is not None], resource, price_of, thresholds
+        )
+        shares = [pod_share_usd(view, p, price_of) for p in pods]
+        hourly = (
+            round(sum(s for s in shares if s is not None), 4) if any(s is not None for s in shares) else None
+        )
+        evidence: dict[str, object] = {
+            "cluster": view.name,
+            "namespace": workload.namespace,
+            "workload": f"{workload.kind}/{workload.name}",
+            "team": resource.tags.get(team_label),
+            "pods": [p.name for p in pods],
+            "gpus_requested": sum(p.gpus for p in pods),
+            "nodes": sorted(
+                {f"{p.node} ({n.instance_type}, {n.gpus} GPUs)" for p in pods if (n := view.node(p.node))}
+            ),
+        }
+        if found is not None:
+            reason, summary, extra, remediable = found
+            findings.append(
+                Finding(
+                    reason=reason,
+                    resource=resource,
+                    summary=summary,
+                    observed_at=now,
+                    event_id=event_id,
+                    hourly_usd=hourly,
+                    remediable=remediable,
+                    repeat_scope=str(extra.pop("repeat_scope")) if "repeat_scope" in extra else None,
+                    evidence=evidence | extra,
+                )
+            )
+        verdicts = {r.verdict for r in judged if r is not None}
+        if MARK_TAG_KEY in resource.tags and verdicts & {Verdict.BUSY, Verdict.STARVED, Verdict.PARTIAL}:
+            findings.append(
+                Finding(
+                    reason=Reason.GPU_ACTIVE_AGAIN,
+                    resource=resource,
+                    summary=f"{resource.display_name} uses its GPUs again: its pending scale-to-zero is cancelled.",
+                    observed_at=now,
+                    event_id=event_id,
+                    hourly_usd=hourly,
+                    cancels_mark=True,
+                    evidence=evidence,
+                )
+            )
+    return findings
+
+
+_Verdict = tuple[Reason, str, dict[str, object], bool]
+
+
+def _verdict(
+    view: ClusterView,
+    workload: Workload,
+    pods: Sequence[Pod],
+    readings: Sequence[GpuReading],
+    resource: Resource,
+    price_of: Callable[[str | None], float | None],
+    thresholds: Thresholds,
+) -> _Verdict | None:
+    verdicts = [r.verdict for r in readings]
+    window = int(thresholds.idle_window.total_seconds() // 60)
+    gpus = sum(p.gpus for p in pods)
+    pod_names = ", ".join(p.name for p in pods[:5]) + (f" and {len(pods) - 5} more" if len(pods) > 5 else "")
+    restore = restore_command(workload)
+    if all(v is Verdict.IDLE for v in verdicts):
+        busiest = max(r.busiest_gpu_percent or 0.0 for r in readings)
+        after = (
+            f" Scaled to zero after the grace period if still idle; restore it with `{restore}`."
+            if restore and resource.stop_blocker is None
+            else ""
+        )
+        return (
+            Reason.POD_GPU_IDLE,
+            f"{resource.display_name} holds {gpus} GPU(s) in pod(s) {pod_names}, and every one stayed under "
+            f"{thresholds.idle_percent:g}% for {window} minutes (busiest peaked at {busiest:.1f}%). Its requests "
+            "keep its node(s) alive: Karpenter and the cluster autoscaler consolidate on requests, never on "
+            f"use.{after}",
+            {
+                "busiest_gpu_percent": busiest,
+                "window_minutes": window,
+                "replicas": workload.replicas,
+                "restore": restore,
+            },
+            True,
+        )
+    if all(v is Verdict.STARVED for v in verdicts):
+        mean = round(sum(r.working_mean_percent or 0.0 for r in readings) / len(readings), 1)
+        starved_window = int(thresholds.starved_window.total_seconds() // 60)
+        return (
+            Reason.POD_GPU_STARVED,
+            f"The {gpus} GPU(s) of {resource.display_name} (pod(s) {pod_names}) worked through the last "
+            f"{starved_window} minutes but averaged only {mean:.1f}% while working: they wait for data. The "
+            "input pipeline (data loader workers, storage throughput, CPU requests of the pod) is the likely "
+            "cause.",
+            {"mean_gpu_percent_while_working": mean, "window_minutes": starved_window},
+            False,
+        )
+    partial = [r for r in readings if r.verdict is Verdict.PARTIAL]
+    if partial and not any(v in (Verdict.BUSY, Verdict.STARVED) for v in verdicts):
+        silent = sorted({i for r in partial for i in r.silent})
+        return (
+            Reason.GPU_METRICS_PARTIAL,
+            f"Some GPUs {resource.display_name} requests publish no utilization in the last {window} minutes "
+            f"(GPU {numbers(silent)} of a pod): costguard cannot tell whether it is idle, and will not call it "
+            "idle.",
+            {"silent_gpus": numbers(silent), "repeat_scope": f"silent:{numbers(silent)}"},
+            False,
+        )
+    return None
+
+
+def node_findings(
+    view: ClusterView,
+    reserved: Mapping[str, Sequence[tuple[datetime, float]]],
+    *,
+    price_of: Callable[[str | None], float | None],
+    thresholds: Thresholds,
+    now: datetime,
+    event_id: str | None = None,
+) -> list[Finding]:
+    """GPU nodes on which no running pod requests a GPU now, and none did in the idle window (Container Insights'
+    ``node_gpu_reserved_capacity`` stayed at 0): reported with what keeps them, never acted on."""
+    requested = {p.node for p in view.gpu_pods}
+    start = now - thresholds.idle_window
+    findings = []
+    for node in view.nodes:
+        if node.gpus <= 0 or node.name in requested:
+            continue
+        points = [v for t, v in reserved.get(node.name, ()) if start < t <= now]
+        if len(points) < MIN_COVERAGE * thresholds.idle_periods or max(points) > 0:
+            continue  # no data (never unused without it), or a GPU was requested in the window
+        keepers = [
+            p for p in view.pods if p.node == node.name and p.phase in ("Running", "Pending") and p.gpus == 0
+        ]
+        kept_by = [p for p in keepers if p.owner_kind != "DaemonSet"]
+        names = sorted(
+            {f"{w.kind} {w.namespace}/{w.name}" for p in kept_by if (w := view.workload_of(p)) is not None}
+        )
+        window = int(thresholds.idle_window.total_seconds() // 60)
+        what = (
+            f"kept alive by {len(kept_by)} pod(s) that use no GPU ({', '.join(names[:5])})"
+            if kept_by
+            else f"empty but for {len(keepers)} daemonset pod(s), and not consolidated"
+        )
+        price = price_of(node.instance_type)
+        findings.append(
+            Finding(
+                reason=Reason.GPU_NODE_UNUSED,
+                resource=Resource(
+                    kind=ResourceKind.EKS_NODE,
+                    id=f"{view.name}/{node.name}",
+                    account=view.account,
+                    region=view.region,
+                    name=f"{node.name} (cluster {view.name})",
+                    arn=(
+                        f"arn:aws:ec2:{view.region}:{view.account}:instance/{node.instance_id}"
+                        if node.instance_id
+                        else None
+                    ),
+                    instance_type=node.instance_type,
+                ),
+                summary=(
+                    f"GPU node {node.name} ({node.instance_type}, {node.gpus} GPUs, from {node.managed_by}) has "
+                    f"had no pod requesting a GPU for {window} minutes: it is {what}. "
+                    + node_advice(node, bool(kept_by))
+                ),
+                observed_at=now,
+                event_id=event_id,
+                hourly_usd=price,
+                remediable=False,
+                report_note="reported, never acted on: costguard does not drain or remove nodes",
+                evidence={
+                    "cluster": view.name,
+                    "node": node.name,
+                    "instance_id": node.instance_id,
+                    "managed_by": node.managed_by,
+                    "kept_by": names,
+                    "daemonset_pods": len(keepers) - len(kept_by),
+                    "window_minutes": window,
+                },
+            )
+        )
+    return findings
+
+
+def node_advice(node: Node, kept: bool) -> str:
+    if node.labels.get(_KARPENTER_POOL):
+        fix = (
+            "Give the GPU NodePool the taint nvidia.com/gpu=true:NoSchedule so that only pods tolerating it (GPU "
+            "pods) land there, and disruption.consolidationPolicy: WhenEmptyOrUnderutilized"
+        )
+    elif node.labels.get(_NODE_GROUP):
+        fix = (
+            "Taint the GPU node group nvidia.com/gpu=true:NoSchedule so that only GPU pods land there, let its "
+            "minimum size be 0, and let the cluster autoscaler remove unneeded nodes"
+        )
+    else:
+        fix = "Taint GPU nodes nvidia.com/gpu=true:NoSchedule and let the autoscaler remove unneeded ones"
+    blocked = (
+        "" if kept else " (or look for a karpenter.sh/do-not-disrupt annotation or a PodDisruptionBudget)"
+    )
+    return f"{fix}{blocked}."
+
+
+def metrics_missing_finding(
+    view: ClusterView, pods_without: Iterable[Pod], *, now: datetime, event_id: str | None = None
+) -> Finding:
+    """A cluster with GPU pods but no GPU series from Container Insights: told once, never called idle."""
+    silent = list(pods_without)
+    return Finding(
+        reason=Reason.GPU_METRICS_MISSING,
+        resource=Resource(
+            kind=ResourceKind.EKS_CLUSTER,
+            id=view.name,
+            account=view.account,
+            region=view.region,
+            name=f"EKS cluster {view.name}",
+            arn=view.arn,
+        ),
+        summary=(
+            f"EKS cluster {view.name} runs {len(silent)} pod(s) that request GPUs but publishes no GPU "
+            "utilization (Container Insights, ContainerInsights namespace): costguard cannot tell whether they "
+            "are idle, and will not call them idle."
+        ),
+        observed_at=now,
+        event_id=event_id,
+        evidence={"pods": [f"{p.namespace}/{p.name}" for p in silent[:20]], "how_to_fix": METRICS_HELP},
+    )
+
+
+def unreachable_finding(
+    *,
+    cluster: str,
+    account: str,
+    region: str,
+    arn: str | None,
+    cause: str,
+    detail: str,
+    role_arn: str | None,
+    now: datetime,
+    event_id: str | None = None,
+) -> Finding:
+    """A cluster the sweep could not read: what to add, told once (pipeline.ALERT_ONCE); the others are swept."""
+    role = role_arn or "costguard's EKS sweep role (stack output EksGpuFunctionRoleArn)"
+    fixes = {
+        "private_endpoint": "enable its public endpoint restricted to your addresses, or run the sweep in its VPC",
+        "unauthorized": (
+            f"add an EKS access entry for {role} with the Kubernetes group costguard-readers "
+            "(aws eks create-access-entry, docs/eks.md 'Access') and set the cluster's authentication mode to "
+            "API or API_AND_CONFIG_MAP"
+        ),
+        "forbidden": "apply the ClusterRole and binding in docs/eks.md 'Kubernetes permissions'",
+        "unreachable": "check that its API endpoint answers from the function (security groups, public access CIDRs)",
+        "not_active": "nothing: it is swept once it is ACTIVE again",
+    }
+    return Finding(
+        reason=Reason.EKS_CLUSTER_UNREACHABLE,
+        resource=Resource(
+            kind=ResourceKind.EKS_CLUSTER,
+            id=cluster,
+            account=account,
+            region=region,
+            name=f"EKS cluster {cluster}",
+            arn=arn,
+        ),
+        summary=(
+            f"costguard cannot read EKS cluster {cluster} ({detail}), so its GPU pods and nodes are not judged. "
+            f"To let it: {fixes.get(cause, fixes['unreachable'])}. The region's other clusters were swept."
+        ),
+        observed_at=now,
+        event_id=event_id,
+        repeat_scope=cause,
+        evidence={"cluster": cluster, "cause": cause, "detail": detail},
+    )
