@@ -6,6 +6,7 @@ from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from functools import lru_cache
+from types import MappingProxyType
 from typing import TYPE_CHECKING
 
 from costguard.events.common import to_datetime
@@ -91,7 +92,7 @@ def parse_reason_modes(text: str) -> Mapping[Reason, bool]:
         if modes.get(reason, dry) is not dry:
             raise PolicyError(f"{reason.value} is named twice, with two modes")
         modes[reason] = dry
-    return modes
+    return MappingProxyType(modes)  # shared by every policy made from the same text: read-only
 
 
 @lru_cache(maxsize=16)
@@ -105,8 +106,8 @@ def parse_scope(text: str) -> TagScope | None:
         negated = "!=" in part
         key, sep, values = part.partition("!=" if negated else "=")
         key = key.strip()
-        named = frozenset(v.strip() for v in values.split("|") if v.strip())
-        if not sep or not key or not named or "=" in values or "!" in key:
+        named = frozenset(v.strip() for v in values.split("|"))
+        if not sep or not key or "" in named or "=" in values or "!" in key:
             raise PolicyError(
                 f"{part!r}: a clause is <tag key>=<value>[|<value>...] or <tag key>!=<value>[|...]"
             )
@@ -124,10 +125,10 @@ def reasons_of(finding: Finding) -> tuple[Reason, ...]:
     reason of the mark it cancels."""
     resource = finding.resource
     if finding.cancels_mark:
-        said = mark_reason(resource.tags)
-        if said is not None and said in Reason._value2member_map_:
-            return (Reason(said),)
-        return (OWN_REASONS.get(resource.kind, finding.reason),)
+        try:
+            return (Reason(mark_reason(resource.tags) or ""),)
+        except ValueError:  # the mark says no reason (or none costguard knows): the kind's own
+            return (OWN_REASONS.get(resource.kind, finding.reason),)
     if finding.reason is Reason.BUDGET_BREACH and finding.remediable and resource.kind in OWN_REASONS:
         return (Reason.BUDGET_BREACH, OWN_REASONS[resource.kind])
     return (finding.reason,)

@@ -132,12 +132,12 @@ def test_with_a_history_of_long_idles_after_jobs_it_stops_before_the_grace_ends(
     assert "after a" in finding["evidence"]["idle_policy_reason"]
 
 
-def test_a_new_instance_borrows_its_peers_prior_in_the_same_batched_read(
+def test_a_new_instance_borrows_its_peers_prior_from_its_first_idle_period(
     adaptive_stack: LocalStack, tmp_path: Path
 ) -> None:
     """No idle period of its own yet (its first job just ended), but its team's p4d instances idle for hours
-    after their jobs: stopped at the next sweep, not after the grace period. The pools are read with the
-    histories (one BatchGetItem) and nothing else is read."""
+    after their jobs: stopped at the next sweep, not after the grace period (the pools are read with the
+    histories: tests/unit/test_idle_history.py)."""
     now = adaptive_stack.world.now
     pool = idle_priors.Pool()
     for hour in range(24):  # peers' idle periods after jobs: 6 h, never back within the hour
@@ -160,7 +160,6 @@ def test_a_new_instance_borrows_its_peers_prior_in_the_same_batched_read(
     )
     assert own.samples == 0
     store.write({history_key(ACCOUNT, REGION, IDLE): own}, now)
-    clients.calls.clear()
     [first] = replay(adaptive_stack, [sweep_at(tmp_path, now)])
     [marked] = [f for f in first.findings if f["resource_id"] == IDLE]
     assert "It will be stopped at the next sweep" in marked["summary"]

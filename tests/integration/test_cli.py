@@ -68,6 +68,8 @@ SPENT_BY_HAND = {
     "gpt-eval-sweep-2026-11-20-02-00-00": 168.30,  # at its latest reading; the warning and earlier ceilings included
     "cr-0a1f0000000000c01": 1053.98,  # the idle ODCR's unused instances over the window
     "cr-0a1f0000000000c05": 20.99,
+    "support-bot-ft-pt": 492.00,  # idle Provisioned Throughput: 24 h x 1 model unit x the world's $20.50
+    "claude-summarize-pt": 3024.00,  # idle, committed: 24 h x 2 model units x the world's $63.00
 }
 
 
@@ -75,7 +77,7 @@ SPENT_BY_HAND = {
 def test_demo_headline_counts_each_resource_once(demo_output: str) -> None:
     [line] = [line for line in demo_output.splitlines() if "already spent by the" in line]
     spent = float(line.split("$", 1)[1].split(" ", 1)[0].replace(",", ""))
-    assert spent == round(sum(SPENT_BY_HAND.values()), 2) == 1949.86
+    assert spent == round(sum(SPENT_BY_HAND.values()), 2) == 5465.86
     assert f"by the {len(SPENT_BY_HAND)} flagged resources" in line
     context = demo_output.split("Not added to those", 1)[1]
     assert "budget_breach ml-research-gpu/ACTUAL>5000: $5,120.40" in context

@@ -743,6 +743,32 @@ def _peer_groups(subject: Subject) -> list[str]:
     return idle_priors.peer_groups(*kind, subject.resource.tags) if kind else []
 
 
+def _pools(
+    learning: list[tuple[adaptive.IdleHistory, list[Any]] | None], peers: list[list[str]]
+) -> dict[str, idle_priors.Pool]:
+    """The fleet's priors from what the subjects learned before the period (detect/idle_priors.py); the walk
+    adds what they learn step by step."""
+    pools: dict[str, idle_priors.Pool] = {}
+    for learner, groups in zip(learning, peers, strict=True):
+        if learner is not None:
+            idle_priors.pooled({"": learner[0].take_recorded()}, {"": groups}, pools)
+    return pools
+
+
+def _learn(
+    learner: tuple[adaptive.IdleHistory, list[Any]],
+    n: int,
+    now: datetime,
+    cpu: float | None,
+    tuning: adaptive.AdaptiveParams,
+    groups: list[str],
+    pools: dict[str, idle_priors.Pool],
+) -> None:
+    """The sweep at ``now`` observes the period just ended; what it records goes to the subject's pools."""
+    learner[0].observe(now, learner[1][n], cpu, tuning)
+    idle_priors.pooled({"": learner[0].take_recorded()}, {"": groups}, pools)
+
+
 def _walk(history: History, params: Params, progress: Progress | None) -> Result:
     """``backtest``'s walk: at each step, account for the period just ended, then judge and decide."""
     thresholds = params.thresholds(history.step)
@@ -755,11 +781,7 @@ def _walk(history: History, params: Params, progress: Progress | None) -> Result
     steps = history.steps()
     tuning = params.adaptive()
     idle_by_subject, billed, runs, restarts, learning, peers = _columns(history, params, steps, tuning)
-    # The fleet's priors: what the subjects learned before the period, then step by step (detect/idle_priors.py).
-    pools: dict[str, idle_priors.Pool] = {}
-    for learner, groups in zip(learning, peers, strict=True):
-        if learner is not None:
-            idle_priors.pooled({"": learner[0].take_recorded()}, {"": groups}, pools)
+    pools = _pools(learning, peers)
     scheduled = params.scheduled
     for n, now in enumerate(steps):
         if n % READ_AHEAD == 0:
@@ -777,9 +799,7 @@ def _walk(history: History, params: Params, progress: Progress | None) -> Result
         ):
             subject, outcome = state.subject, state.outcome
             if learner is not None:
-                begin = now - step
-                learner[0].observe(now, learner[1][n], (subject.cpu or {}).get(begin), tuning)
-                idle_priors.pooled({"": learner[0].take_recorded()}, {"": groups}, pools)
+                _learn(learner, n, now, (subject.cpu or {}).get(now - step), tuning, groups, pools)
             # Accounting: the period [now - step, now) that has just ended, for the share of it the resource
             # ran; idle when every GPU reported in it and all stayed under the threshold.
             share = shares[n]

@@ -9,6 +9,7 @@ from typing import Any
 
 from aws_lambda_powertools.metrics import MetricUnit
 
+from costguard import idle_policy
 from costguard.act.aws import permissions_for
 from costguard.act.shadow import key_of, overlay
 from costguard.aws import alarms, budgets, inventory, metrics
@@ -31,7 +32,6 @@ from costguard.detect.gpu import (
 )
 from costguard.events.cloudwatch import AlarmStateChange
 from costguard.events.ec2 import InstanceStateChange
-from costguard.flows import idle_policy
 from costguard.model import Ec2Instance, Finding, Reason, ResourceKind
 from costguard.observability import logger
 from costguard.observability import metrics as emf
@@ -368,7 +368,7 @@ def adapted(
     thresholds: Thresholds,
     now: datetime,
 ) -> list[Finding]:
-    """The adaptive idle policy (flows/idle_policy.py, the same code the backtest runs): each instance's history
+    """The adaptive idle policy (idle_policy.py, the same code the backtest runs): each instance's history
     observes the sweep period just ended, then its idle finding is advised with its peers' prior. One batched
     read and one batched write of the histories and pools (aws/idle_history.py)."""
     store = runtime.idle_histories

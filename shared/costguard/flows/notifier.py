@@ -737,10 +737,12 @@ def _render_parent(
     leaves the parent marked not shown (rendered again by the next notice or a redelivery), and is raised."""
     where, key, ts = destination_id(sender.destination), conversation.key, conversation.ts
     assert ts is not None
-    for attempt in range(_RENDERS):
-        state = state if attempt == 0 and state is not None else run.store.parent(where, key)
-        if state.notice is None or state.order is None or (attempt == 0 and not state.stale):
-            return  # nothing kept to render, or Slack shows it already
+    state = state or run.store.parent(where, key)
+    if state.notice is None or state.order is None or not state.stale:
+        return  # nothing kept to render, or Slack shows it already
+    for _ in range(_RENDERS):
+        if state.notice is None or state.order is None:
+            return
         message = build_message(state.notice, owner=sender.owner(state.notice), interactive=True)
         try:
             sender.update(ts, message)
@@ -748,9 +750,10 @@ def _render_parent(
             _quietly(run.store.forget_shown, where, key)
             raise
         _offered(run.settings, sender.channel, ts, [state.notice], message, now)
-        if run.store.parent_order(where, key) == state.order:
-            run.store.mark_shown(where, key, state.order)
+        newer = run.store.mark_shown(where, key, state.order)  # only if it is still the newest
+        if newer is None:
             return
+        state = newer
     _quietly(run.store.forget_shown, where, key)
     raise ParentChangedError("the parent kept changing while it was rendered")
 
@@ -793,10 +796,10 @@ def _render_group(
 ) -> None:
     """A group message shows its latest rows, as _render_parent does for a single parent. The offers of the
     ``changed`` row (a resource key) are recorded again; the others' were when they were first shown."""
-    for attempt in range(_RENDERS):
-        state = state if attempt == 0 and state is not None else run.store.group(item)
-        if state is None or (attempt == 0 and not state.stale):
-            return
+    state = state or run.store.group(item)
+    if state is None or not state.stale:
+        return
+    for _ in range(_RENDERS):
         message = _group_message(state.body, sender, interactive=True)
         try:
             sender.update(ts, message)
@@ -805,9 +808,10 @@ def _render_group(
             raise
         offered = _buttons_of(message, changed) if changed is not None else message
         _offered(run.settings, sender.channel, ts, state.body.rows, offered, now)
-        if run.store.group_version(item) == state.version:
-            run.store.mark_group_shown(item, state.version)
+        newer = run.store.mark_group_shown(item, state.version)  # only if it is still the latest
+        if newer is None:
             return
+        state, changed = newer, None  # rows changed meanwhile: all rendered, all offered
     _quietly(run.store.forget_group_shown, item)
     raise ParentChangedError("the group kept changing while it was rendered")
 

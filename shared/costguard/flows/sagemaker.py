@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
+from costguard import idle_policy
 from costguard.act.aws import permissions_for
 from costguard.act.shadow import key_of, overlay, read_marks
 from costguard.aws import budgets, metrics, sagemaker
@@ -27,7 +28,6 @@ from costguard.detect.sagemaker import (
     read_training_job,
     training_job_findings,
 )
-from costguard.flows import idle_policy
 from costguard.model import Finding, NotebookInstance, Reason, ResourceKind, TrainingJob
 from costguard.pipeline import Report
 from costguard.runtime import ACT_PERMISSIONS, PRICES_PERMISSIONS, Runtime
@@ -145,7 +145,7 @@ def adapted_notebooks(
     thresholds: Thresholds,
     now: datetime,
 ) -> list[Finding]:
-    """The adaptive idle policy for notebooks (flows/idle_policy.py), with priors of their own (kind
+    """The adaptive idle policy for notebooks (idle_policy.py), with priors of their own (kind
     ``notebook``) in the state table, one batched read and write. Notebooks publish no CPU here, and the sweep
     runs every 15 minutes: each observes the last of its five-minute periods, so a notebook's idle periods are
     learned to within a sweep."""

@@ -428,24 +428,24 @@ class DynamoConversationStore:
         """The notice a single parent should show, its order, and the order Slack was last seen to show."""
         return _parent_state(self._get(item_id(where, key), ("parent", "parent_at", "shown_at")) or {})
 
-    def parent_order(self, where: str, key: str) -> str | None:
-        """Only the order of the notice the parent should show (read again after rendering it)."""
-        found = (self._get(item_id(where, key), ("parent_at",)) or {}).get("parent_at", {}).get("S")
-        return found if isinstance(found, str) else None
-
-    def mark_shown(self, where: str, key: str, order: str) -> None:
+    def mark_shown(self, where: str, key: str, order: str) -> ParentState | None:
+        """Slack shows the notice of ``order``, if that is still the newest: None, marked; else what the parent
+        should show now (newer news was recorded meanwhile: rendered again)."""
         e = _Expression()
-        shown, value = e.name("shown_at"), e.value("order", {"S": order})
+        value = e.value("order", {"S": order})
         try:
             self._update(
                 item_id(where, key),
-                f"SET {shown} = {value}",
+                f"SET {e.name('shown_at')} = {value}",
                 e,
-                f"attribute_not_exists({shown}) OR {shown} < {value}",
+                f"{e.name('parent_at')} = {value}",
+                ReturnValuesOnConditionCheckFailure="ALL_OLD",
             )
         except Exception as error:
             if not _failed_condition(error):
                 raise
+            return _parent_state(getattr(error, "response", {}).get("Item") or {})
+        return None
 
     def forget_shown(self, where: str, key: str) -> None:
         """What Slack shows is not known (an update failed, or was overtaken): the parent is rendered again."""
@@ -501,21 +501,24 @@ class DynamoConversationStore:
             return None
         return _group_state(answer.get("Attributes") or {})
 
-    def group_version(self, item: str) -> int | None:
-        """Only the group's version (read again after rendering it)."""
-        found = (self._get(item, ("version",)) or {}).get("version", {}).get("N")
-        return int(found) if found is not None else None
-
-    def mark_group_shown(self, item: str, version: int) -> None:
+    def mark_group_shown(self, item: str, version: int) -> GroupState | None:
+        """Slack shows ``version`` of the group, if that is still its latest: None, marked; else the group as it
+        is now (a row changed meanwhile: rendered again)."""
         e = _Expression()
-        shown, value = e.name("shown"), e.value("version", {"N": str(version)})
+        value = e.value("version", {"N": str(version)})
         try:
             self._update(
-                item, f"SET {shown} = {value}", e, f"attribute_not_exists({shown}) OR {shown} < {value}"
+                item,
+                f"SET {e.name('shown')} = {value}",
+                e,
+                f"{e.name('version')} = {value}",
+                ReturnValuesOnConditionCheckFailure="ALL_OLD",
             )
         except Exception as error:
             if not _failed_condition(error):
                 raise
+            return _group_state(getattr(error, "response", {}).get("Item") or {})
+        return None
 
     def forget_group_shown(self, item: str) -> None:
         e = _Expression()
