@@ -4,7 +4,7 @@ which also judges Bedrock Provisioned Throughput (bedrock_throughput_idle)."""
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from costguard import clock
@@ -78,5 +78,6 @@ lambda_handler = event_handler(
         ReservationStateChange: OncePerEvent(on_reservation_state),
         ScheduledEvent: on_schedule,
     },
-    sweep=OrgSweep("capacity", sweep_one, settings),
+    # No probe: an hourly sweep, every account-region each time (its interval is the census's).
+    sweep=OrgSweep("capacity", sweep_one, settings, interval=timedelta(hours=1)),
 )

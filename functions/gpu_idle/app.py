@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from costguard import clock
+from costguard.aws import presence
 from costguard.entry import ONCE_PERMISSIONS, PARSE_PERMISSIONS, OncePerEvent
 from costguard.events.cloudwatch import AlarmNotification, AlarmStateChange
 from costguard.events.scheduled import ScheduledEvent
@@ -18,7 +19,12 @@ from costguard.settings import get_settings, require
 
 # The IAM actions this handler's calls need: tests/template/test_iam.py holds the template to them.
 PERMISSIONS = (
-    PARSE_PERMISSIONS | ONCE_PERMISSIONS | VERDICT_PERMISSIONS | FAN_OUT_PERMISSIONS | ASSUME_PERMISSIONS
+    PARSE_PERMISSIONS
+    | ONCE_PERMISSIONS
+    | VERDICT_PERMISSIONS
+    | FAN_OUT_PERMISSIONS
+    | ASSUME_PERMISSIONS
+    | presence.GPU_PERMISSIONS
 )
 
 # Validated at cold start: a bad variable, or a table, queue or secret it needs unset, fails here, named.
@@ -44,5 +50,5 @@ lambda_handler = event_handler(
     "gpu_idle",
     {AlarmStateChange: OncePerEvent(on_alarm), ScheduledEvent: on_schedule},
     converts={AlarmNotification: AlarmNotification.as_state_change},  # an SNS alarm action: the same change
-    sweep=OrgSweep("gpu", sweep_one, settings),
+    sweep=OrgSweep("gpu", sweep_one, settings, interval=timedelta(minutes=5), probe=presence.gpu_instances),
 )

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from costguard import clock
+from costguard.aws import presence
 from costguard.entry import PARSE_PERMISSIONS
 from costguard.events.scheduled import ScheduledEvent
 from costguard.flows.org import ASSUME_PERMISSIONS, FAN_OUT_PERMISSIONS, SweepItem, check_settings
@@ -16,7 +17,13 @@ from costguard.runtime import runtime
 from costguard.settings import get_settings, require
 
 # The IAM actions this handler's calls need: tests/template/test_iam.py holds the template to them.
-PERMISSIONS = PARSE_PERMISSIONS | SCHEDULE_PERMISSIONS | FAN_OUT_PERMISSIONS | ASSUME_PERMISSIONS
+PERMISSIONS = (
+    PARSE_PERMISSIONS
+    | SCHEDULE_PERMISSIONS
+    | FAN_OUT_PERMISSIONS
+    | ASSUME_PERMISSIONS
+    | presence.TRAINING_PERMISSIONS
+)
 
 # Validated at cold start: a bad variable, or a table, queue or secret it needs unset, fails here, named.
 settings = require(
@@ -50,5 +57,11 @@ def sweep_one(item: SweepItem, now: datetime) -> Report:
 lambda_handler = event_handler(
     "training_ceilings",
     {ScheduledEvent: on_schedule},
-    sweep=OrgSweep("training_ceilings", sweep_one, settings),
+    sweep=OrgSweep(
+        "training_ceilings",
+        sweep_one,
+        settings,
+        interval=timedelta(minutes=15),
+        probe=presence.training_jobs,
+    ),
 )

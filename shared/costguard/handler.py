@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from pydantic import BaseModel
@@ -50,12 +50,17 @@ def lambda_entry(body: H) -> H:
 
 @dataclass(frozen=True)
 class OrgSweep:
-    """An organization's sweep (flows/org.py): its scheduled event fans out as one work item per account and
-    region when ``settings.organization`` is set, and each work item comes back in an SQS batch to ``one``."""
+    """An organization's sweep (flows/org.py): its scheduled event fans out as work items of accounts and
+    regions when ``settings.organization`` is set, and each target of a work item comes back, in an SQS batch,
+    to ``one``. With ``probe`` (aws/presence.py), the account-regions it finds nothing in are swept only at the
+    hourly census."""
 
     name: str  # the sweep's name on its work items ("gpu", "sagemaker", ...)
     one: Callable[[SweepItem, datetime], Report]  # one item: one account and region
     settings: Settings
+    # The schedule's rate in template.yaml (tests/unit/test_org_fan_out.py holds them equal).
+    interval: timedelta
+    probe: Callable[[str], bool] | None = None  # a region of the acting account holds something to sweep
 
 
 def event_handler(
@@ -92,7 +97,13 @@ def event_handler(
         if sweep is not None and isinstance(model, ScheduledEvent) and sweep.settings.organization:
             from costguard.flows.org import fan_out
 
-            return fan_out(sweep.name, model, sweep.settings)
+            return fan_out(
+                sweep.name,
+                model,
+                sweep.settings,
+                census=sweep.probe is not None,
+                interval=sweep.interval,
+            )
         route = _route(routes, model, function)
         return route(model, context) if isinstance(route, OncePerEvent) else route(model)
 
@@ -121,4 +132,12 @@ def _run_items(
     from costguard.flows.org import run_items
     from costguard.runtime import runtime
 
-    return run_items(event, context, runtime=runtime(), now=clock.now, sweep=sweep.one, function=function)
+    return run_items(
+        event,
+        context,
+        runtime=runtime(),
+        now=clock.now,
+        sweep=sweep.one,
+        function=function,
+        probe=sweep.probe,
+    )

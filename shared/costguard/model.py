@@ -12,6 +12,9 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 MARK_TAG_KEY = "costguard:marked-at"
+# Beside a notify-mode (shadow) mark, on a resource whose stop a dry run has decided (act/shadow.py; never written
+# on a resource itself): a live run has stopped it, so the read schedule reads it as a standing finding.
+DRY_RUN_STOPPED_TAG_KEY = "costguard:dry-run-stopped-at"
 
 
 def mark_text(at: datetime, reason: str | None = None) -> str:

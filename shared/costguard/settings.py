@@ -151,6 +151,13 @@ class Settings(BaseModel):
     sweep_queue_url: str = Field(
         default="", description="an organization sweep's work items, one per account and region"
     )
+    sweep_concurrency: int = Field(
+        default=20,
+        ge=2,
+        le=1000,
+        description="an organization sweep's work queue: the most invocations at once (the event source "
+        "mapping's MaximumConcurrency); its items are sized to finish within the sweep's interval at it",
+    )
     audit_bucket: str = Field(default="", description="S3 bucket of the right-sizing audit's reports")
     audit_lookback_days: int = Field(default=14, ge=1, le=63)
     audit_rules_key: str = Field(

@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from costguard.local.replay import replay
+from costguard.local.replay import ReplayResult, replay
 from costguard.local.sink import SlackSink
 from costguard.local.stack import LocalStack
 from costguard.local.world import World
@@ -34,8 +35,8 @@ def later_sweep(tmp_path: Path, time: str) -> Path:
     return path
 
 
-def throughput_findings(result: object) -> dict[str, dict[str, object]]:
-    return {f["resource_id"]: f for f in result.findings if f["resource_kind"] == "provisioned_throughput"}  # type: ignore[attr-defined]
+def throughput_findings(result: ReplayResult) -> dict[str, dict[str, Any]]:
+    return {f["resource_id"]: f for f in result.findings if f["resource_kind"] == "provisioned_throughput"}
 
 
 def test_idle_throughputs_are_found_with_units_hourly_price_and_idle_cost(

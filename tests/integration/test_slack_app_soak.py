@@ -156,6 +156,7 @@ class Poller:
                     "killed": killed,
                     "wall": time.monotonic() - started,
                     "in_slack": getattr(self.clock, "in_slack", 0.0),
+                    "slept": getattr(self.clock, "slept", 0.0),
                 }
             )
 

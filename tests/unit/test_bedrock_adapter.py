@@ -43,9 +43,8 @@ def summary(name: str, **extra: object) -> dict[str, object]:
 
 
 def client(service: str) -> Any:
-    return boto3.session.Session().client(
-        service, region_name="us-east-1", aws_access_key_id="x", aws_secret_access_key="x"
-    )
+    session: Any = boto3.session.Session()
+    return session.client(service, region_name="us-east-1", aws_access_key_id="x", aws_secret_access_key="x")
 
 
 @pytest.fixture

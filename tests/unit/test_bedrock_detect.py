@@ -7,7 +7,7 @@ from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 from costguard.detect.bedrock import AUTO_DELETE_TAG, throughput_findings
-from costguard.model import MARK_TAG_KEY, ProvisionedThroughput, Reason
+from costguard.model import MARK_TAG_KEY, Finding, ProvisionedThroughput, Reason
 from costguard.pricing import Price
 from costguard.pricing.bedrock import parse_rates, unit_price
 
@@ -28,7 +28,7 @@ PT = ProvisionedThroughput(
 )
 
 
-def judge(pt: ProvisionedThroughput, invocations: float | None, price: Price | None = PRICE) -> list:
+def judge(pt: ProvisionedThroughput, invocations: float | None, price: Price | None = PRICE) -> list[Finding]:
     return throughput_findings(pt, invocations, price=price, window=WINDOW, now=NOW)
 
 

@@ -35,7 +35,7 @@ from pydantic import BaseModel
 from costguard.aws import clients
 from costguard.aws.dynamo import batch_get
 from costguard.events.common import to_datetime
-from costguard.model import MARK_TAG_KEY, Resource, ResourceKind, mark_text
+from costguard.model import DRY_RUN_STOPPED_TAG_KEY, MARK_TAG_KEY, Resource, ResourceKind, mark_text
 from costguard.observability import logger
 from costguard.permissions import needs
 
@@ -243,10 +243,8 @@ def read_marks(marks: ShadowMarks | None, keys: Iterable[str], now: datetime) ->
         return {}
 
 
-# Beside the shadow mark, on a resource whose stop a dry run has decided (never on a resource itself): a live
-# run has stopped it, so nothing it says can change at any minute; the read schedule reads it as a standing
-# finding (on its slots), not at every sweep as a mark waiting out its grace period.
-STOPPED_TAG_KEY = "costguard:dry-run-stopped-at"
+# Beside the shadow mark once a dry run has decided the stop: nothing said of it can change at any minute.
+STOPPED_TAG_KEY = DRY_RUN_STOPPED_TAG_KEY
 
 
 def marked_tags(tags: Mapping[str, str], shadow: Shadow | None) -> dict[str, str] | None:

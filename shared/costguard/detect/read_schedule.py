@@ -35,9 +35,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 
-from costguard.act.shadow import STOPPED_TAG_KEY
 from costguard.detect.gpu import MIN_COVERAGE, STARVED_MIN_WORKING_SHARE, Series, Thresholds, Verdict
-from costguard.model import MARK_TAG_KEY, Finding, Reason
+from costguard.model import DRY_RUN_STOPPED_TAG_KEY, MARK_TAG_KEY, Finding, Reason
 from costguard.policy import SNOOZE_TAG_KEY, Policy, waits_out_grace
 
 
@@ -93,7 +92,7 @@ def tags_digest(tags: Mapping[str, str]) -> str:
 def pending(tags: Mapping[str, str]) -> bool:
     """Whether a mark waits out its grace period: what is decided of the instance can change at any minute. A
     mark whose stop a dry run has decided (act/shadow.py) does not: a live run has stopped that instance."""
-    return MARK_TAG_KEY in tags and STOPPED_TAG_KEY not in tags
+    return MARK_TAG_KEY in tags and DRY_RUN_STOPPED_TAG_KEY not in tags
 
 
 def is_due(entry: Entry | None, now: datetime, *, tags: Mapping[str, str], launched: datetime | None) -> bool:
