@@ -65,11 +65,41 @@ def hub(org_world: World, sink: SlackSink, sleeps: list[float]) -> Iterator[Loca
         yield running
 
 
+def fanned(result: dict[str, Any] | None) -> dict[str, Any]:
+    assert result is not None
+    return {k: result[k] for k in ("sweep", "items", "accounts", "targets", "census")}
+
+
 def test_the_hub_sweep_fans_out_one_item_per_account_and_region(hub: LocalStack) -> None:
     runs = hub.sweep("GpuIdleFunction", gpu_sweep("2026-11-20T12:00:00Z"))
-    assert runs[0].result == {"sweep": "gpu", "items": 6, "accounts": 3}
+    # The first sweep is a census: every account and region, one an item (a small organization needs no more).
+    assert fanned(runs[0].result) == {"sweep": "gpu", "items": 6, "accounts": 3, "targets": 6, "census": True}
     items = runs[1:]
     assert len(items) == 6 and all(r.result == {"batchItemFailures": []} for r in items)
+
+
+def test_between_censuses_only_the_account_regions_with_gpu_instances_are_swept(hub: LocalStack) -> None:
+    swept: list[tuple[str, str]] = []
+    org.item_observers.append(lambda item, report: swept.append((item.account, item.region)))
+    try:
+        hub.sweep("GpuIdleFunction", gpu_sweep("2026-11-20T12:00:00Z"))
+        census = set(swept)
+        swept.clear()
+        clock.freeze(hub.world.now + timedelta(minutes=5))
+        runs = hub.sweep("GpuIdleFunction", gpu_sweep("2026-11-20T12:05:00Z"))
+    finally:
+        org.item_observers.clear()
+    holding = {
+        (account, region)
+        for account, region in census
+        if (account, region) != (VISION, "us-west-2")  # its role refuses the hub: nothing was found there
+        and place_client("ec2", account, region).describe_instances(
+            Filters=[{"Name": "instance-state-name", "Values": ["running"]}]
+        )["Reservations"]
+    }
+    assert fanned(runs[0].result)["census"] is False
+    assert set(swept) == holding and 0 < len(holding) < 6
+    assert all(r.result == {"batchItemFailures": []} for r in runs[1:])
 
 
 def test_an_idle_member_instance_is_marked_then_stopped_in_its_own_account(hub: LocalStack) -> None:
@@ -162,8 +192,9 @@ def test_one_assume_role_per_item_and_session_lifetime(hub: LocalStack) -> None:
     assert clients.calls[("sts", "AssumeRole")] == 5
     clients.calls.clear()
     hub.sweep("GpuIdleFunction", gpu_sweep("2026-11-20T12:05:00Z"))
-    # The sessions are still valid: only the refused role is tried again.
-    assert clients.calls[("sts", "AssumeRole")] == 1
+    # The sessions are still valid; the refused role's region held nothing at the census: it is tried again at
+    # the next census, an hour on.
+    assert clients.calls[("sts", "AssumeRole")] == 0
 
 
 def test_the_item_model_refuses_a_forged_account() -> None:
@@ -191,7 +222,13 @@ def test_every_scheduled_sweep_fans_out_and_names_the_unreachable_region(
     hub: LocalStack, function: str, event: str, sweep: str
 ) -> None:
     runs = hub.sweep(function, scheduled(event, "2026-11-20T12:00:00Z"))
-    assert runs[0].result == {"sweep": sweep, "items": 6, "accounts": 3}
+    assert fanned(runs[0].result) == {
+        "sweep": sweep,
+        "items": 6,
+        "accounts": 3,
+        "targets": 6,
+        "census": sweep != "capacity",  # hourly: every account and region each time, no census
+    }
     assert len(runs) == 7 and all(r.result == {"batchItemFailures": []} for r in runs[1:])
     hub.drain()
     told = [m for m in hub.sink.messages if "Member account not reachable" in json.dumps(m)]

@@ -75,6 +75,7 @@ def played(monkeypatch: pytest.MonkeyPatch) -> threading.local:
             return call(self, method, make)
         finally:
             clock.in_slack = getattr(clock, "in_slack", 0.0) + time.monotonic() - started
+            clock.calls = getattr(clock, "calls", 0) + 1
 
     def pause(seconds: float) -> None:  # waiting for the other notifier: real, and counted whole
         threading.Event().wait(seconds)
@@ -132,6 +133,7 @@ class Poller:
                 threading.Event().wait(0.05)
                 continue
             self.clock.slept = self.clock.in_slack = 0.0
+            self.clock.calls = 0
             started = time.monotonic()
             context = _Context("NotifierFunction", self.timeout, started, self._played)
             event = {"Records": [_record(m, url) for m in received]}
@@ -157,6 +159,7 @@ class Poller:
                     "wall": time.monotonic() - started,
                     "in_slack": getattr(self.clock, "in_slack", 0.0),
                     "slept": getattr(self.clock, "slept", 0.0),
+                    "slack_calls": getattr(self.clock, "calls", 0),
                 }
             )
 

@@ -44,20 +44,26 @@ def _idle(n: int, team: str, lookback_minutes: int = 60) -> dict[str, object]:
 def test_a_day_of_sweeps_over_an_unchanged_world_tells_once_then_one_digest(tmp_path: Path) -> None:
     world = World.model_validate({"now": NOW, "instances": [_idle(n, "ml") for n in range(1, 4)]})
     day = 12 * 24  # five-minute sweeps in a day
-    sweeps = _sweeps(tmp_path, NOW, day + 2)  # 12:00 to 12:05 the next day
-    with SlackSink() as sink, LocalStack(world, sink=sink, until=NOW + (day + 2) * SWEEP) as stack:
+    count = day + 6  # 12:00 to 12:25 the next day
+    sweeps = _sweeps(tmp_path, NOW, count)
+    with SlackSink() as sink, LocalStack(world, sink=sink, until=NOW + count * SWEEP) as stack:
         results = replay(stack, sweeps)
     assert all(r.ok for r in results), [r.error for r in results if r.error][:1]
-    # The world did not change: three idle GPUs, re-read by the read schedule on the idle window's slots (every
-    # sixth sweep), found idle each time.
-    assert [n for n, r in enumerate(results) if r.findings] == list(range(0, day + 2, 6))
+    # The world did not change: three idle GPUs. Notify mode does what remediate would: marked (in the state
+    # table) at 12:00, read at every sweep of the 15-minute grace period, its stop decided at 12:15 (sweep 3)
+    # and known at the next read (sweep 4); then, as remediate has stopped them, read only on the idle window's
+    # slots (every sixth sweep), found idle each time.
+    grace = [0, 1, 2, 3, 4]
+    assert [n for n, r in enumerate(results) if r.findings] == grace + list(range(10, count, 6))
     assert all(len(r.findings) == 3 for r in results if r.findings)
-    first, later = results[0].slack, [m for r in results[1:] for m in r.slack]
+    first = results[0].slack
     assert len(first) == 3  # one per idle instance: three is "a few", not grouped
     assert all("Would mark" in json.dumps(m) for m in first)  # notify mode says once what it would do
-    # Nothing for a day; then one digest of what is still open, at the first sweep a day after they were told.
-    [digest] = later
-    assert [n for n, r in enumerate(results) if r.slack] == [0, day]
+    assert all("Would stop" in json.dumps(m) for m in results[3].slack) and len(results[3].slack) == 3
+    # Nothing more for a day; then one digest of what is still open, at the first read a day after they were told.
+    told = [n for n, r in enumerate(results) if r.slack]
+    assert told[:2] == [0, 3] and told[2:] == [n for n in range(3 + day, count) if results[n].findings][:1]
+    [digest] = results[told[2]].slack
     assert "Still open after a day (3)" in json.dumps(digest)
     assert all(f"-idle-{n}" in json.dumps(digest) for n in range(1, 4))
 

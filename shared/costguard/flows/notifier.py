@@ -627,11 +627,13 @@ def _tell_webhook(planned: Post, sender: Sender, run: _Run, now: datetime) -> No
             logger.warning("conversation not recorded", extra={"cause": type(error).__name__})
 
 
-def _take_lease(run: _Run, where: str, key: str, now: datetime) -> Lease | None:
+def _take_lease(run: _Run, sender: Sender, where: str, key: str, now: datetime) -> Lease | None:
     """The lease on post ``key``, waiting a little while another notifier holds it; None when the state table
     cannot be written (posted anyway: a message twice rather than none)."""
     for pause in (0.0, *_PAUSES):
         if pause:
+            if not run.deadline.allows(pause + sender.worst):
+                break
             _pause(pause)
         try:
             lease = run.store.begin(where, key, run.until(), now)
@@ -640,8 +642,6 @@ def _take_lease(run: _Run, where: str, key: str, now: datetime) -> Lease | None:
             return None
         if not lease.busy:
             return lease
-        if not run.deadline.allows(pause * 2):
-            break
     raise PostBusyError("another notifier is posting this notice")
 
 
@@ -659,7 +659,7 @@ def _post_leased(
     """Post ``message`` under a lease on ``key``: at most once, whoever else holds the same notice. With
     ``recorded`` (a conversation key), the post is recorded as told there; the lease keeps its ts only when that
     record fails (a redelivery then finds it in the lease instead)."""
-    lease = _take_lease(run, where, key, now)
+    lease = _take_lease(run, sender, where, key, now)
     if lease is not None and lease.ts:
         if recorded is not None:
             _quietly(run.store.add_told, where, recorded, [key], now, ts=thread_ts)
