@@ -4,7 +4,7 @@ which also judges Bedrock Provisioned Throughput (bedrock_throughput_idle)."""
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any
 
 from costguard import clock
@@ -21,7 +21,13 @@ from costguard.flows.capacity import (
     handle_reservation_state,
     handle_sweep,
 )
-from costguard.flows.org import ASSUME_PERMISSIONS, FAN_OUT_PERMISSIONS, SweepItem, check_settings
+from costguard.flows.org import (
+    ASSUME_PERMISSIONS,
+    FAN_OUT_PERMISSIONS,
+    SWEEP_INTERVALS,
+    SweepItem,
+    check_settings,
+)
 from costguard.handler import OrgSweep, event_handler
 from costguard.pipeline import Report
 from costguard.runtime import runtime
@@ -79,5 +85,5 @@ lambda_handler = event_handler(
         ScheduledEvent: on_schedule,
     },
     # No probe: an hourly sweep, every account-region each time (its interval is the census's).
-    sweep=OrgSweep("capacity", sweep_one, settings, interval=timedelta(hours=1)),
+    sweep=OrgSweep("capacity", sweep_one, settings, interval=SWEEP_INTERVALS["capacity"]),
 )

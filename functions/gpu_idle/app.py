@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any
 
 from costguard import clock
@@ -11,7 +11,13 @@ from costguard.entry import ONCE_PERMISSIONS, PARSE_PERMISSIONS, OncePerEvent
 from costguard.events.cloudwatch import AlarmNotification, AlarmStateChange
 from costguard.events.scheduled import ScheduledEvent
 from costguard.flows.gpu import VERDICT_PERMISSIONS, evaluate, handle_alarm, handle_sweep
-from costguard.flows.org import ASSUME_PERMISSIONS, FAN_OUT_PERMISSIONS, SweepItem, check_settings
+from costguard.flows.org import (
+    ASSUME_PERMISSIONS,
+    FAN_OUT_PERMISSIONS,
+    SWEEP_INTERVALS,
+    SweepItem,
+    check_settings,
+)
 from costguard.handler import OrgSweep, event_handler
 from costguard.pipeline import Report
 from costguard.runtime import runtime
@@ -50,5 +56,5 @@ lambda_handler = event_handler(
     "gpu_idle",
     {AlarmStateChange: OncePerEvent(on_alarm), ScheduledEvent: on_schedule},
     converts={AlarmNotification: AlarmNotification.as_state_change},  # an SNS alarm action: the same change
-    sweep=OrgSweep("gpu", sweep_one, settings, interval=timedelta(minutes=5), probe=presence.gpu_instances),
+    sweep=OrgSweep("gpu", sweep_one, settings, interval=SWEEP_INTERVALS["gpu"], probe=presence.gpu_instances),
 )

@@ -2,14 +2,20 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any
 
 from costguard import clock
 from costguard.aws import presence
 from costguard.entry import PARSE_PERMISSIONS
 from costguard.events.scheduled import ScheduledEvent
-from costguard.flows.org import ASSUME_PERMISSIONS, FAN_OUT_PERMISSIONS, SweepItem, check_settings
+from costguard.flows.org import (
+    ASSUME_PERMISSIONS,
+    FAN_OUT_PERMISSIONS,
+    SWEEP_INTERVALS,
+    SweepItem,
+    check_settings,
+)
 from costguard.flows.sagemaker import SWEEP_PERMISSIONS, evaluate, handle_sweep
 from costguard.handler import OrgSweep, event_handler
 from costguard.pipeline import Report
@@ -47,7 +53,7 @@ lambda_handler = event_handler(
         "sagemaker",
         sweep_one,
         settings,
-        interval=timedelta(minutes=15),
+        interval=SWEEP_INTERVALS["sagemaker"],
         probe=presence.sagemaker_resources,
     ),
 )

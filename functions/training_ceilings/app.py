@@ -2,14 +2,20 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any
 
 from costguard import clock
 from costguard.aws import presence
 from costguard.entry import PARSE_PERMISSIONS
 from costguard.events.scheduled import ScheduledEvent
-from costguard.flows.org import ASSUME_PERMISSIONS, FAN_OUT_PERMISSIONS, SweepItem, check_settings
+from costguard.flows.org import (
+    ASSUME_PERMISSIONS,
+    FAN_OUT_PERMISSIONS,
+    SWEEP_INTERVALS,
+    SweepItem,
+    check_settings,
+)
 from costguard.flows.training_ceilings import SCHEDULE_PERMISSIONS, handle_schedule, sweep_region
 from costguard.handler import OrgSweep, event_handler
 from costguard.pipeline import Report
@@ -61,7 +67,7 @@ lambda_handler = event_handler(
         "training_ceilings",
         sweep_one,
         settings,
-        interval=timedelta(minutes=15),
+        interval=SWEEP_INTERVALS["training_ceilings"],
         probe=presence.training_jobs,
     ),
 )

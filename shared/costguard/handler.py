@@ -58,8 +58,7 @@ class OrgSweep:
     name: str  # the sweep's name on its work items ("gpu", "sagemaker", ...)
     one: Callable[[SweepItem, datetime], Report]  # one item: one account and region
     settings: Settings
-    # The schedule's rate in template.yaml (tests/unit/test_org_fan_out.py holds them equal).
-    interval: timedelta
+    interval: timedelta  # its schedule's rate (flows/org.py SWEEP_INTERVALS)
     probe: Callable[[str], bool] | None = None  # a region of the acting account holds something to sweep
 
 

@@ -61,6 +61,13 @@ ASSUME_PERMISSIONS = clients.ASSUME_PERMISSIONS
 
 _BATCH = 10  # SendMessageBatch's limit
 
+# Each sweep's schedule in template.yaml (tests/unit/test_org_fan_out.py holds them equal): what it must finish in.
+SWEEP_INTERVALS = {
+    "gpu": timedelta(minutes=5),
+    "sagemaker": timedelta(minutes=15),
+    "training_ceilings": timedelta(minutes=15),
+    "capacity": timedelta(hours=1),
+}
 CENSUS_EVERY = timedelta(hours=1)
 # A schedule fires within a minute of its time: a census an hour less a minute old is due.
 _CENSUS_SLACK = timedelta(minutes=1)
