@@ -29,6 +29,7 @@ from bench.costs import bench_costs  # noqa: E402
 from bench.detectors import bench_detectors  # noqa: E402
 from bench.fleet import bench_fleet  # noqa: E402
 from bench.imports import bench_imports  # noqa: E402
+from bench.org_scale import bench_org_scale  # noqa: E402
 from bench.report import results_sections, write_readme  # noqa: E402
 from bench.trust import bench_trust  # noqa: E402
 from costguard import clock  # noqa: E402
@@ -230,6 +231,7 @@ CASES: dict[str, Callable[[], dict[str, Any]]] = {
     "demo_replay": bench_demo_replay,
     "backtest_1000_instances_7_days": bench_backtest,
     "hostile_input_and_soak": bench_trust,
+    "organization_scale": bench_org_scale,
 }
 
 

@@ -89,6 +89,8 @@ class Reason(StrEnum):
     GPU_ACTIVE_AGAIN = "gpu_active_again"
     NOTEBOOK_IDLE = "notebook_idle"
     ENDPOINT_IDLE = "endpoint_idle"
+    # A GPU endpoint serving a trickle on GPUs it barely uses, priced per 1,000 invocations (detect/sagemaker.py).
+    ENDPOINT_UNDERUSED = "endpoint_underused"
     BATCH_RETRY_LOOP = "batch_retry_loop"
     SPOT_INTERRUPTION = "spot_interruption"
     JOB_FAILURE_LOOP = "job_failure_loop"

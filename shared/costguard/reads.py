@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Protocol
 
-from costguard.model import Ec2Instance, Endpoint, NotebookInstance, TrainingJob
+from costguard.model import Accelerators, Ec2Instance, Endpoint, NotebookInstance, TrainingJob
 
 if TYPE_CHECKING:
     from costguard.aws.metrics import Dimensions, MetricSet, Query
@@ -60,6 +60,12 @@ class SageMakerReads(Protocol):
     def in_service_notebooks(self, region: str) -> list[NotebookInstance]: ...
 
     def in_service_endpoints(self, region: str) -> list[Endpoint]: ...
+
+    def instance_accelerators(
+        self, region: str, instance_types: Sequence[str]
+    ) -> dict[str, Accelerators | None]:
+        """The accelerators of these (ml.) types; None for a type without any."""
+        ...
 
 
 class Budgets(Protocol):
@@ -115,6 +121,13 @@ class AwsSageMaker:
         from costguard.aws import sagemaker
 
         return sagemaker.in_service_endpoints(region)
+
+    def instance_accelerators(
+        self, region: str, instance_types: Sequence[str]
+    ) -> dict[str, Accelerators | None]:
+        from costguard.aws.inventory import catalog
+
+        return catalog.lookup(region, instance_types)
 
 
 class AwsBudgets:

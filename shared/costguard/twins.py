@@ -15,7 +15,7 @@ from costguard.aws.budgets import BreachLog, end_of_month
 from costguard.aws.metrics import GPU_METRIC, GPU_NAMESPACE, Dimensions, MetricSet, Query, Series
 from costguard.detect.budgets import BudgetAlert, Scope
 from costguard.detect.escalation import Escalation
-from costguard.model import Ec2Instance, Endpoint, NotebookInstance, Resource, TrainingJob
+from costguard.model import Accelerators, Ec2Instance, Endpoint, NotebookInstance, Resource, TrainingJob
 from costguard.reads import Reads
 
 Call = tuple[Any, ...]
@@ -106,8 +106,10 @@ class MemorySageMaker:
         jobs: Iterable[TrainingJob] = (),
         notebooks: Iterable[NotebookInstance] = (),
         endpoints: Iterable[Endpoint] = (),
+        catalog: Mapping[str, Accelerators | None] | None = None,
     ) -> None:
         self.jobs, self.notebooks, self.endpoints = list(jobs), list(notebooks), list(endpoints)
+        self.catalog = dict(catalog or {})
         self.calls: list[Call] = []
 
     def in_progress_training_jobs(self, region: str) -> list[TrainingJob]:
@@ -121,6 +123,17 @@ class MemorySageMaker:
     def in_service_endpoints(self, region: str) -> list[Endpoint]:
         self.calls.append(("in_service_endpoints", region))
         return [e for e in self.endpoints if e.region == region]
+
+    def instance_accelerators(
+        self, region: str, instance_types: Sequence[str]
+    ) -> dict[str, Accelerators | None]:
+        """The types the endpoints' variants run on, and those given as ``catalog``."""
+        self.calls.append(("instance_accelerators", region))
+        known = {
+            v.instance_type: v.accelerators for e in self.endpoints for v in e.variants if v.instance_type
+        }
+        known |= self.catalog
+        return {t: known.get(t) for t in instance_types}
 
 
 class MemoryBudgets:

@@ -61,12 +61,44 @@ def test_broken_samples_fail_validation_naming_the_field(name: str, field: str) 
         model.model_validate(event)
 
 
+@pytest.mark.parametrize("path", sorted((FIXTURES / "hyperpod").glob("*.json")), ids=lambda p: p.name)
+def test_hyperpod_samples_parse_into_their_models(path: Path) -> None:
+    from costguard.events import hyperpod
+
+    event = json.loads(path.read_text())
+    model = model_for(event)
+    assert model is not None
+    parsed = model.model_validate(event)
+    assert getattr(parsed, "id", None) == event["id"]
+    if isinstance(parsed, hyperpod.ClusterStateChange):
+        groups = {g.InstanceGroupName: (g.InstanceType, g.CurrentCount) for g in parsed.detail.InstanceGroups}
+        assert groups["workers"] == ("ml.p5.48xlarge", 3)
+    elif isinstance(parsed, hyperpod.ClusterEvent):
+        assert parsed.detail.EventDetails.failure_message is not None
+    else:
+        assert isinstance(parsed, hyperpod.NodeHealthEvent)
+        assert parsed.detail.HealthSummary.RepairAction == "Replace"
+
+
 def test_the_registry_names_each_model_with_its_module_s_own_detail_types() -> None:
-    from costguard.events import batch, budgets, capacity, cloudwatch, ec2, health, sagemaker, scheduled
+    from costguard.events import (
+        batch,
+        budgets,
+        capacity,
+        cloudwatch,
+        ec2,
+        health,
+        hyperpod,
+        sagemaker,
+        scheduled,
+    )
     from costguard.events.registry import EVENTBRIDGE_MODELS, EVENTBRIDGE_PREFIXES, model_named
 
     expected = {
         ("aws.sagemaker", sagemaker.TRAINING_JOB_DETAIL_TYPE): sagemaker.TrainingJobStateChange,
+        ("aws.sagemaker", hyperpod.CLUSTER_STATE_DETAIL_TYPE): hyperpod.ClusterStateChange,
+        ("aws.sagemaker", hyperpod.CLUSTER_EVENT_DETAIL_TYPE): hyperpod.ClusterEvent,
+        ("aws.sagemaker", hyperpod.NODE_HEALTH_DETAIL_TYPE): hyperpod.NodeHealthEvent,
         ("aws.ec2", ec2.INSTANCE_STATE_DETAIL_TYPE): ec2.InstanceStateChange,
         ("aws.ec2", ec2.SPOT_INTERRUPTION_DETAIL_TYPE): ec2.SpotInterruptionWarning,
         ("aws.batch", batch.BATCH_JOB_DETAIL_TYPE): batch.BatchJobStateChange,

@@ -1,6 +1,6 @@
 """Every button the demo offers works: after `costguard demo` (both modes), each element of every message costguard
 posted is clicked, as a member of the ops group, through the endpoint and the worker. None is refused for its
-kind, its mode or as not offered; a click that changes the resource is made after those that do not."""
+kind, its mode or as not offered, and each one is done."""
 
 from __future__ import annotations
 
@@ -14,13 +14,20 @@ import pytest
 from costguard import clock
 from costguard.aws import clients
 from costguard.local.demo import run_demo
-from costguard.local.interactions import LOCAL_OPS_USER, Offered, block_actions, offered_elements, signed_request
+from costguard.local.interactions import (
+    LOCAL_OPS_USER,
+    Offered,
+    block_actions,
+    offered_elements,
+    signed_request,
+)
 from costguard.local.stack import TABLE, LocalStack
 from costguard.local.world import load_world
 from tests.conftest import DEMO_WORLD
 
-# A click that only holds costguard back first, then the ones that change what runs or what is said.
-ORDER = {"costguard:mute": 0, "costguard:keep": 1, "costguard:protect": 2, "costguard:stop": 3}
+# Per resource, each click in the order that leaves the next one possible: a mute changes nothing on the resource;
+# a stop needs it neither kept (snoozed) nor protected; a keep needs it not protected.
+ORDER = {"costguard:mute": 0, "costguard:stop": 1, "costguard:keep": 2, "costguard:protect": 3}
 # What a refusal says when the button should not have been there at all.
 NOT_THERE = ("does not act on", "notify mode", "not a choice costguard offered", "no longer exists")
 
@@ -57,7 +64,9 @@ def _click_everything(stack: LocalStack, clicked: list[Clicked]) -> None:
             message_ts=offered.ts,
         )
         before = set(_records())
-        answer = stack.invoke("InteractionsFunction", signed_request(payload, signed_at=at, request_id=f"r{n}"))
+        answer = stack.invoke(
+            "InteractionsFunction", signed_request(payload, signed_at=at, request_id=f"r{n}")
+        )
         assert answer.result["statusCode"] == 200, answer.result
         stack.drain("InteractionsQueue")
         [record] = [r for k, r in _records().items() if k not in before]
@@ -79,7 +88,11 @@ def test_the_demo_offers_buttons_of_every_kind(clicks: list[Clicked]) -> None:
 
 
 def test_no_button_offered_is_refused_for_its_kind_its_mode_or_as_not_offered(clicks: list[Clicked]) -> None:
-    wrong = [(c.offered.action_id, c.offered.value, c.detail) for c in clicks if any(t in c.detail for t in NOT_THERE)]
+    wrong = [
+        (c.offered.action_id, c.offered.value, c.detail)
+        for c in clicks
+        if any(t in c.detail for t in NOT_THERE)
+    ]
     assert wrong == []
 
 

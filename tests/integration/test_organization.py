@@ -16,7 +16,7 @@ from costguard.aws import clients
 from costguard.flows import org
 from costguard.local.org import place_client
 from costguard.local.sink import SlackSink
-from costguard.local.stack import LocalStack
+from costguard.local.stack import STAND_IN_IMAGE, LocalStack
 from costguard.local.world import World, load_world
 from costguard.model import MARK_TAG_KEY
 from tests.conftest import EVENTS
@@ -182,6 +182,36 @@ def test_a_forwarded_alarm_acts_in_the_events_account(hub: LocalStack) -> None:
     assert MARK_TAG_KEY in tags_in(RESEARCH, "us-west-2", FORGOTTEN)
     hub.drain()
     assert "research (222222222222)" in json.dumps(hub.sink.messages)
+
+
+def test_a_gpu_instance_launched_between_censuses_is_swept_from_the_next_sweep(hub: LocalStack) -> None:
+    account, region = RESEARCH, "us-east-1"
+    ec2 = place_client("ec2", account, region)
+    running = [i["InstanceId"] for r in ec2.describe_instances()["Reservations"] for i in r["Instances"]]
+    ec2.terminate_instances(InstanceIds=running)  # nothing left there at the census
+    swept: list[tuple[str, str]] = []
+    org.item_observers.append(lambda item, report: swept.append((item.account, item.region)))
+    try:
+        hub.sweep("GpuIdleFunction", gpu_sweep("2026-11-20T12:00:00Z"))
+        swept.clear()
+        hub.sweep("GpuIdleFunction", gpu_sweep("2026-11-20T12:05:00Z"))
+        assert (account, region) not in swept
+        [launched] = ec2.run_instances(
+            ImageId=STAND_IN_IMAGE, InstanceType="g5.xlarge", MinCount=1, MaxCount=1
+        )["Instances"]
+        text = (EVENTS / "ec2-instance-running.json").read_text().replace("123456789012", account)
+        text = text.replace("i-0a1f00000000000a1", launched["InstanceId"])
+        clients.calls.clear()
+        result = hub.invoke("GpuAlarmsFunction", json.loads(text)).result
+        assert result is not None and result.get("census") == "gpu"
+        assert clients.calls[("dynamodb", "UpdateItem")] == 1
+        swept.clear()
+        clock.freeze(hub.world.now + timedelta(minutes=10))
+        runs = hub.sweep("GpuIdleFunction", gpu_sweep("2026-11-20T12:10:00Z"))
+    finally:
+        org.item_observers.clear()
+    assert fanned(runs[0].result)["census"] is False
+    assert (account, region) in swept
 
 
 def test_one_assume_role_per_item_and_session_lifetime(hub: LocalStack) -> None:

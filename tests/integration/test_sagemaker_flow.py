@@ -22,6 +22,7 @@ SWEEP = EVENTS / "schedule-sagemaker-sweep.json"
 HUNG, BUSY_JOB = "bert-pretrain-hung", "vision-vit-train"
 IDLE_NOTEBOOK, BUSY_NOTEBOOK = "dana-scratch", "li-finetune-lab"
 IDLE_ENDPOINT, BUSY_ENDPOINT = "sentiment-canary", "search-rerank"
+UNDERUSED_ENDPOINT = "faq-bot"  # 30 invocations an hour on an ml.g5.12xlarge, its four GPUs at 3%
 
 
 def expected_hourly(instance_type: str, count: int) -> float | None:
@@ -97,6 +98,7 @@ def test_sweep_reports_the_hung_job_the_idle_notebook_and_the_idle_endpoint(
         HUNG: "job_stalled",
         IDLE_NOTEBOOK: "notebook_idle",
         IDLE_ENDPOINT: "endpoint_idle",
+        UNDERUSED_ENDPOINT: "endpoint_underused",
     }
     for busy in (BUSY_JOB, BUSY_NOTEBOOK, BUSY_ENDPOINT):
         assert busy not in decisions
@@ -120,7 +122,7 @@ def test_sweep_reports_the_hung_job_the_idle_notebook_and_the_idle_endpoint(
     assert titles == {
         "costguard: Training job stalled",
         "costguard: Idle GPU notebook",
-        "costguard: GPU endpoint with no traffic",
+        "costguard: Findings (2)",  # the two endpoints, one kind: one grouped message
     }
 
 
@@ -135,7 +137,7 @@ def test_sweep_reads_in_batches(stack: LocalStack) -> None:
     assert calls[("sagemaker", "ListEndpoints")] == 1
     in_progress = sum(1 for j in stack.world.training_jobs if j.status == "InProgress")
     assert calls[("sagemaker", "DescribeTrainingJob")] == in_progress  # the in-progress jobs only
-    assert calls[("sagemaker", "DescribeEndpoint")] == 2
+    assert calls[("sagemaker", "DescribeEndpoint")] == 3
 
 
 def test_remediate_mode_marks_then_stops_the_job_and_the_notebook(
@@ -206,10 +208,42 @@ def test_gpu_notebook_without_metrics_is_reported_never_idle(
 @pytest.mark.xdist_group("demo")
 def test_demo_shows_the_sagemaker_alerts(demo_output: str) -> None:
     out = demo_output
-    # Told with the other findings of their batch: the stalled job a row of the training jobs' group message,
-    # under its verdict; the notebook and the endpoint, each alone of its kind in the batch, a message each (the
-    # terminal view wraps lines: compared with the frame and the wrapping taken out).
+    # Told with the other findings of their batch: the stalled job and the notebook, each alone of its kind in the
+    # batch, a message each; the idle and the underused endpoint one group message of endpoints (the terminal view
+    # wraps lines: compared with the frame and the wrapping taken out).
     shown = " ".join(out.replace("│", " ").split())
-    assert "· Training job stalled" in shown
-    for title in ("Idle GPU notebook", "GPU endpoint with no traffic"):
+    for title in ("Training job stalled", "Idle GPU notebook"):
         assert f"** costguard: {title} **" in shown
+    assert "on 2 endpoints costing" in shown
+    assert "GPU endpoint serving a trickle" in shown and "GPU endpoint with no traffic" in shown
+
+
+def test_a_trickle_on_an_oversized_gpu_endpoint_is_priced_per_1000_invocations(
+    world: World, sink: SlackSink, sleeps: list[float]
+) -> None:
+    alone = world.model_copy(
+        update={
+            "training_jobs": [],
+            "notebooks": [],
+            "endpoints": [e for e in world.endpoints if e.name == UNDERUSED_ENDPOINT],
+        }
+    )
+    with LocalStack(alone, sink=sink) as stack:
+        [result] = replay(stack, [SWEEP])
+    assert result.ok, result.error
+    decision = by_resource(result)[UNDERUSED_ENDPOINT]
+    assert (decision["reason"], decision["action"]) == ("endpoint_underused", "notify")  # never acted on
+    price = bundled_table()["sagemaker"]["ml.g5.12xlarge"]
+    assert decision["hourly_usd"] == price
+    [message] = result.slack
+    assert message["blocks"][0]["text"]["text"] == "costguard: GPU endpoint serving a trickle"
+    text = json.dumps(message)
+    # 24 hours at the ml.g5.12xlarge rate over 30 x 24 invocations.
+    per_1000 = price * 24 / (30 * 24 / 1000)
+    assert f"${per_1000:,.4f} per 1,000 invocations" in text
+    # One A10G carries 3% x 4 GPUs with room, and 15% x 4 of 24 GB fits it: the cheapest g5 size.
+    cheaper = bundled_table()["sagemaker"]["ml.g5.xlarge"]
+    assert f"1 x ml.g5.xlarge (1 x A10G): ${cheaper:,.2f}/h" in text
+    assert (
+        "MinInstanceCount=0" not in text.split("Cheapest fit")[0]
+    )  # traffic every hour: no scale-to-zero line

@@ -59,7 +59,7 @@ class Table:
         self.calls["UpdateItem"] += 1
         key = kw["Key"]["id"]["S"]
         item = self.items.setdefault(key, {"id": {"S": key}})
-        verb, attribute, name = kw["UpdateExpression"].split()
+        verb, attribute, *_, name = kw["UpdateExpression"].split()  # SET a = :v, ADD a :v, DELETE a :v
         value = kw["ExpressionAttributeValues"][name]
         if verb == "SET":
             item[attribute] = value

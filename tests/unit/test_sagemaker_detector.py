@@ -8,7 +8,10 @@ import pytest
 
 from costguard.detect.gpu import Series, Thresholds, Verdict, read_gpus
 from costguard.detect.sagemaker import (
+    Candidate,
+    VariantUse,
     endpoint_findings,
+    endpoint_underused_findings,
     notebook_findings,
     per_gpu,
     read_training_job,
@@ -21,6 +24,7 @@ from costguard.model import (
     Action,
     Endpoint,
     EndpointVariant,
+    Finding,
     NotebookInstance,
     Reason,
     ResourceKind,
@@ -257,6 +261,103 @@ def test_cpu_and_serverless_endpoints_are_not_gpu_endpoints() -> None:
     serverless = endpoint(EndpointVariant("AllTraffic", None, 0, None))
     assert _endpoint(cpu, 0, {}) == []
     assert _endpoint(serverless, 0, {}) == []
+
+
+# -- endpoints serving a trickle -------------------------------------------------------------------
+
+A10G_24 = Accelerators(kind="nvidia_gpu", count=1, model="A10G", memory_mib=24576)
+FOUR_A10G = Accelerators(kind="nvidia_gpu", count=4, model="A10G", memory_mib=24576)
+BIG = EndpointVariant("AllTraffic", "ml.g5.12xlarge", 1, FOUR_A10G)
+BIG_PRICE = Price(usd_per_hour=7.09, source="bundled table")
+SIZES = [
+    Candidate("ml.g5.xlarge", A10G_24, PRICE),
+    Candidate("ml.g5.2xlarge", A10G_24, Price(1.515, "bundled table")),
+    Candidate("ml.g5.12xlarge", FOUR_A10G, BIG_PRICE),
+    Candidate("ml.g6.xlarge", Accelerators("nvidia_gpu", 1, "L4", 23034), Price(0.9, "bundled table")),
+]
+
+
+def _underused(
+    variant: EndpointVariant, use: VariantUse, candidates: list[Candidate] = SIZES
+) -> list[Finding]:
+    return endpoint_underused_findings(
+        endpoint(variant),
+        {variant.name: use},
+        prices={"ml.g5.12xlarge": BIG_PRICE, "ml.g5.xlarge": PRICE},
+        candidates=candidates,
+        window=WINDOW,
+        now=NOW,
+    )
+
+
+def test_a_trickle_on_four_gpus_is_priced_per_1000_invocations_with_a_cheaper_fit() -> None:
+    # 720 invocations a day; SageMaker reports the four GPUs summed: 12% is 3% each.
+    [finding] = _underused(BIG, VariantUse(720, 12.0, 60.0, active_hours=24))
+    assert finding.reason is Reason.ENDPOINT_UNDERUSED
+    assert finding.remediable is False
+    assert decide(finding, Policy(dry_run=False), NOW).action is Action.NOTIFY
+    assert finding.hourly_usd == 7.09
+    # $7.09 x 24 h / (720 / 1,000)
+    assert finding.evidence["cost_per_1000_invocations_usd"] == round(7.09 * 24 / 0.72, 4)
+    assert finding.evidence["busiest_hour_gpu_percent"] == 3.0
+    fits = finding.evidence["cheaper_fits"]
+    assert isinstance(fits, list)
+    [fit] = fits
+    # Same model only (no L4), one GPU carries 12% of load, 60% of 24 GB x 1.2 fits one A10G.
+    assert fit.startswith("1 x ml.g5.xlarge (1 x A10G): $1.41/h, $46.9333 per 1,000 invocations")
+    assert "$236.3333 per 1,000 invocations" in finding.summary
+    assert finding.evidence["estimated_saving_per_hour_usd"] == round(7.09 - 1.408, 4)
+
+
+def test_memory_that_needs_the_big_instance_keeps_it_and_says_why() -> None:
+    # 4 x 80% of 24 GB in use: no single A10G holds it.
+    [finding] = _underused(BIG, VariantUse(720, 12.0, 320.0, active_hours=24))
+    assert finding.evidence["cheaper_fits"] == []
+    assert "no cheaper g5 size" in str(finding.evidence["smaller_instance_not_proposed"])
+
+
+def test_fewer_instances_and_scale_to_zero_are_offered_as_estimates() -> None:
+    three = EndpointVariant("AllTraffic", "ml.g5.xlarge", 3, A10G_24)
+    [finding] = _underused(three, VariantUse(90, 5.0, None, active_hours=3))
+    fits = finding.evidence["cheaper_fits"]
+    assert isinstance(fits, list) and len(fits) == 2
+    scale_to_zero, fewer = fits  # cheapest first
+    assert scale_to_zero.startswith(
+        "an inference component on ml.g5.xlarge with MinInstanceCount=0: about $4.22"
+    )
+    assert "estimate" in scale_to_zero and "NoCapacityInvocationFailures" in scale_to_zero
+    assert fewer.startswith("1 x ml.g5.xlarge instead of 3: $1.41/h")
+    assert "GPU memory not measured" in str(finding.evidence["smaller_instance_not_proposed"])
+
+
+@pytest.mark.parametrize(
+    "use",
+    [
+        VariantUse(720, 200.0, 60.0, 24),  # 50% per GPU: used
+        VariantUse(0, 4.0, 10.0, 0),  # no traffic: endpoint_idle's
+        VariantUse(None, None, None, 0),
+        VariantUse(720, None, None, 24),  # no GPU reading: never called underused
+    ],
+)
+def test_used_silent_or_unread_endpoints_are_not_underused(use: VariantUse) -> None:
+    assert _underused(BIG, use) == []
+
+
+def test_an_inference_component_scaled_to_zero_is_neither_idle_nor_underused() -> None:
+    # MinInstanceCount=0 and no traffic: DescribeEndpoint reports the variant with no instance.
+    scaled_to_zero = endpoint(EndpointVariant("AllTraffic", "ml.g5.12xlarge", 0, FOUR_A10G))
+    assert _endpoint(scaled_to_zero, None, {"ml.g5.12xlarge": BIG_PRICE}) == []
+    assert (
+        endpoint_underused_findings(
+            scaled_to_zero,
+            {"AllTraffic": VariantUse(None, None, None, 0)},
+            prices={"ml.g5.12xlarge": BIG_PRICE},
+            candidates=SIZES,
+            window=WINDOW,
+            now=NOW,
+        )
+        == []
+    )
 
 
 # -- settings -----------------------------------------------------------------------------------

@@ -13,9 +13,13 @@ from costguard.aws.sagemaker import (
     TRAINING_GPU_METRIC,
     TRAINING_NAMESPACE,
 )
+from costguard.detect.sagemaker import VariantUse
 from costguard.model import Endpoint, NotebookInstance, TrainingJob
 
 ENDPOINT_PERIOD = timedelta(hours=1)  # endpoint invocations are read as hourly sums
+# An endpoint variant's instance metrics: 0-100 per GPU, summed over an instance's GPUs (0-400 on four).
+ENDPOINT_INSTANCE_NAMESPACE = "/aws/sagemaker/Endpoints"
+ENDPOINT_GPU_METRICS = {"gpu_util": "GPUUtilization", "gpu_memory": "GPUMemoryUtilization"}
 
 
 # Metric keys carry the resource kind: a job, a notebook and an endpoint may share a name.
@@ -88,3 +92,40 @@ def invocations_of(endpoint: Endpoint, data: MetricSet) -> float | None:
         for _, v in series
     ]
     return sum(values) if values else None
+
+
+def endpoint_gpu_queries(endpoints: Sequence[Endpoint]) -> list[Query]:
+    """GPUUtilization and GPUMemoryUtilization per GPU variant, each hour's Maximum over its instances: read in the
+    same hourly walk as the invocations (one time range, one period), so they add no GetMetricData call below 500
+    queries."""
+    return [
+        Query(
+            (endpoint_key(endpoint), measure, variant.name),
+            ENDPOINT_INSTANCE_NAMESPACE,
+            metric,
+            (("EndpointName", endpoint.name), ("VariantName", variant.name)),
+            stat="Maximum",
+        )
+        for endpoint in endpoints
+        for variant in endpoint.variants
+        if variant.has_gpu and variant.instance_count > 0
+        for measure, metric in ENDPOINT_GPU_METRICS.items()
+    ]
+
+
+def variant_uses(endpoint: Endpoint, data: MetricSet) -> dict[str, VariantUse]:
+    """Each variant's invocations, busiest hour's GPU and GPU memory (summed over an instance's GPUs), and the
+    hours that had traffic, from the sweep's hourly walk."""
+    series = data.of(endpoint_key(endpoint))
+    uses = {}
+    for variant in endpoint.variants:
+        calls = series.get(("invocations", variant.name), [])
+        gpu = series.get(("gpu_util", variant.name), [])
+        memory = series.get(("gpu_memory", variant.name), [])
+        uses[variant.name] = VariantUse(
+            invocations=sum(v for _, v in calls) if calls else None,
+            gpu_percent=max(v for _, v in gpu) if gpu else None,
+            gpu_memory_percent=max(v for _, v in memory) if memory else None,
+            active_hours=sum(1 for _, v in calls if v > 0),
+        )
+    return uses

@@ -1,8 +1,10 @@
-"""SageMaker verdicts: stalled training jobs, idle GPU notebooks, GPU endpoints nobody calls. Pure."""
+"""SageMaker verdicts: stalled training jobs, idle GPU notebooks, GPU endpoints nobody calls or that serve a
+trickle on GPUs they barely use. Pure."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import math
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -18,7 +20,9 @@ from costguard.detect.gpu import (
 )
 from costguard.model import (
     MARK_TAG_KEY,
+    Accelerators,
     Endpoint,
+    EndpointVariant,
     Finding,
     NotebookInstance,
     Reason,
@@ -393,6 +397,231 @@ def endpoint_findings(
                 "created": endpoint.created.isoformat() if endpoint.created else None,
                 "price_source": ", ".join(
                     sorted({p.source if p else "unknown" for p, _ in costs}) or ["unknown"]
+                ),
+            },
+        )
+    ]
+
+
+# -- endpoints serving a trickle on GPUs they barely use ----------------------------------------
+
+# A variant is underused when its busiest hour's GPUUtilization (each hour's Maximum over its instances), divided
+# by the type's GPU count, stayed under this while it served traffic.
+UNDERUSED_GPU_PERCENT = 20.0
+# A smaller fit fills each GPU to at most this share at the busiest hour's load, with this headroom over the
+# busiest hour's GPU memory: the audit's downsize and family rules (audit/rules.json).
+FIT_GPU_PERCENT = 80.0
+MEMORY_HEADROOM = 1.2
+ENDPOINT_GPU_METRIC = "GPUUtilization in /aws/sagemaker/Endpoints"
+
+SCALE_TO_ZERO_ASSUMPTIONS = (
+    "estimate: one instance billed only in the hours that had traffic (an inference component with "
+    "ManagedInstanceScaling.MinInstanceCount=0 released when idle); the first requests after a quiet spell fail "
+    "with NoCapacityInvocationFailures for the minutes an instance takes to provision, and waking needs a "
+    "step-scaling policy on that metric"
+)
+
+
+@dataclass(frozen=True)
+class VariantUse:
+    """What one endpoint variant did over the window (flows/sagemaker.py reads it in the sweep's hourly walk)."""
+
+    invocations: float | None  # Sum over the window; None: no datapoint
+    gpu_percent: float | None  # the busiest hour's Maximum GPUUtilization, summed over an instance's GPUs
+    gpu_memory_percent: float | None = None  # the same for GPUMemoryUtilization
+    active_hours: int = 0  # hours of the window with at least one invocation
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """An instance type a variant could move to, with its accelerators and price."""
+
+    instance_type: str
+    accelerators: Accelerators
+    price: Price
+
+
+def cost_per_1000(hourly: float, hours: float, invocations: float) -> float | None:
+    """Instance price x instance-hours / (invocations / 1,000); None without invocations."""
+    if invocations <= 0:
+        return None
+    return round(hourly * hours / (invocations / 1000), 4)
+
+
+def _family(instance_type: str) -> str:
+    return instance_type.removeprefix("ml.").split(".")[0]
+
+
+def smaller_fit(
+    variant: EndpointVariant, use: VariantUse, price: Price, candidates: Sequence[Candidate]
+) -> tuple[Candidate | None, str]:
+    """The cheapest type of the same family and GPU model whose GPUs carry the busiest hour's load at
+    FIT_GPU_PERCENT each and hold its GPU memory with MEMORY_HEADROOM; None and why when there is none."""
+    accelerators = variant.accelerators
+    if accelerators is None or use.gpu_percent is None or variant.instance_type is None:
+        return None, "no GPU reading"
+    if use.gpu_memory_percent is None or not accelerators.memory_mib:
+        return None, "GPU memory not measured (GPUMemoryUtilization): a smaller instance is not proposed"
+    gpus_needed = max(1, math.ceil(use.gpu_percent / FIT_GPU_PERCENT))
+    memory_needed = use.gpu_memory_percent / 100 * accelerators.memory_mib * MEMORY_HEADROOM
+    fitting = [
+        c
+        for c in candidates
+        if _family(c.instance_type) == _family(variant.instance_type)
+        and c.accelerators.model == accelerators.model
+        and c.accelerators.count >= gpus_needed
+        and c.accelerators.count * (c.accelerators.memory_mib or 0) >= memory_needed
+        and c.price.usd_per_hour < price.usd_per_hour
+    ]
+    if not fitting:
+        return None, f"no cheaper {_family(variant.instance_type)} size holds {gpus_needed} GPU(s) of load"
+    return min(fitting, key=lambda c: c.price.usd_per_hour), ""
+
+
+@dataclass(frozen=True)
+class _Underused:
+    """One underused variant's figures."""
+
+    variant: str
+    hourly: float
+    invocations: float
+    per_gpu: float
+    fits: list[str]  # cheapest first
+    best_hourly: float | None  # what the cheapest fit costs per hour (averaged over the window)
+    why_not_smaller: str
+
+
+def _variant_underused(
+    variant: EndpointVariant,
+    use: VariantUse,
+    price: Price,
+    candidates: Sequence[Candidate],
+    hours: float,
+) -> _Underused:
+    """One underused variant's figures: its cost per 1,000 invocations and what cheaper fits would cost."""
+    gpus = variant.accelerators.count if variant.accelerators else 1
+    invocations = use.invocations or 0.0
+    hourly = price.usd_per_hour * variant.instance_count
+    per_gpu = round((use.gpu_percent or 0.0) / gpus, 2)
+    fits: list[tuple[float, str]] = []
+    smaller, why_not = smaller_fit(variant, use, price, candidates)
+    if smaller is not None:
+        cost = smaller.price.usd_per_hour * variant.instance_count
+        fits.append(
+            (
+                cost,
+                f"{variant.instance_count} x {smaller.instance_type} ({smaller.accelerators.count} x "
+                f"{smaller.accelerators.model}): ${cost:,.2f}/h, "
+                f"${cost_per_1000(cost, hours, invocations):,.4f} per 1,000 invocations",
+            )
+        )
+    if variant.instance_count > 1:
+        needed = max(1, math.ceil(variant.instance_count * per_gpu / FIT_GPU_PERCENT))
+        if needed < variant.instance_count:
+            cost = price.usd_per_hour * needed
+            fits.append(
+                (
+                    cost,
+                    f"{needed} x {variant.instance_type} instead of {variant.instance_count}: ${cost:,.2f}/h, "
+                    f"${cost_per_1000(cost, hours, invocations):,.4f} per 1,000 invocations",
+                )
+            )
+    if use.active_hours < hours:
+        cheapest = smaller.price.usd_per_hour if smaller is not None else price.usd_per_hour
+        name = smaller.instance_type if smaller is not None else variant.instance_type
+        cost = cheapest * use.active_hours
+        fits.append(
+            (
+                cost / hours,
+                f"an inference component on {name} with MinInstanceCount=0: about ${cost:,.2f} for the "
+                f"{use.active_hours} of {hours:g} hours that had traffic, "
+                f"${cost_per_1000(cheapest, use.active_hours, invocations):,.4f} per 1,000 invocations "
+                f"({SCALE_TO_ZERO_ASSUMPTIONS})",
+            )
+        )
+    fits.sort(key=lambda f: f[0])
+    return _Underused(
+        variant=f"{variant.name}: {variant.instance_count} x {variant.instance_type} ({gpus} x "
+        f"{variant.accelerators.model if variant.accelerators else 'GPU'} each)",
+        hourly=hourly,
+        invocations=invocations,
+        per_gpu=per_gpu,
+        fits=[text for _, text in fits],
+        best_hourly=fits[0][0] if fits else None,
+        why_not_smaller=why_not,
+    )
+
+
+def endpoint_underused_findings(
+    endpoint: Endpoint,
+    uses: Mapping[str, VariantUse],
+    *,
+    prices: Mapping[str, Price | None],
+    candidates: Sequence[Candidate],
+    window: timedelta,
+    now: datetime,
+    event_id: str | None = None,
+) -> list[Finding]:
+    """``endpoint_underused``: an endpoint older than the window with a GPU variant that served traffic while
+    its GPUs (per GPU: SageMaker sums a variant's GPUUtilization over the instance's GPUs) stayed under
+    UNDERUSED_GPU_PERCENT at the busiest hour. States its cost per 1,000 invocations and cheaper fits for the
+    same traffic. A variant without a GPU reading or a price is not judged. Notify only."""
+    if endpoint.created is not None and now - endpoint.created < window:
+        return []
+    hours = window.total_seconds() / 3600
+    judged = []
+    for variant in endpoint.variants:
+        use = uses.get(variant.name)
+        price = prices.get(variant.instance_type) if variant.instance_type else None
+        if not (variant.has_gpu and variant.instance_count > 0 and use and price):
+            continue
+        gpus = variant.accelerators.count if variant.accelerators else 1
+        if (use.invocations or 0) <= 0 or use.gpu_percent is None:
+            continue  # no traffic is endpoint_idle's; no GPU reading is never called underused
+        if use.gpu_percent / gpus >= UNDERUSED_GPU_PERCENT:
+            continue
+        judged.append(_variant_underused(variant, use, price, candidates, hours))
+    if not judged:
+        return []
+    hourly = round(sum(v.hourly for v in judged), 4)
+    invocations = sum(v.invocations for v in judged)
+    per_1000 = cost_per_1000(hourly, hours, invocations) or 0.0
+    fits = [text for v in judged for text in v.fits]
+    best = [v.best_hourly if v.best_hourly is not None else v.hourly for v in judged]
+    saving = round(hourly - sum(best), 4) if fits else None
+    lines = "; ".join(v.variant for v in judged)
+    busiest = max(v.per_gpu for v in judged)
+    summary = (
+        f"Endpoint {endpoint.name} keeps {lines} for {invocations:,.0f} invocations in {hours:g} hours, its GPUs "
+        f"under {UNDERUSED_GPU_PERCENT:g}% (busiest hour {busiest:.1f}% per GPU): "
+        f"${per_1000:,.4f} per 1,000 invocations at ${hourly:,.2f}/h."
+    )
+    if fits:
+        summary += f" Cheapest fit for the same traffic: {fits[0]}."
+    summary += " costguard never changes endpoints: this is for its owner to decide."
+    return [
+        Finding(
+            reason=Reason.ENDPOINT_UNDERUSED,
+            resource=endpoint_resource(endpoint),
+            summary=summary,
+            observed_at=now,
+            event_id=event_id,
+            hourly_usd=hourly,
+            remediable=False,
+            evidence={
+                "variants": lines,
+                "invocations": round(invocations),
+                "window_hours": round(hours),
+                "busiest_hour_gpu_percent": busiest,
+                "metric": f"{ENDPOINT_GPU_METRIC} per variant (each hour's Maximum), divided by its GPUs",
+                "cost_per_1000_invocations_usd": per_1000,
+                "cheaper_fits": fits,
+                "estimated_saving_per_hour_usd": saving,
+                "smaller_instance_not_proposed": "; ".join(
+                    v.why_not_smaller for v in judged if v.why_not_smaller
+                ),
+                "price_source": ", ".join(
+                    sorted({p.source for p in prices.values() if p is not None}) or ["unknown"]
                 ),
             },
         )

@@ -17,6 +17,9 @@ _RESERVATION_STATES = ("Scheduled", "Active", "Delayed", "Unsupported", "Failed"
 # (source, detail-type) of EventBridge events -> model.
 EVENTBRIDGE_MODELS: dict[tuple[str, str], str] = {
     ("aws.sagemaker", "SageMaker Training Job State Change"): "sagemaker:TrainingJobStateChange",
+    ("aws.sagemaker", "SageMaker HyperPod Cluster State Change"): "hyperpod:ClusterStateChange",
+    ("aws.sagemaker", "SageMaker HyperPod Cluster Event"): "hyperpod:ClusterEvent",
+    ("aws.sagemaker", "SageMaker HyperPod Cluster Node Health Event"): "hyperpod:NodeHealthEvent",
     ("aws.ec2", "EC2 Instance State-change Notification"): "ec2:InstanceStateChange",
     ("aws.ec2", "EC2 Spot Instance Interruption Warning"): "ec2:SpotInterruptionWarning",
     ("aws.batch", "Batch Job State Change"): "batch:BatchJobStateChange",

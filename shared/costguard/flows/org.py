@@ -224,10 +224,11 @@ class Sizing:
     concurrency: int  # the invocations at once: the cap, or fewer when there are fewer items
     needed: int  # the concurrency that would finish within FINISH_WITHIN of the interval
     finish_seconds: float  # estimated: the work spread over the concurrency, or the longest item if longer
+    budget_seconds: float  # FINISH_WITHIN of the interval
 
     @property
     def fits(self) -> bool:
-        return self.needed <= self.concurrency or self.items <= self.concurrency
+        return self.finish_seconds <= self.budget_seconds
 
 
 def size(costs: Sequence[float], cap: int, interval: timedelta) -> Sizing:
@@ -251,6 +252,7 @@ def size(costs: Sequence[float], cap: int, interval: timedelta) -> Sizing:
             concurrency=concurrency,
             needed=max(1, math.ceil(work / budget)) if costs else 0,
             finish_seconds=round(max(work / concurrency, item_longest), 1),
+            budget_seconds=budget,
         )
 
     chosen = at(1)
@@ -259,6 +261,23 @@ def size(costs: Sequence[float], cap: int, interval: timedelta) -> Sizing:
         per_item = min(most, per_item * 2)
         chosen = at(per_item)
     return chosen
+
+
+# A GPU instance's launch, forwarded by its member stack: its account-region joins the GPU sweep's census at once.
+LAUNCH_PERMISSIONS = needs("dynamodb:UpdateItem")
+
+
+def note_launch(account: str, region: str, instance_id: str, runtime: Runtime) -> bool:
+    """A GPU or accelerator instance now running in an organization's account and region: the GPU sweep queues
+    that account-region from its next run, whatever the last census found (one UpdateItem; the instance's read is
+    the event's own, shared with the other flows it goes through)."""
+    settings = runtime.settings
+    if not settings.organization or not settings.state_table:
+        return False
+    if not runtime.reads.inventory.describe_gpu_instances(region, instance_ids=[instance_id]):
+        return False
+    Census(settings.state_table, "gpu").note(f"{account}/{region}", True)
+    return True
 
 
 def check_settings(settings: Settings) -> Settings:
@@ -473,7 +492,8 @@ def run_items(
             metrics.add_metric(name="UnreadableWorkItems", unit=MetricUnit.Count, value=1)
             raise UnreadableWorkItem(f"{function}: not a sweep work item") from None
         census_probe = probe if work.census else None
-        census = Census(runtime.settings.state_table, work.sweep) if census_probe is not None else None
+        table = runtime.settings.state_table
+        census = Census(table, work.sweep) if census_probe is not None and table else None
         findings = 0
         for item, target in zip(work.items(), work.targets, strict=True):
             report = sweep_item(

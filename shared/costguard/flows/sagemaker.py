@@ -13,23 +13,28 @@ from costguard.aws.metrics import MetricSet
 from costguard.aws.sagemaker import NOTEBOOK_DIMENSION
 from costguard.aws.sagemaker_metrics import (
     ENDPOINT_PERIOD,
+    endpoint_gpu_queries,
     gpu_queries,
     invocation_queries,
     invocations_of,
     job_key,
     notebook_key,
+    variant_uses,
 )
 from costguard.detect import adaptive
 from costguard.detect.budgets import keep_budget_marks
 from costguard.detect.gpu import PERIOD, Thresholds, read_gpus, thresholds_from
 from costguard.detect.sagemaker import (
+    Candidate,
     endpoint_findings,
+    endpoint_underused_findings,
     notebook_findings,
     read_training_job,
     training_job_findings,
 )
-from costguard.model import Finding, NotebookInstance, Reason, ResourceKind, TrainingJob
+from costguard.model import Endpoint, Finding, NotebookInstance, Reason, ResourceKind, TrainingJob
 from costguard.pipeline import Report
+from costguard.pricing import region_prices
 from costguard.runtime import ACT_PERMISSIONS, PRICES_PERMISSIONS, Runtime
 
 # handle_sweep: endpoints are only ever reported, never stopped.
@@ -79,7 +84,8 @@ def findings_for(
     jobs, notebooks = with_marks(jobs, notebooks, runtime, now)
 
     # Two batched reads for the whole sweep: per-minute GPU series over the verdict windows, and hourly
-    # invocation sums over the endpoint window (GetMetricData takes one time range per call).
+    # invocation sums with the endpoints' GPU and GPU memory maxima over the endpoint window (GetMetricData takes
+    # one time range per call).
     gpu_data = MetricSet()
     if jobs or notebooks:
         series = (
@@ -96,7 +102,7 @@ def findings_for(
     if endpoints:
         calls = cloudwatch.get_metric_data(
             region,
-            invocation_queries(endpoints),
+            [*invocation_queries(endpoints), *endpoint_gpu_queries(endpoints)],
             now - endpoint_window,
             now,
             int(ENDPOINT_PERIOD.total_seconds()),
@@ -131,6 +137,48 @@ def findings_for(
             invocations_of(endpoint, calls),
             prices={t: runtime.prices.hourly(t, region) for t in types},
             window=endpoint_window,
+            now=now,
+            event_id=event_id,
+        )
+    if endpoints:
+        findings += underused_endpoints(region, endpoints, calls, runtime, endpoint_window, now, event_id)
+    return findings
+
+
+def underused_endpoints(
+    region: str,
+    endpoints: list[Endpoint],
+    calls: MetricSet,
+    runtime: Runtime,
+    window: timedelta,
+    now: datetime,
+    event_id: str | None,
+) -> list[Finding]:
+    """``endpoint_underused`` from the same hourly walk. The smaller sizes a variant could move to are the priced
+    ml. types of its family (the bundled table's list), their accelerators asked of DescribeInstanceTypes once per
+    type per process."""
+    families = {
+        v.instance_type.removeprefix("ml.").split(".")[0]
+        for e in endpoints
+        for v in e.variants
+        if v.instance_type and v.has_gpu
+    }
+    sizes = [t for t in region_prices(region, "sagemaker") if t.removeprefix("ml.").split(".")[0] in families]
+    accelerators = runtime.reads.sagemaker.instance_accelerators(region, sizes) if sizes else {}
+    candidates = []
+    for instance_type in sizes:
+        found, price = accelerators.get(instance_type), runtime.prices.hourly(instance_type, region)
+        if found is not None and price is not None:
+            candidates.append(Candidate(instance_type, found, price))
+    findings: list[Finding] = []
+    for endpoint in endpoints:
+        types = {v.instance_type for v in endpoint.variants if v.instance_type}
+        findings += endpoint_underused_findings(
+            endpoint,
+            variant_uses(endpoint, calls),
+            prices={t: runtime.prices.hourly(t, region) for t in types},
+            candidates=candidates,
+            window=window,
             now=now,
             event_id=event_id,
         )

@@ -222,8 +222,9 @@ def _act(click: Click, deps: Interactions, now: datetime) -> Result:
         )
     assert offer is not None
     try:
-        if click.action is ActionId.MUTE and key.kind not in resources.ACTABLE:
-            resource = resources.described(key)  # a mute changes nothing on the resource: nothing to read
+        if click.action is ActionId.MUTE:
+            # A mute changes nothing on the resource, which may be gone (a finished job): nothing to read.
+            resource = resources.described(key)
         else:
             resource = resources.read(key)
     except resources.NotActable as gone:

@@ -604,6 +604,7 @@ def seed_sagemaker(world: World, until: datetime) -> None:
     _seed_notebooks(world, sagemaker, backend, role)
     _seed_endpoints(world, sagemaker, backend, role)
     types = {j.instance_type for j in world.training_jobs} | {n.instance_type for n in world.notebooks}
+    types |= {e.instance_type for e in world.endpoints}
     publish_sagemaker_metrics(world, _gpus_of(types, world.region), until)
 
 
@@ -705,11 +706,13 @@ def _seed_endpoints(world: World, sagemaker: Any, backend: Any, role: str) -> No
 
 def publish_sagemaker_metrics(world: World, gpus: dict[str, tuple[int, str]], until: datetime) -> None:
     """GPUUtilization per training-job host (summed over its GPUs, as SageMaker does), the CloudWatch agent's
-    per-GPU series for notebooks (NotebookInstanceName appended), and endpoint Invocations per variant."""
+    per-GPU series for notebooks (NotebookInstanceName appended), and endpoint Invocations, GPUUtilization and
+    GPUMemoryUtilization per variant."""
     batches: dict[str, list[dict[str, Any]]] = {
         "/aws/sagemaker/TrainingJobs": [],
         "CWAgent": [],
         "AWS/SageMaker": [],
+        "/aws/sagemaker/Endpoints": [],
     }
     for job in world.training_jobs:
         count, _ = gpus.get(job.instance_type, (0, "GPU"))
@@ -751,8 +754,18 @@ def publish_sagemaker_metrics(world: World, gpus: dict[str, tuple[int, str]], un
             {"Name": "VariantName", "Value": endpoint.variant},
         ]
         per_minute = round(endpoint.invocations_per_hour / 60, 4)
+        count, _ = gpus.get(endpoint.instance_type, (0, "GPU"))
         for at, _ in gpu_series(clock_only, 0, world.now, until):
             batches["AWS/SageMaker"].append(datum("Invocations", dims, at, per_minute, "None"))
+            # Instance metrics as SageMaker publishes them: 0-100 per GPU, summed over the type's GPUs.
+            for name, percent in (
+                ("GPUUtilization", endpoint.gpu_percent),
+                ("GPUMemoryUtilization", endpoint.gpu_memory_percent),
+            ):
+                if percent is not None and count:
+                    batches["/aws/sagemaker/Endpoints"].append(
+                        datum(name, dims, at, round(percent * count, 2), "Percent")
+                    )
     for namespace, data in batches.items():
         publish(world.account, world.region, namespace, data)
 

@@ -243,6 +243,16 @@ class Endpoint(_Strict):
     tags: dict[str, str] = Field(default_factory=dict)
     variant: str = "AllTraffic"
     invocations_per_hour: float = Field(default=0.0, ge=0, description="AWS/SageMaker Invocations")
+    gpu_percent: float | None = Field(
+        default=None,
+        ge=0,
+        le=100,
+        description="per GPU; published as SageMaker does, summed over the type's GPUs "
+        "(/aws/sagemaker/Endpoints GPUUtilization). None: no GPU metrics",
+    )
+    gpu_memory_percent: float | None = Field(
+        default=None, ge=0, le=100, description="per GPU, as gpu_percent (GPUMemoryUtilization)"
+    )
     created: AwsTime | None = Field(default=None, description="default: 30 days before the world's now")
 
 

@@ -40,6 +40,7 @@ TITLES: dict[Reason, str] = {
     Reason.JOB_STALLED: "Training job stalled",
     Reason.NOTEBOOK_IDLE: "Idle GPU notebook",
     Reason.ENDPOINT_IDLE: "GPU endpoint with no traffic",
+    Reason.ENDPOINT_UNDERUSED: "GPU endpoint serving a trickle",
     Reason.BATCH_RETRY_LOOP: "Batch job failing in a retry loop",
     Reason.SPOT_INTERRUPTION: "Spot instance being interrupted",
     Reason.JOB_FAILURE_LOOP: "Training job failing in a loop",
