@@ -222,11 +222,9 @@ def _act(click: Click, deps: Interactions, now: datetime) -> Result:
         )
     assert offer is not None
     try:
-        if click.action is ActionId.MUTE:
-            # A mute changes nothing on the resource, which may be gone (a finished job): nothing to read.
-            resource = resources.described(key)
-        else:
-            resource = resources.read(key)
+        # A mute changes nothing on the resource, which may be gone (a finished job): nothing to read.
+        muting = click.action is ActionId.MUTE
+        resource = resources.described(key) if muting else resources.read(key)
     except resources.NotActable as gone:
         return _refuse(click, deps, str(gone))
     # The owner that authorizes is the one recorded when costguard first told this finding here.
