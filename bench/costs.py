@@ -709,7 +709,7 @@ def bench_costs(results: Mapping[str, Any]) -> dict[str, Any]:
 
 def reprice(path: Path = ROOT / "bench" / "results.json") -> dict[str, Any]:
     """Price the last run's measured figures again (no measuring): results.json's ``monthly_cost``, RESULTS.md's
-    cost section and the README's figures."""
+    cost section, docs/benchmark.md's figures and the README's cost figures."""
     from bench import report
 
     results = json.loads(path.read_text())

@@ -1,7 +1,9 @@
-"""The benchmark figures as text: RESULTS.md sections and the README's Performance block, from results.json.
+"""The benchmark figures as text: RESULTS.md sections, docs/benchmark.md's figures and the README's cost block,
+from results.json.
 
-The README's figures live between two markers and are rewritten by every ``make bench``; a unit test renders
-the block again from bench/results.json and compares, so the README cannot quote a figure the results lack.
+docs/benchmark.md's figures and the README's "What it costs to run" figures live between markers and are
+rewritten by every ``make bench``; a unit test renders both blocks again from bench/results.json and compares, so
+neither can quote a figure the results lack.
 """
 
 from __future__ import annotations
@@ -12,8 +14,13 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
+BENCHMARK = ROOT / "docs" / "benchmark.md"
 BEGIN = "<!-- bench:begin (written by bench/run.py from bench/results.json: do not edit by hand) -->"
 END = "<!-- bench:end -->"
+COST_BEGIN = (
+    "<!-- bench-cost:begin (written by bench/run.py from bench/results.json: do not edit by hand) -->"
+)
+COST_END = "<!-- bench-cost:end -->"
 SIZES = ("1000", "10000")
 
 
@@ -22,7 +29,7 @@ def _calls(calls: dict[str, int]) -> str:
 
 
 def readme_block(r: dict[str, Any]) -> str:
-    """The Performance figures, every one read from ``r`` (bench/results.json)."""
+    """docs/benchmark.md's figures, every one read from ``r`` (bench/results.json)."""
     lines = [
         f"Last run {r['measured_at'][:10]}, Python {r['machine']['python']} ({r['machine']['processor']}), "
         "on a shared 2-core development machine.",
@@ -113,8 +120,13 @@ def _reads(schedule: dict[str, Any]) -> str:
     )
 
 
+def readme_cost_block(r: dict[str, Any]) -> str:
+    """The README's "What it costs to run" figures: the monthly bill of each fleet size, from ``r``."""
+    return "\n".join(cost_lines(r["monthly_cost"]))
+
+
 def cost_lines(costs: dict[str, Any]) -> list[str]:
-    """The README's monthly bill: each fleet size with the alarms off (the default) and on."""
+    """The monthly bill (docs/benchmark.md and the README): each fleet size with the alarms off (the default) and on."""
     lines = []
     for size, month in costs["fleets"].items():
         top = sorted(month["lines"], key=lambda line: -line["usd"])[:2]
@@ -153,20 +165,22 @@ def _against_c7n(imports: dict[str, Any]) -> str:
     )
 
 
-def replace_block(text: str, block: str) -> str:
-    pattern = re.compile(re.escape(BEGIN) + r".*?" + re.escape(END), re.DOTALL)
+def replace_block(text: str, block: str, begin: str = BEGIN, end: str = END) -> str:
+    pattern = re.compile(re.escape(begin) + r".*?" + re.escape(end), re.DOTALL)
     if not pattern.search(text):
-        raise ValueError(f"README.md has no {BEGIN!r} ... {END!r} block")
-    return pattern.sub(lambda _: f"{BEGIN}\n{block}\n{END}", text)
+        raise ValueError(f"no {begin!r} ... {end!r} block")
+    return pattern.sub(lambda _: f"{begin}\n{block}\n{end}", text)
 
 
-def current_block(text: str) -> str:
-    start = text.index(BEGIN) + len(BEGIN)
-    return text[start : text.index(END, start)].strip("\n")
+def current_block(text: str, begin: str = BEGIN, end: str = END) -> str:
+    start = text.index(begin) + len(begin)
+    return text[start : text.index(end, start)].strip("\n")
 
 
 def write_readme(results: dict[str, Any]) -> None:
-    README.write_text(replace_block(README.read_text(), readme_block(results)))
+    """docs/benchmark.md's figures and the README's cost figures, from ``results``."""
+    BENCHMARK.write_text(replace_block(BENCHMARK.read_text(), readme_block(results)))
+    README.write_text(replace_block(README.read_text(), readme_cost_block(results), COST_BEGIN, COST_END))
 
 
 def results_sections(r: dict[str, Any]) -> str:

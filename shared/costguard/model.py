@@ -76,7 +76,7 @@ _OWN_RATE_KINDS = frozenset(
 
 
 class Reason(StrEnum):
-    """Stable reason codes: they appear in alerts, metrics and the README's catalogue."""
+    """Stable reason codes: they appear in alerts, metrics and the catalogue in docs/reasons.md."""
 
     TRAINING_JOB_FAILED = "training_job_failed"
     GPU_IDLE = "gpu_idle"

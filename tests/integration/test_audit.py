@@ -29,6 +29,9 @@ MODEL_SIZE = "i-0a1f00000000000d4"
 SPOT = "i-0a1f00000000000d5"
 TRAINIUM = "i-0a1f00000000000d6"
 WELL_SIZED = "i-0a1f00000000000d7"
+ONE_H100 = "i-0a1f00000000000d8"  # rightsize_family
+V100_13B = "i-0a1f00000000000d9"  # rightsize_model_size
+V100_TRANSFORMER = "i-0a1f00000000000da"  # trainium_candidate
 
 
 @pytest.fixture(scope="module")
@@ -54,6 +57,20 @@ def test_each_finding_with_the_saving_recomputed_by_hand(demo: AuditRun) -> None
             "rightsize_spot",
             "g5.48xlarge",
             (EC2["g5.48xlarge"] - round(EC2["g5.48xlarge"] * 0.4, 4)) * HOURS,
+        ),
+        # One H100 at ~14% holding 14 GiB: one L40S (48 GB) at 3.88x slowdown (bandwidth) carries it.
+        ONE_H100: ("rightsize_family", "g6e.xlarge", (EC2["p5.4xlarge"] - EC2["g6e.xlarge"]) * HOURS),
+        # A declared 13B full fine-tune (261.5 GiB) on eight V100s: its band's cheapest fit is eight A100s.
+        V100_13B: (
+            "rightsize_model_size",
+            "p4d.24xlarge",
+            (EC2["p3dn.24xlarge"] - EC2["p4d.24xlarge"]) * HOURS,
+        ),
+        # Transformer training on eight V100s at ~66%: sixteen Trainium chips at 1.1x slowdown (bandwidth).
+        V100_TRANSFORMER: (
+            "trainium_candidate",
+            "trn1.32xlarge",
+            (EC2["p3dn.24xlarge"] - EC2["trn1.32xlarge"]) * HOURS,
         ),
     }
     found = findings_by_id(demo)
@@ -137,7 +154,7 @@ def test_totals_and_groups_add_up(demo: AuditRun) -> None:
     findings = report["findings"]
     savings = [f["monthly_saving_usd"] for f in findings]
     assert savings == sorted(savings, reverse=True)
-    assert report["totals"]["findings"] == len(findings) == 3
+    assert report["totals"]["findings"] == len(findings) == 6
     assert report["totals"]["monthly_saving_usd"] == pytest.approx(sum(savings), abs=0.01)
     assert sum(r["monthly_saving_usd"] for r in report["by_rule"].values()) == pytest.approx(
         sum(savings), abs=0.02
@@ -145,8 +162,8 @@ def test_totals_and_groups_add_up(demo: AuditRun) -> None:
     rule_savings = [r["monthly_saving_usd"] for r in report["by_rule"].values()]
     assert rule_savings == sorted(rule_savings, reverse=True)
     assert report["by_team"]["vision"]["findings"] == 2  # the one-GPU trainer and the spot candidate
-    # The p5 has no finding, the well-sized g6 none either: the team is there, with what it runs.
-    assert report["by_team"]["search"]["findings"] == 0 and report["by_team"]["search"]["resources"] >= 1
+    # The eight-GPU p5 has no finding, the well-sized g6 none either: only the one-GPU p5 has one.
+    assert report["by_team"]["search"]["findings"] == 1 and report["by_team"]["search"]["resources"] >= 3
     assert sum(t["resources"] for t in report["by_team"].values()) == report["totals"]["resources"]
     assert sum(t["monthly_cost_usd"] for t in report["by_team"].values()) == pytest.approx(
         report["totals"]["monthly_cost_usd"], abs=0.05
@@ -158,13 +175,13 @@ def test_totals_and_groups_add_up(demo: AuditRun) -> None:
             "region": "us-east-1",
             "status": "ok",
             "resources": report["totals"]["resources"],
-            "findings": 3,
+            "findings": 6,
         }
     ]
     # One account: one row, the totals' own; no failure.
     [account] = report["accounts"]
     assert account["account"] == "123456789012" and account["regions"] == ["us-east-1"]
-    assert (account["resources"], account["findings"]) == (report["totals"]["resources"], 3)
+    assert (account["resources"], account["findings"]) == (report["totals"]["resources"], 6)
     assert account["monthly_saving_usd"] == report["totals"]["monthly_saving_usd"]
     assert report["failures"] == [] and report["totals"]["failed_regions"] == []
     assert report["schema"] == "costguard.audit/1"
@@ -197,7 +214,7 @@ def test_the_slack_summary_gives_the_total_the_top_items_and_the_link(demo: Audi
     assert f"${total:,.2f}/month" in message["text"]
     text = json.dumps(message)
     assert "rightsize_idle" in text  # the largest saving is among the top items
-    assert "projected p95 76% per GPU, medium risk" in text
+    assert "projected p95 75.7% per GPU, medium risk" in text  # the Trainium move, third by saving
     [button] = next(b for b in message["blocks"] if b["type"] == "actions")["elements"]
     assert demo.output["html_key"] in button["url"]
     assert "Signature=" in button["url"] or "X-Amz-Signature=" in button["url"]
@@ -254,7 +271,7 @@ def test_the_html_report_renders_in_a_headless_browser(demo: AuditRun, tmp_path:
     assert dom.ids["total-saving"] == f"${totals['monthly_saving_usd']:,.2f}"
     assert dom.ids["total-findings"] == str(totals["findings"])
     assert dom.ids["total-resources"] == str(totals["resources"])
-    assert dom.rows == len(demo.report["findings"]) == 3
+    assert dom.rows == len(demo.report["findings"]) == 6
     assert "<polyline" in rendered  # the utilization charts are there
     assert 'class="threshold"' in rendered  # with the 80% threshold
     assert "6 Nov" in rendered and "20 Nov" in rendered  # and dates along the time axis

@@ -53,7 +53,7 @@ def spending(world: World, actual_usd: float) -> World:
     return world.model_copy(update={"budgets": budgets})
 
 
-# The README's table of escalation levels, as the default BudgetEscalation and the demo world play it
+# docs/detectors.md's table of escalation levels, as the default BudgetEscalation and the demo world play it
 # (budget ml-research-gpu, $5,000, scoped by its cost filter to team=ml-research; notify mode, so all dry
 # runs). Each alert arrives with AWS Budgets reporting the spend its message names.
 DOCUMENTED = [

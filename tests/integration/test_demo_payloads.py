@@ -92,13 +92,14 @@ def demo(demo_run: Demo) -> list[tuple[dict[str, Any], dict[str, Any]]]:
     return demo_run.built
 
 
-def test_the_demo_posts_at_most_26_messages_and_every_finding_is_in_one(demo_run: Demo) -> None:
+def test_the_demo_posts_at_most_27_messages_and_every_finding_is_in_one(demo_run: Demo) -> None:
     run = demo_run.run
     # What the channel shows: 44 messages for 37 events before conversations, groups and the batching window.
     # Each budget alert and each anomaly is its own message (a budget's alerts in one thread), and a group is of
     # one resource kind: a kind with one finding in a batch is told on its own. The EKS sweeps add 4: the cluster
-    # without an access entry, the unused GPU node, the idle workloads as one group, and the scale to zero.
-    assert len(run.channel_messages) <= 26, [m["text"] for m in run.channel_messages]
+    # without an access entry, the unused GPU node, the idle workloads as one group, and the scale to zero. The
+    # evaluation job nearing its cost ceiling adds 1.
+    assert len(run.channel_messages) <= 27, [m["text"] for m in run.channel_messages]
     said = render_all(demo_run.payloads)
     missing = [
         (f["reason"], f["resource_id"])
@@ -371,3 +372,48 @@ def test_a_protected_resource_is_not_told_to_protect_itself() -> None:
     assert "To protect it" not in everything
     assert "Protected by its tag `costguard:protect`" in everything
     assert message["text"].endswith(": $21.96/h")
+
+
+# Reason codes the demo cannot honestly show, and why. Everything else must arise from events/ on the demo world,
+# or from the right-sizing audit `costguard demo` runs on it.
+NOT_IN_A_SINGLE_ACCOUNT_DEMO = {
+    "member_unreachable": "needs an organization's member accounts (worlds/org.yaml)",
+    "costguard_alarm": "costguard's own CloudWatch alarms on its functions and queues, which a replay never trips",
+}
+# Codes a single-account demo could show but whose events or world entries are not written yet: remove each one
+# here when the demo shows it (the test fails until then, so the list cannot go stale).
+NOT_YET_IN_THE_DEMO = {"gpu_active_again", "gpu_alarm_unmatched", "gpu_metrics_partial", "pod_gpu_starved"}
+
+
+@pytest.fixture(scope="module")
+def demo_audit() -> dict[str, Any]:
+    from costguard.local.audit import run_audit
+    from costguard.local.world import load_world
+    from tests.conftest import DEMO_WORLD
+
+    run = run_audit(load_world(DEMO_WORLD))
+    assert run.report is not None, run.error
+    return run.report
+
+
+def test_the_demo_shows_every_reason_code_and_every_audit_rule(
+    demo_run: Demo, demo_audit: dict[str, Any]
+) -> None:
+    from costguard.audit.evaluate import RULE_ORDER
+    from costguard.model import Reason
+
+    live = {f["reason"] for r in demo_run.run.results for f in r.findings}
+    live |= {d["reason"] for r in demo_run.run.results for d in r.decisions}
+    audited = {f["reason"] for f in demo_audit["findings"]}
+    holdings = {
+        Reason.COMMITMENT_CANDIDATE: demo_audit["commitments"]["rows"],
+        Reason.ORPHANED_STORAGE: demo_audit["orphaned_storage"]["rows"],
+        Reason.UNTAGGED_GPU_SPEND: demo_audit["untagged_gpu_spend"]["rows"],
+    }
+    audited |= {reason.value for reason, found in holdings.items() if found}
+    # Every right-sizing rule has a finding of its own on the demo world.
+    assert [r.value for r in RULE_ORDER if r.value not in audited] == []
+    assert set(NOT_IN_A_SINGLE_ACCOUNT_DEMO) <= {r.value for r in Reason}
+    missing = {r.value for r in Reason} - live - audited - set(NOT_IN_A_SINGLE_ACCOUNT_DEMO)
+    assert sorted(missing) == sorted(NOT_YET_IN_THE_DEMO)
+    assert not (set(NOT_IN_A_SINGLE_ACCOUNT_DEMO) & (live | audited)), "an exception the demo does show"

@@ -1,5 +1,6 @@
 """Set up in one sitting: the template's parameters grouped with the essentials first, and samconfig.toml's
-default environment, the template's defaults and README's Configuration table saying the same thing."""
+default environment, the template's defaults and docs/configuration.md's Configuration table saying the same
+thing."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ pytestmark = pytest.mark.template
 ROOT = Path(__file__).resolve().parents[2]
 TEMPLATE = ROOT / "template.yaml"
 SAMCONFIG = ROOT / "samconfig.toml"
-README = ROOT / "README.md"
+CONFIGURATION = ROOT / "docs" / "configuration.md"
 
 # What a first deploy must decide, in the console's and `sam deploy --guided`'s first group, in this order.
 ESSENTIALS = [
@@ -114,7 +115,7 @@ def test_group_labels_are_unique_and_every_parameter_has_a_label() -> None:
         assert isinstance(text, str) and text.strip(), f"{name}: a label is {{default: text}}"
 
 
-# --- samconfig.toml, the template and README agree --------------------------------------------------------
+# --- samconfig.toml, the template and docs/configuration.md agree -------------------------------------------
 
 
 def test_the_default_environment_deploys_the_documented_defaults() -> None:
@@ -148,8 +149,8 @@ def test_prod_differs_from_the_defaults_only_where_it_says_why() -> None:
 
 
 def _readme_defaults() -> dict[str, str]:
-    """README's Configuration table: parameter -> its Default cell."""
-    text = README.read_text()
+    """docs/configuration.md's Configuration table: parameter -> its Default cell."""
+    text = CONFIGURATION.read_text()
     section = text.split("## Configuration", 1)[1].split("\n## ", 1)[0]
     found: dict[str, str] = {}
     for line in section.splitlines():
@@ -163,10 +164,10 @@ def test_readme_configuration_table_names_every_parameter_with_its_default() -> 
     parameters = _body()["Parameters"]
     documented = _readme_defaults()
     assert not parameters.keys() - documented.keys(), (
-        f"README's Configuration table misses {sorted(parameters.keys() - documented.keys())}"
+        f"docs/configuration.md's Configuration table misses {sorted(parameters.keys() - documented.keys())}"
     )
     assert not documented.keys() - parameters.keys(), (
-        f"README documents parameters template.yaml lacks: {sorted(documented.keys() - parameters.keys())}"
+        f"docs/configuration.md documents parameters template.yaml lacks: {sorted(documented.keys() - parameters.keys())}"
     )
     problems = []
     for name, cell in documented.items():
@@ -178,13 +179,19 @@ def test_readme_configuration_table_names_every_parameter_with_its_default() -> 
         if literal is None:
             if name == "CapacityStateNotices" and cell == "all seven states":
                 if len(str(default).split(",")) != 7:
-                    problems.append(f"{name}: README says all seven states, the default is {default!r}")
+                    problems.append(
+                        f"{name}: docs/configuration.md says all seven states, the default is {default!r}"
+                    )
             elif str(default) != "":
-                problems.append(f"{name}: README says {cell!r}, the template's default is {default!r}")
+                problems.append(
+                    f"{name}: docs/configuration.md says {cell!r}, the template's default is {default!r}"
+                )
             continue
         value = literal.group(1) if literal.group(1) is not None else literal.group(2)
         if not _same(value, default, spec):
-            problems.append(f"{name}: README says {value!r}, the template's default is {default!r}")
+            problems.append(
+                f"{name}: docs/configuration.md says {value!r}, the template's default is {default!r}"
+            )
     assert not problems, "\n".join(problems)
 
 

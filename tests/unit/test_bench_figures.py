@@ -1,9 +1,10 @@
-"""The README's Performance figures are exactly what bench/results.json holds."""
+"""docs/benchmark.md's figures and the README's cost figures are exactly what bench/results.json holds."""
 
 from __future__ import annotations
 
 import copy
 import json
+import re
 from typing import Any
 
 import pytest
@@ -20,11 +21,31 @@ def results() -> dict[str, Any]:
     return loaded
 
 
-def test_the_readme_block_is_the_one_rendered_from_the_results(results: dict[str, Any]) -> None:
-    readme = report.README.read_text()
-    assert report.current_block(readme) == report.readme_block(results), (
-        "README.md's Performance figures differ from bench/results.json: run `make bench`"
+def test_the_benchmark_block_is_the_one_rendered_from_the_results(results: dict[str, Any]) -> None:
+    benchmark = report.BENCHMARK.read_text()
+    assert report.current_block(benchmark) == report.readme_block(results), (
+        "docs/benchmark.md's figures differ from bench/results.json: run `make bench`"
     )
+
+
+def test_the_readme_cost_block_is_the_one_rendered_from_the_results(results: dict[str, Any]) -> None:
+    readme = report.README.read_text()
+    block = report.current_block(readme, report.COST_BEGIN, report.COST_END)
+    assert block == report.readme_cost_block(results), (
+        "README.md's cost figures differ from bench/results.json: run `make bench`"
+    )
+    for size in results["monthly_cost"]["fleets"]:
+        assert f"${results['monthly_cost']['fleets'][size]['total_usd']:,.2f} a month" in block
+
+
+def test_the_readme_quotes_no_benchmark_figure_outside_its_block(results: dict[str, Any]) -> None:
+    # Every dollar figure and timing the README's guide sections quote comes from the generated block; the one
+    # other place with figures is the demo message's picture, a code block.
+    readme = report.README.read_text()
+    start, end = readme.index(report.COST_BEGIN), readme.index(report.COST_END) + len(report.COST_END)
+    outside = readme[:start] + readme[end:]
+    prose = "".join(part for n, part in enumerate(outside.split("```")) if n % 2 == 0)
+    assert not re.findall(r"\$\d[\d,.]*|\b\d[\d,.]* (?:s|ms|µs|MiB)\b", prose)
 
 
 def test_the_block_quotes_every_measured_section(results: dict[str, Any]) -> None:
@@ -50,3 +71,7 @@ def test_replacing_the_block_keeps_the_text_around_it() -> None:
     assert replaced == f"before\n{report.BEGIN}\nnew figures\n{report.END}\nafter\n"
     with pytest.raises(ValueError, match="bench:begin"):
         report.replace_block("no markers here", "x")
+    cost = report.replace_block(
+        f"a\n{report.COST_BEGIN}\nold\n{report.COST_END}\nb\n", "new", report.COST_BEGIN, report.COST_END
+    )
+    assert cost == f"a\n{report.COST_BEGIN}\nnew\n{report.COST_END}\nb\n"

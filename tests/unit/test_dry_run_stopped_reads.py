@@ -30,4 +30,6 @@ def test_a_message_shows_neither_the_shadow_mark_nor_the_decided_stop() -> None:
     tags = marked_tags({"team": "ml"}, shadow)
     assert tags is not None and {MARK_TAG_KEY, DRY_RUN_STOPPED_TAG_KEY} <= set(tags)
     assert shown_tags(tags, shadow) == {"team": "ml"}
-    assert shown_tags({"team": "ml", MARK_TAG_KEY: "2026-11-20T11:00:00+00:00"}, shadow) is None  # its own tag
+    assert (
+        shown_tags({"team": "ml", MARK_TAG_KEY: "2026-11-20T11:00:00+00:00"}, shadow) is None
+    )  # its own tag

@@ -197,11 +197,14 @@ def test_no_function_of_the_package_is_longer_than_a_screen() -> None:
     assert not long, long
 
 
-def test_the_readme_layout_names_every_module_and_package_of_the_package() -> None:
+def test_the_documented_layout_names_every_module_and_package_of_the_package() -> None:
     import re
 
     layout = (
-        (ROOT / "README.md").read_text(encoding="utf-8").split("## Project layout", 1)[1].split("```", 2)[1]
+        (ROOT / "docs" / "architecture.md")
+        .read_text(encoding="utf-8")
+        .split("## Project layout", 1)[1]
+        .split("```", 2)[1]
     )
     entries = [
         p.name if p.suffix == ".py" else f"{p.name}/"

@@ -13,7 +13,7 @@ AUTO_DELETE_TAG = "costguard:auto-delete"
 # goes on after the term, at the no-commitment rate, until someone deletes it).
 EXPIRY_NOTICE = timedelta(days=7)
 
-# What AWS's metric reference leaves open, said in every idle finding and in the README.
+# What AWS's metric reference leaves open, said in every idle finding and in docs/reasons.md.
 DIMENSION_NOTE = (
     "AWS's Bedrock metric reference does not say which ModelId value a provisioned model's invocations carry; "
     "costguard reads AWS/Bedrock Invocations under both its ARN (what InvokeModel is called with for a "

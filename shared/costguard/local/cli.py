@@ -4,6 +4,8 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
+import io
 import json
 import math
 import os
@@ -258,7 +260,11 @@ def cmd_demo(args: argparse.Namespace) -> int:
         _print_human(result, f"[{n}/{total}] ")
         sys.stdout.flush()
 
-    run = run_demo(world, args.mode, overrides=_log_level(args), on_result=shown)
+    # The functions' JSON log lines would land between the Slack messages: kept in a file unless --verbose.
+    logs = io.StringIO()
+    quiet = contextlib.nullcontext() if args.verbose else contextlib.redirect_stderr(logs)
+    with quiet:
+        run = run_demo(world, args.mode, overrides=_log_level(args), on_result=shown)
     if run.last:
         print("\n=== the notifier's last batch")
         for message in run.last:
@@ -281,9 +287,18 @@ def cmd_demo(args: argparse.Namespace) -> int:
         "\nThe right-sizing audit (`costguard audit` for its options), running its state machine...",
         flush=True,
     )
-    audit = run_audit(world, overrides=_log_level(args))
+    with quiet if args.verbose else contextlib.redirect_stderr(logs):
+        audit = run_audit(world, overrides=_log_level(args))
     written = write_outputs(audit, out / "audit")
     print_summary(audit, written)
+    if logged := logs.getvalue():
+        log_file = out / "functions.log"
+        log_file.parent.mkdir(parents=True, exist_ok=True)
+        log_file.write_text(logged, encoding="utf-8")
+        print(
+            f"\nThe functions logged {len(logged.splitlines())} warning line(s): {log_file} "
+            "(--verbose shows their logs as they run)."
+        )
     report = out / "audit" / "report.html"
     if report.exists():
         print(f"\nOpen the audit report in a browser: {report.resolve().as_uri()}")

@@ -35,6 +35,7 @@ from costguard.detect.gpu import AGENT_HELP, PARTIAL_HELP, thresholds_from
 from costguard.detect.sagemaker import JOB_METRICS_HELP, NOTEBOOK_AGENT_HELP
 from costguard.local.aws_errors import ends_the_run, explain
 from costguard.model import (
+    Accelerators,
     Action,
     Decision,
     Ec2Instance,
@@ -890,6 +891,14 @@ class HeldSageMaker:
 
     def in_service_endpoints(self, region: str) -> list[Endpoint]:
         return list(self.endpoints)
+
+    def instance_accelerators(
+        self, region: str, instance_types: Sequence[str]
+    ) -> dict[str, Accelerators | None]:
+        """Read from AWS, as the sweep reads them (DescribeInstanceTypes, cached per process)."""
+        from costguard.aws.inventory import catalog
+
+        return catalog.lookup(region, instance_types)
 
 
 class NoActions:
