@@ -417,3 +417,11 @@ def test_the_demo_shows_every_reason_code_and_every_audit_rule(
     missing = {r.value for r in Reason} - live - audited - set(NOT_IN_A_SINGLE_ACCOUNT_DEMO)
     assert sorted(missing) == sorted(NOT_YET_IN_THE_DEMO)
     assert not (set(NOT_IN_A_SINGLE_ACCOUNT_DEMO) & (live | audited)), "an exception the demo does show"
+
+
+def test_owners_appear_as_mentions(demo_run: Demo) -> None:
+    """The demo world's owner tags are emails the local Slack app resolves (users.lookupByEmail): a card about
+    dana's instance mentions her, as it would in a workspace where she is a member."""
+    shown = "\n".join(json.dumps(m) for m in demo_run.run.posted)
+    assert "<@U0LOCALDANA>" in shown and "<@U0LOCALLI01>" in shown
+    assert "dana@example.com" not in shown  # resolved, never printed as the raw tag

@@ -23,7 +23,8 @@ SWEEP_LATER = EVENTS / "schedule-gpu-sweep-1220.json"
 
 IDLE, ONE_BUSY, STARVED, PROTECTED, NO_AGENT, BUSY, ASG = (f"i-0a1f00000000000a{n}" for n in range(1, 8))
 SPOT = "i-0a1f00000000000b1"  # busy spot training (the spot_interruption demo)
-AUDIT_FLEET = tuple(f"i-0a1f00000000000d{n}" for n in range(1, 8))  # the right-sizing audit's instances
+# the right-sizing audit's instances: d1 to d7, and d8, d9, da (the family, model-size and Trainium cases)
+AUDIT_FLEET = (*(f"i-0a1f00000000000d{n}" for n in range(1, 10)), "i-0a1f00000000000da")
 
 
 def by_resource(result: ReplayResult) -> dict[str, list[str]]:

@@ -340,7 +340,15 @@ def _check(stack: LocalStack, notices: list[Notice]) -> dict[str, Any]:
         else:
             expected = build_message(latest, interactive=True)
         stale += current.get("blocks") != expected["blocks"]
+    carriers: dict[str, list[dict[str, Any]]] = {}
+    for message in posts:
+        key = key_of[message["ts"]]
+        for told_id in rows_of.get(message["ts"], [key] if key in by_id else []):
+            carriers.setdefault(told_id, []).append(
+                {"ts": message["ts"], "thread_ts": message.get("thread_ts"), "post": key}
+            )
     return {
+        "told_twice": {i: carriers.get(i, []) for i in list(tellings) if tellings[i] > 1},
         "told_exactly_once": sum(tellings[n.id] == 1 for n in notices),
         "told_twice_or_more": sum(tellings[n.id] > 1 for n in notices),
         "never_told": sum(tellings[n.id] == 0 for n in notices),

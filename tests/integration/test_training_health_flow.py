@@ -34,6 +34,11 @@ def world_job(world: World, name: str) -> TrainingJob:
     return job
 
 
+def hourly_usd(job: TrainingJob) -> float:
+    """The job's own $/h from the world file: instance count x price."""
+    return round(job.instance_count * PRICES[job.instance_type], 2)
+
+
 def rest_of_run_usd(job: TrainingJob, now: datetime) -> float:
     """What is left of the job's max runtime at ``now`` x instance count x price, from the world file."""
     assert job.started is not None and job.max_runtime_seconds is not None
@@ -75,8 +80,21 @@ def test_the_noon_sweep_reports_the_diverged_run_and_the_stale_checkpoint(
     assert (mark["action"], mark["dry_run"]) == ("mark", True)  # notify mode: what remediate would do
     [told] = with_reason(results, "checkpoint_stale")
     assert told["action"] == "notify"
-    slack = json.dumps(stack.sink.messages)
-    assert "$297.78" in slack and "$15.30" in slack
+    # Four training jobs found at noon (the world's vit-eval run nears its ceiling too): more than a few of one
+    # kind, so one group message. Its total counts each job once at its own price; each row shows the job's $/h
+    # and its verdict (a row carries no evidence figure: the two above are the findings' own).
+    judged_at_noon = {f["resource_id"] for f in results[1].findings}
+    assert len(judged_at_noon) == 4
+    hourly = {name: hourly_usd(world_job(world, name)) for name in judged_at_noon}
+    [group] = stack.sink.messages
+    total = f"${sum(hourly.values()):,.2f}/h"
+    assert group["text"] == f"costguard: 4 findings (123456789012/us-east-1): {total}"  # $32.30/h
+    rows = {
+        name: [b["text"]["text"] for b in group["blocks"] if name in json.dumps(b)] for name in judged_at_noon
+    }
+    assert all(len(lines) == 1 for lines in rows.values()), rows
+    assert f"${hourly[DIVERGED]:,.2f}/h · {DIVERGED_TITLE} · " in rows[DIVERGED][0]
+    assert f"${hourly[STALE]:,.2f}/h · {STALE_TITLE} · " in rows[STALE][0]
 
 
 def test_the_shipped_event_names_the_metrics_the_world_publishes(world: World) -> None:

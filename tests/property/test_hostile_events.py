@@ -162,10 +162,12 @@ def test_handler_survives_hostile_events(function: str, stack: LocalStack) -> No
     _record_figures(function, figures)
 
 
-# What a queue consumer logs (with the message id) and counts for a record it returns to the queue.
+# What a queue consumer logs (with the message id) and counts for a record it returns to the queue. The
+# interactions worker tells a click it cannot verify as Slack's apart from one it cannot read (docs/operating.md).
 FAILURE_LOGS = (
     "unreadable notice",
     "Slack delivery failed",
+    "unverified interaction: not signed by Slack",
     "unreadable interaction",
     "interaction failed",
     "unreadable work item",
@@ -173,6 +175,7 @@ FAILURE_LOGS = (
 FAILURE_METRICS = (
     "UnreadableNotices",
     "DeliveryFailures",
+    "UnverifiedInteractions",
     "UnreadableInteractions",
     "InteractionFailures",
     "UnreadableWorkItems",

@@ -30,6 +30,7 @@ from tests.conftest import ROOT, load_event
 SPOT = load_event("ec2-spot-interruption-warning.json")
 SCHEDULE = load_event("schedule-gpu-sweep-1200.json")
 CONTEXT = LambdaContext(function_name="costguard-test")
+GPU_INTERVAL = org.SWEEP_INTERVALS["gpu"]  # as functions/gpu_idle/app.py builds its sweep
 WORK_BATCH = {"Records": [{"messageId": "m-1", "body": "{}", "eventSource": "aws:sqs"}]}
 
 
@@ -139,18 +140,23 @@ def _sweep_settings(monkeypatch: pytest.MonkeyPatch, organization: bool) -> Any:
 
 
 def test_an_organizations_scheduled_event_fans_out(monkeypatch: pytest.MonkeyPatch) -> None:
-    fanned: list[tuple[str, Any]] = []
+    fanned: list[tuple[str, Any, dict[str, Any]]] = []
     monkeypatch.setattr(
-        org, "fan_out", lambda name, event, settings: fanned.append((name, event)) or {"fan": 1}
+        org,
+        "fan_out",
+        lambda name, event, settings, **kwargs: fanned.append((name, event, kwargs)) or {"fan": 1},
     )
     settings = _sweep_settings(monkeypatch, organization=True)
     handle = event_handler(
         "gpu_idle",
         {ScheduledEvent: lambda e: {"local": True}},
-        sweep=OrgSweep("gpu", lambda item, now: None, settings),  # type: ignore[arg-type,return-value]
+        sweep=OrgSweep("gpu", lambda item, now: None, settings, interval=GPU_INTERVAL),  # type: ignore[arg-type,return-value]
     )
     assert handle(SCHEDULE, CONTEXT) == {"fan": 1}
-    assert [(name, type(event)) for name, event in fanned] == [("gpu", ScheduledEvent)]
+    # The work items are sized to the sweep's own schedule; without a probe there is no census.
+    assert [(name, type(event), kwargs) for name, event, kwargs in fanned] == [
+        ("gpu", ScheduledEvent, {"census": False, "interval": GPU_INTERVAL})
+    ]
 
 
 def test_outside_an_organization_the_scheduled_event_sweeps_here(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -159,7 +165,7 @@ def test_outside_an_organization_the_scheduled_event_sweeps_here(monkeypatch: py
     handle = event_handler(
         "gpu_idle",
         {ScheduledEvent: lambda e: {"local": e.id}},
-        sweep=OrgSweep("gpu", lambda item, now: None, settings),  # type: ignore[arg-type,return-value]
+        sweep=OrgSweep("gpu", lambda item, now: None, settings, interval=GPU_INTERVAL),  # type: ignore[arg-type,return-value]
     )
     assert handle(SCHEDULE, CONTEXT) == {"local": SCHEDULE["id"]}
 
@@ -179,7 +185,11 @@ def test_a_work_batch_runs_its_items_with_the_sweeps_one_item_function(
     monkeypatch.setattr(org, "run_items", run_items)
     monkeypatch.setattr("costguard.runtime.runtime", lambda: "the runtime")
     settings = _sweep_settings(monkeypatch, organization=True)
-    handle = event_handler("gpu_idle", {ScheduledEvent: lambda e: {}}, sweep=OrgSweep("gpu", one, settings))
+    handle = event_handler(
+        "gpu_idle",
+        {ScheduledEvent: lambda e: {}},
+        sweep=OrgSweep("gpu", one, settings, interval=GPU_INTERVAL),
+    )
     assert handle(WORK_BATCH, CONTEXT) == {"batchItemFailures": []}
     [call] = ran
     assert call["event"] == WORK_BATCH and call["context"] is CONTEXT
@@ -194,7 +204,11 @@ def test_without_a_sweep_a_work_batch_is_an_event_like_any_other(failed_queue: s
 def test_a_sweep_needs_a_route_for_its_scheduled_event() -> None:
     settings = get_settings()
     with pytest.raises(ValueError, match="needs a route for its ScheduledEvent"):
-        event_handler("f", {SpotInterruptionWarning: lambda e: {}}, sweep=OrgSweep("gpu", print, settings))  # type: ignore[arg-type]
+        event_handler(
+            "f",
+            {SpotInterruptionWarning: lambda e: {}},
+            sweep=OrgSweep("gpu", print, settings, interval=GPU_INTERVAL),  # type: ignore[arg-type]
+        )
 
 
 def test_a_converted_model_is_not_routed_as_well() -> None:
@@ -243,10 +257,11 @@ DEFERRED = (
     "aws_xray_sdk",
     "pydantic_settings",
 )
-# The functions that load slack_sdk at import: the notifier (its Block Kit messages) and the interactions endpoint
-# (its signature check). The others load it when they first call Slack (the queued clicks, the audit's summary),
-# or never.
-SLACK_FUNCTIONS = {"NotifierFunction", "InteractionsFunction"}
+# The functions that load slack_sdk at import: the notifier (its Block Kit messages), the interactions endpoint
+# (its signature check) and the worker of queued clicks (it checks each queued click's Slack signature again,
+# interact/verify.py, before it acts). The others load it when they first call Slack (the audit's summary), or
+# never.
+SLACK_FUNCTIONS = {"NotifierFunction", "InteractionsFunction", "InteractionActionsFunction"}
 
 
 def _loaded(target: str, env: dict[str, str]) -> set[str]:

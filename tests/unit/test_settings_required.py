@@ -19,9 +19,10 @@ EVENT_FLOW = {"COSTGUARD_STATE_TABLE", "COSTGUARD_DECISIONS_QUEUE_URL", "COSTGUA
 AUDIT_STEP = {"COSTGUARD_AUDIT_BUCKET", "COSTGUARD_FAILED_EVENTS_QUEUE_URL"}
 # What each function's path uses: a malformed event is kept in the failed-events queue (entry.reject), a
 # flow acts through the state table and the decisions queue (runtime.runtime, OncePerEvent), the audit's
-# steps read and write the audit bucket, the Slack-facing functions read the Slack secret.
+# steps read and write the audit bucket (the plan writes the Distributed Map's items there, for its ItemReader),
+# the Slack-facing functions read the Slack secret.
 REQUIRED = {
-    "AuditPlanFunction": {"COSTGUARD_FAILED_EVENTS_QUEUE_URL"},
+    "AuditPlanFunction": AUDIT_STEP,
     "AuditDiscoverFunction": AUDIT_STEP,
     "AuditMetricsFunction": AUDIT_STEP,
     "AuditEvaluateFunction": AUDIT_STEP,
@@ -29,6 +30,7 @@ REQUIRED = {
     "BatchJobsFunction": EVENT_FLOW,
     "BudgetsFunction": EVENT_FLOW,
     "CapacityFunction": EVENT_FLOW,
+    "EksGpuFunction": EVENT_FLOW,
     "GpuAlarmsFunction": {"COSTGUARD_FAILED_EVENTS_QUEUE_URL"},
     "GpuIdleFunction": EVENT_FLOW,
     "SageMakerIdleFunction": EVENT_FLOW,

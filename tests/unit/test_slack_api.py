@@ -444,3 +444,12 @@ def test_no_retry_waits_past_the_deadline(api: SlackApi, sink: SlackSink, sleeps
     with within(Deadline(lambda: 20.0)), pytest.raises(ApiDeliveryError):
         api.post(CHANNEL, MESSAGE)
     assert len(sink.requests) == 1 and sleeps == []  # 30 s of Retry-After do not fit in 20
+
+
+def test_post_once_that_cannot_look_first_stays_unknown_and_posts_nothing(
+    quick: SlackApi, sink: SlackSink
+) -> None:
+    sink.fault = lambda method, params: "503" if method == "conversations.history" else None
+    with pytest.raises(ApiOutcomeUnknown, match="not looked for"):
+        quick.post_once(CHANNEL, MESSAGE, key="k1", look_first=True)
+    assert sink.messages == []

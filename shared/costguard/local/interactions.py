@@ -34,6 +34,12 @@ LOCAL_OPS_GROUP = "S0LOCALOPS"
 LOCAL_OPS_USER = "U0LOCALOPS1"
 LOCAL_GUEST_USER = "U0LOCALGUEST1"
 LOCAL_ALLOWED = f"owner+usergroups:{LOCAL_OPS_GROUP}"
+# The workspace's people the demo world's owner tags name (users.lookupByEmail): owners appear as mentions.
+LOCAL_USERS = {
+    "dana@example.com": "U0LOCALDANA",
+    "li@example.com": "U0LOCALLI01",
+    "sam@example.com": "U0LOCALSAM1",
+}
 # Where the sample events' response_urls point: the replay sends every response_url to the sink instead.
 SAMPLE_RESPONSE_ORIGIN = "http://127.0.0.1:0"
 QUEUES = {  # the dead-letter queue first: the interactions queue's redrive policy names it
@@ -77,6 +83,8 @@ def interaction_environment(urls: dict[str, str], sink: SlackSink) -> dict[str, 
     from costguard.interact.endpoint import QUEUE_VARIABLE
 
     sink.usergroups.setdefault(LOCAL_OPS_GROUP, [LOCAL_OPS_USER])
+    for email, user in LOCAL_USERS.items():
+        sink.users.setdefault(email, user)
     return {
         QUEUE_VARIABLE: urls["InteractionsQueue"],
         ALLOWED_VARIABLE: LOCAL_ALLOWED,

@@ -396,8 +396,15 @@ class SlackApi:
         posting. A post whose answer is lost is looked for, and posted again only if it is not there. Raises
         ApiOutcomeUnknown when it may have been taken and could not be found or posted again in time.
         """
-        if look_first and (found := self.find(channel, key, thread_ts)):
-            return found
+        if look_first:
+            try:
+                found = self.find(channel, key, thread_ts)
+            except ApiDeliveryError as lost:  # still unknown: not posted blindly
+                raise ApiOutcomeUnknown(
+                    f"Slack chat.postMessage: an earlier try not looked for ({lost})"
+                ) from None
+            if found:
+                return found
         for _ in range(2):
             try:
                 return self.post(channel, message, thread_ts, key=key)
