@@ -85,7 +85,9 @@ def parse_reason_modes(text: str) -> Mapping[Reason, bool]:
         try:
             reason = Reason(name.lower())
         except ValueError:
-            raise PolicyError(f"{name!r} is not a reason code (docs/reasons.md, the reason catalogue)") from None
+            raise PolicyError(
+                f"{name!r} is not a reason code (docs/reasons.md, the reason catalogue)"
+            ) from None
         if mode.lower() not in _MODES:
             raise PolicyError(f"{part!r}: the mode is notify or remediate, not {mode!r}")
         dry = _MODES[mode.lower()]
