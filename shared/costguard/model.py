@@ -50,6 +50,9 @@ class ResourceKind(StrEnum):
     EKS_WORKLOAD = "eks_workload"
     EKS_NODE = "eks_node"
     EKS_CLUSTER = "eks_cluster"
+    # SageMaker HyperPod (detect/hyperpod.py): a cluster, one of its nodes.
+    HYPERPOD_CLUSTER = "hyperpod_cluster"
+    HYPERPOD_NODE = "hyperpod_node"
 
     @property
     def has_own_rate(self) -> bool:
@@ -71,6 +74,8 @@ _OWN_RATE_KINDS = frozenset(
         ResourceKind.PROVISIONED_THROUGHPUT,
         ResourceKind.EKS_WORKLOAD,  # its pods' share of their nodes' price
         ResourceKind.EKS_NODE,
+        ResourceKind.HYPERPOD_CLUSTER,  # its instance groups' nodes
+        ResourceKind.HYPERPOD_NODE,
     }
 )
 
@@ -133,6 +138,11 @@ class Reason(StrEnum):
     POD_GPU_STARVED = "pod_gpu_starved"
     GPU_NODE_UNUSED = "gpu_node_unused"
     EKS_CLUSTER_UNREACHABLE = "eks_cluster_unreachable"
+    # SageMaker HyperPod events (detect/hyperpod.py): a node that cannot work, a cluster that failed or is stuck
+    # creating, a node or group HyperPod could not provision.
+    HYPERPOD_NODE_UNHEALTHY = "hyperpod_node_unhealthy"
+    HYPERPOD_CLUSTER_FAILED = "hyperpod_cluster_failed"
+    HYPERPOD_PROVISIONING_FAILED = "hyperpod_provisioning_failed"
 
 
 class Action(StrEnum):

@@ -61,7 +61,7 @@ def test_broken_samples_fail_validation_naming_the_field(name: str, field: str) 
         model.model_validate(event)
 
 
-@pytest.mark.parametrize("path", sorted((FIXTURES / "hyperpod").glob("*.json")), ids=lambda p: p.name)
+@pytest.mark.parametrize("path", sorted(EVENTS.glob("sagemaker-hyperpod-*.json")), ids=lambda p: p.name)
 def test_hyperpod_samples_parse_into_their_models(path: Path) -> None:
     from costguard.events import hyperpod
 

@@ -6,13 +6,17 @@ import os
 import subprocess
 import sys
 from collections.abc import Iterator
+from typing import Any
 
+import boto3
 import pytest
 
 from costguard.local.sink import SlackSink
 from costguard.local.stack import LocalStack
 from costguard.local.world import World, load_world
 from tests.conftest import DEMO_WORLD, ROOT
+
+REGION = "us-east-1"
 
 
 @pytest.fixture
@@ -51,3 +55,24 @@ def demo_output(tmp_path_factory: pytest.TempPathFactory) -> str:
     )
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     return run.stdout
+
+
+def subscribe_queue(topic_arn: str, region: str = REGION) -> str:
+    """An SQS queue subscribed to the topic (raw delivery): what an email subscriber would get, readable."""
+    sqs = boto3.client("sqs", region_name=region)
+    url = sqs.create_queue(QueueName="ops-inbox")["QueueUrl"]
+    arn = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+    boto3.client("sns", region_name=region).subscribe(
+        TopicArn=topic_arn, Protocol="sqs", Endpoint=arn, Attributes={"RawMessageDelivery": "true"}
+    )
+    return url
+
+
+def drain(sqs: Any, url: str) -> list[str]:
+    """Every message body on the queue, each deleted once read."""
+    found: list[str] = []
+    while messages := sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10).get("Messages", []):
+        for message in messages:
+            found.append(message["Body"])
+            sqs.delete_message(QueueUrl=url, ReceiptHandle=message["ReceiptHandle"])
+    return found

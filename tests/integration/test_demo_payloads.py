@@ -382,7 +382,7 @@ NOT_IN_A_SINGLE_ACCOUNT_DEMO = {
 }
 # Codes a single-account demo could show but whose events or world entries are not written yet: remove each one
 # here when the demo shows it (the test fails until then, so the list cannot go stale).
-NOT_YET_IN_THE_DEMO = {"gpu_active_again", "gpu_alarm_unmatched", "gpu_metrics_partial", "pod_gpu_starved"}
+NOT_YET_IN_THE_DEMO: set[str] = set()
 
 
 @pytest.fixture(scope="module")

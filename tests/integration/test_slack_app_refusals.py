@@ -18,6 +18,7 @@ from costguard.local.sink import SlackSink
 from costguard.local.stack import LocalStack
 from costguard.local.world import World
 from costguard.notify.notice import Notice
+from tests.integration.conftest import drain, subscribe_queue
 from tests.integration.slack_app import notice
 
 REGION = "us-east-1"
@@ -38,23 +39,11 @@ def ops_inbox(stack: LocalStack, monkeypatch: pytest.MonkeyPatch) -> str:
     """The ops topic, with a queue subscribed to it (what an email subscriber gets, readable)."""
     topic = boto3.client("sns", region_name=REGION).create_topic(Name="costguard-ops")["TopicArn"]
     monkeypatch.setenv(flow.OPS_TOPIC_VARIABLE, topic)
-    sqs = boto3.client("sqs", region_name=REGION)
-    url = sqs.create_queue(QueueName="ops-inbox")["QueueUrl"]
-    arn = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
-    boto3.client("sns", region_name=REGION).subscribe(
-        TopicArn=topic, Protocol="sqs", Endpoint=arn, Attributes={"RawMessageDelivery": "true"}
-    )
-    return str(url)
+    return subscribe_queue(topic, REGION)
 
 
 def _read(url: str) -> list[str]:
-    sqs = clients.sqs()
-    found: list[str] = []
-    while messages := sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10).get("Messages", []):
-        for message in messages:
-            found.append(message["Body"])
-            sqs.delete_message(QueueUrl=url, ReceiptHandle=message["ReceiptHandle"])
-    return found
+    return drain(clients.sqs(), url)
 
 
 def _queue(stack: LocalStack, notices: list[Notice]) -> None:

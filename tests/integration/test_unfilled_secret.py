@@ -27,6 +27,7 @@ from costguard.notify.delivery import (
 from costguard.observability import logger
 from costguard.settings import Settings
 from tests.conftest import EVENTS
+from tests.integration.conftest import drain, subscribe_queue
 
 FAILED_JOB = EVENTS / "sagemaker-training-job-failed.json"
 REGION = "us-east-1"
@@ -49,25 +50,8 @@ def _fresh_process() -> Iterator[None]:
     metrics.clear_metrics()
 
 
-def _subscribe_queue(topic_arn: str, region: str = REGION) -> str:
-    """An SQS queue subscribed to the topic (raw delivery): what an email subscriber would get, readable."""
-    sqs = boto3.client("sqs", region_name=region)
-    url = sqs.create_queue(QueueName="ops-inbox")["QueueUrl"]
-    arn = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
-    boto3.client("sns", region_name=region).subscribe(
-        TopicArn=topic_arn, Protocol="sqs", Endpoint=arn, Attributes={"RawMessageDelivery": "true"}
-    )
-    return url
-
-
 def _inbox(url: str, region: str = REGION) -> list[str]:
-    sqs = boto3.client("sqs", region_name=region)
-    found: list[str] = []
-    while messages := sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10).get("Messages", []):
-        for message in messages:
-            found.append(message["Body"])
-            sqs.delete_message(QueueUrl=url, ReceiptHandle=message["ReceiptHandle"])
-    return found
+    return drain(boto3.client("sqs", region_name=region), url)
 
 
 @pytest.fixture
@@ -78,7 +62,7 @@ def aws(monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, str]]:
         secrets = boto3.client("secretsmanager", region_name=REGION)
         unset = secrets.create_secret(Name="costguard/slack-unset")["ARN"]  # as the stack creates it
         blank = secrets.create_secret(Name="costguard/slack-blank", SecretString="  \n")["ARN"]
-        yield {"topic": topic, "inbox": _subscribe_queue(topic), "unset": unset, "blank": blank}
+        yield {"topic": topic, "inbox": subscribe_queue(topic), "unset": unset, "blank": blank}
 
 
 @pytest.fixture
@@ -179,7 +163,7 @@ def test_the_notifier_parks_a_blank_secrets_notice_and_tells_the_ops_topic_once(
     topic_arn = f"arn:aws:sns:{world.region}:{world.account}:{TOPIC}"
     with LocalStack(world, sink=sink, overrides={flow.OPS_TOPIC_VARIABLE: topic_arn}) as stack:
         clients.client("sns").create_topic(Name=TOPIC)
-        inbox = _subscribe_queue(topic_arn, world.region)
+        inbox = subscribe_queue(topic_arn, world.region)
         clients.client("secretsmanager").put_secret_value(SecretId=SECRET, SecretString=" ")
         for _ in range(2):
             [result] = replay(stack, [FAILED_JOB])
@@ -195,13 +179,5 @@ def test_the_notifier_parks_a_blank_secrets_notice_and_tells_the_ops_topic_once(
 
 
 def _parked(stack: LocalStack) -> list[dict[str, Any]]:
-    sqs = clients.sqs()
-    url = stack.urls["FailedEventsQueue"]
-    found: list[dict[str, Any]] = []
-    while messages := sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10).get("Messages", []):
-        for message in messages:
-            body = json.loads(message["Body"])
-            if body.get("parked"):
-                found.append(body)
-            sqs.delete_message(QueueUrl=url, ReceiptHandle=message["ReceiptHandle"])
-    return found
+    bodies = [json.loads(body) for body in drain(clients.sqs(), stack.urls["FailedEventsQueue"])]
+    return [body for body in bodies if body.get("parked")]

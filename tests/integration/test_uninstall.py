@@ -47,17 +47,22 @@ def worked(world: World, sink: SlackSink, sleeps: list[float], tmp_path: Path) -
         _replay(stack, tmp_path, "schedule-gpu-sweep-1200.json")
         _keep(stack, tmp_path, IDLE_G6E)
         _replay(stack, tmp_path, "ec2-instance-running.json")
-        clients.cloudwatch(REGION).put_metric_alarm(
-            AlarmName=LEFTOVER_OPS_ALARM,
-            Namespace="AWS/Lambda",
-            MetricName="Errors",
-            Statistic="Sum",
-            Period=300,
-            EvaluationPeriods=1,
-            Threshold=1,
-            ComparisonOperator="GreaterThanOrEqualToThreshold",
-        )
+        _leave_ops_alarm()
         yield stack
+
+
+def _leave_ops_alarm() -> None:
+    """One of the stack's ops alarms, as a deleted stack would leave it behind."""
+    clients.cloudwatch(REGION).put_metric_alarm(
+        AlarmName=LEFTOVER_OPS_ALARM,
+        Namespace="AWS/Lambda",
+        MetricName="Errors",
+        Statistic="Sum",
+        Period=300,
+        EvaluationPeriods=1,
+        Threshold=1,
+        ComparisonOperator="GreaterThanOrEqualToThreshold",
+    )
 
 
 def _replay(stack: LocalStack, tmp_path: Path, name: str) -> ReplayResult:
@@ -214,16 +219,7 @@ def test_while_the_stack_exists_what_it_owns_is_left_to_sam_delete(
     clients.client("cloudformation", REGION).create_stack(
         StackName="costguard", TemplateBody=json.dumps(template)
     )
-    clients.cloudwatch(REGION).put_metric_alarm(
-        AlarmName=LEFTOVER_OPS_ALARM,
-        Namespace="AWS/Lambda",
-        MetricName="Errors",
-        Statistic="Sum",
-        Period=300,
-        EvaluationPeriods=1,
-        Threshold=1,
-        ComparisonOperator="GreaterThanOrEqualToThreshold",
-    )
+    _leave_ops_alarm()
     assert main(["uninstall", "--region", REGION, "--yes"]) == 0
     out = capsys.readouterr().out
     assert "stack costguard exists" in out and "leaves the stack's 1 alarm to `sam delete`" in out

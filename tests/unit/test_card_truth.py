@@ -372,6 +372,18 @@ def _running(
     return Running(_resource(rid, kind=kind, instance_type=instance_type), hourly, "busy")
 
 
+def _anomaly_finding(anomaly: Anomaly, fleet: list[Running]) -> Finding:
+    return anomaly_finding(
+        anomaly,
+        fleet,
+        account=ACCOUNT,
+        region=REGION,
+        now=NOW,
+        event_id="e",
+        protect_tag_key="costguard:protect",
+    )
+
+
 def test_an_anomaly_lists_only_what_its_root_causes_name_each_once() -> None:
     anomaly = Anomaly.model_validate(
         {
@@ -396,15 +408,7 @@ def test_an_anomaly_lists_only_what_its_root_causes_name_each_once() -> None:
         _running("i-p4d-1", "p4d.24xlarge", 21.96),  # read twice
         _running("job-p4d", "ml.p4d.24xlarge", 75.38, ResourceKind.TRAINING_JOB),
     ]
-    finding = anomaly_finding(
-        anomaly,
-        fleet,
-        account=ACCOUNT,
-        region=REGION,
-        now=NOW,
-        event_id="e",
-        protect_tag_key="costguard:protect",
-    )
+    finding = _anomaly_finding(anomaly, fleet)
     assert [r["id"] for r in finding.evidence["ranked"]] == ["i-p4d-1", "i-p4d-2"]
     decision = Decision(
         action=Action.NOTIFY, reason=finding.reason, finding=finding, dry_run=True, decided_at=NOW
@@ -432,15 +436,7 @@ def test_a_sagemaker_anomaly_lists_the_kind_its_usage_runs_on() -> None:
         _running("job-p4d", "ml.p4d.24xlarge", 75.38, ResourceKind.TRAINING_JOB),
         _running("job-g5", "ml.g5.xlarge", 1.41, ResourceKind.TRAINING_JOB),
     ]
-    finding = anomaly_finding(
-        anomaly,
-        fleet,
-        account=ACCOUNT,
-        region=REGION,
-        now=NOW,
-        event_id="e",
-        protect_tag_key="costguard:protect",
-    )
+    finding = _anomaly_finding(anomaly, fleet)
     assert [r["id"] for r in finding.evidence["ranked"]] == ["job-p4d", "nb"]
 
 

@@ -10,7 +10,6 @@ from zoneinfo import ZoneInfo
 from costguard.detect.adaptive import (
     NO_HISTORY,
     Action,
-    AdaptiveParams,
     IdleHistory,
     Shape,
     Status,
@@ -19,17 +18,7 @@ from costguard.detect.adaptive import (
     zone_of,
 )
 from costguard.detect.idle_priors import Pool, peer_groups, pooled, prior_for
-
-P = AdaptiveParams()
-STEP = timedelta(minutes=5)
-START = datetime(2026, 11, 2, tzinfo=UTC)  # a Monday
-
-
-def feed(history: IdleHistory, at: datetime, status: Status, minutes: int, cpu: float) -> datetime:
-    for _ in range(minutes // 5):
-        at += STEP
-        history.observe(at, status, cpu, P)
-    return at
+from tests.unit.test_adaptive import START, P, feed
 
 
 def peers_pool(instances: int = 3, days: int = 7) -> dict[str, Pool]:

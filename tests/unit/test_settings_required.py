@@ -35,6 +35,7 @@ REQUIRED = {
     "GpuIdleFunction": EVENT_FLOW,
     "SageMakerIdleFunction": EVENT_FLOW,
     "SpotInterruptionsFunction": EVENT_FLOW,
+    "HyperPodFunction": EVENT_FLOW,
     "TrainingCeilingsFunction": EVENT_FLOW,
     "TrainingJobsFunction": EVENT_FLOW,
     "NotifierFunction": {

@@ -38,7 +38,6 @@ from costguard.observability import metrics as emf
 from costguard.pipeline import Report
 from costguard.reads import Metrics
 from costguard.runtime import ACT_PERMISSIONS, PRICES_PERMISSIONS, Runtime
-from costguard.settings import Settings
 
 # handle_state_change and reconcile keep the alarms.
 ALARMS_PERMISSIONS = inventory.PERMISSIONS | alarms.PERMISSIONS
@@ -350,16 +349,6 @@ class Planner:
             logger.warning("read schedule not written", extra={"region": self.region})
 
 
-def adaptive_params(settings: Settings) -> adaptive.AdaptiveParams:
-    return adaptive.AdaptiveParams(
-        idle_window=timedelta(minutes=settings.idle_window_minutes),
-        grace=timedelta(minutes=settings.grace_minutes),
-        floor=timedelta(minutes=settings.adaptive_floor_minutes),
-        horizon=timedelta(minutes=settings.adaptive_horizon_minutes),
-        interruption_cost_usd=settings.interruption_cost_usd,
-    )
-
-
 def adapted(
     instances: Sequence[Ec2Instance],
     data: MetricSet,
@@ -394,7 +383,7 @@ def adapted(
         for instance in instances
         if instance.accelerators and instance.accelerators.is_nvidia
     ]
-    params = adaptive_params(runtime.settings)
+    params = idle_policy.params_of(runtime.settings)
     return idle_policy.adapted(observed, findings, store, params, now, SWEEP_STEP)
 
 

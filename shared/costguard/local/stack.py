@@ -25,6 +25,7 @@ from moto.cloudwatch.models import MetricDatum
 from costguard import clock
 from costguard.aws import clients
 from costguard.local.bedrock import publish_bedrock_metrics, world_provisioned_throughputs
+from costguard.local.hyperpod import world_hyperpod_clusters
 from costguard.local.buckets import seed_buckets
 from costguard.local.budgets import seed_budgets
 from costguard.local.capacity import publish_capacity_metrics, world_capacity_reservations
@@ -140,6 +141,7 @@ class LocalStack:
             self._exit.enter_context(play_organization())
         self.capacity = self._exit.enter_context(world_capacity_reservations(self.world))
         self.bedrock = self._exit.enter_context(world_provisioned_throughputs(self.world))
+        self._exit.enter_context(world_hyperpod_clusters(self.world))
         self._exit.callback(clock.freeze, None)
         _reset_process_caches()
         clients.calls.clear()

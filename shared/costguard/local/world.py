@@ -270,6 +270,26 @@ class ProvisionedThroughput(_Strict):
     invocations_per_hour: float = Field(default=0.0, ge=0, description="AWS/Bedrock Invocations, by ARN")
 
 
+class HyperPodGroup(_Strict):
+    """One instance group of a HyperPod cluster; its nodes' ids (DescribeClusterNode answers for them)."""
+
+    name: Annotated[str, Field(pattern=r"^[a-zA-Z0-9](-*[a-zA-Z0-9])*$")]
+    instance_type: Annotated[str, Field(pattern=r"^ml\.[a-z0-9-]+\.[a-z0-9-]+$")]
+    count: int = Field(default=1, ge=0)
+    target: int | None = Field(default=None, ge=0, description="TargetCount; default: count")
+    node_ids: list[Annotated[str, Field(pattern=r"^i-[0-9a-f]+$")]] = Field(default_factory=list)
+
+
+class HyperPodCluster(_Strict):
+    """A SageMaker HyperPod cluster (served to costguard's adapter from the world: moto has none)."""
+
+    name: Annotated[str, Field(pattern=r"^[a-zA-Z0-9](-*[a-zA-Z0-9])*$")]
+    status: Literal["Creating", "Deleting", "Failed", "InService", "RollingBack", "SystemUpdating", "Updating"] = (
+        "InService"
+    )
+    instance_groups: list[HyperPodGroup] = Field(min_length=1)
+
+
 class CapacityReservation(_Strict):
     id: Annotated[str, Field(pattern=r"^cr-[0-9a-zA-Z]+$")]
     instance_type: str
@@ -377,6 +397,7 @@ class Resources(_Strict):
     endpoints: list[Endpoint] = Field(default_factory=list)
     capacity_reservations: list[CapacityReservation] = Field(default_factory=list)
     provisioned_throughputs: list[ProvisionedThroughput] = Field(default_factory=list)
+    hyperpod_clusters: list[HyperPodCluster] = Field(default_factory=list)
     # What the right-sizing audit reads beside running resources.
     volumes: list[Volume] = Field(default_factory=list)
     objects: list[StoredObject] = Field(default_factory=list)

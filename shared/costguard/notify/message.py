@@ -66,6 +66,9 @@ TITLES: dict[Reason, str] = {
     Reason.POD_GPU_STARVED: "Kubernetes pods with data-starved GPUs",
     Reason.GPU_NODE_UNUSED: "GPU node kept alive with no GPU pod",
     Reason.EKS_CLUSTER_UNREACHABLE: "EKS cluster costguard cannot reach",
+    Reason.HYPERPOD_NODE_UNHEALTHY: "HyperPod node that cannot work",
+    Reason.HYPERPOD_CLUSTER_FAILED: "HyperPod cluster failed or stuck creating",
+    Reason.HYPERPOD_PROVISIONING_FAILED: "HyperPod could not provision a node",
 }
 
 _TITLE_OF_CODE = {reason.value: title for reason, title in TITLES.items()}  # a group counts by reason code
@@ -88,6 +91,8 @@ _KIND_NOUNS: dict[ResourceKind, tuple[str, str]] = {
     ResourceKind.EKS_WORKLOAD: ("Kubernetes workload", "Kubernetes workloads"),
     ResourceKind.EKS_NODE: ("GPU node", "GPU nodes"),
     ResourceKind.EKS_CLUSTER: ("EKS cluster", "EKS clusters"),
+    ResourceKind.HYPERPOD_CLUSTER: ("HyperPod cluster", "HyperPod clusters"),
+    ResourceKind.HYPERPOD_NODE: ("HyperPod node", "HyperPod nodes"),
 }
 
 
