@@ -85,6 +85,30 @@ def test_demo_headline_counts_each_resource_once(demo_output: str) -> None:
 
 
 @pytest.mark.xdist_group("demo")
+def test_demo_prints_each_slack_message_under_the_events_it_came_from(demo_output: str) -> None:
+    """The batching window posts when a later event arrives: its messages are printed under a line naming the
+    events whose notices they carry, not under that later event."""
+    replay = demo_output.split("\nSummary:", 1)[0]
+    sections = replay.split("\n=== ")[1:]
+    told = [s for s in sections if "┌─ Slack" in s]
+    assert told and all(s.startswith("Slack: the notifier's batch (") for s in told), [
+        s.splitlines()[0] for s in told if not s.startswith("Slack:")
+    ]
+
+    def heading_of(shown: str) -> str:
+        [section] = [s for s in told if shown in s.split("\n", 1)[1]][:1]
+        return section.splitlines()[0]
+
+    # llama's 03:00 failure is told when the p4d failure arrives, and printed under its own event.
+    closed_by, _, source = heading_of("llama-ft-nightly-2026-11-20-03-00-00").partition(" from ")
+    assert source.endswith("] sagemaker-training-job-failed-llama-0300.json"), source
+    assert closed_by.endswith("sagemaker-training-job-failed-p4d.json arrived) told 1 message(s)"), closed_by
+    _, _, source = heading_of("costguard-gpu-idle-i-0a1f00000000000b9").partition(" from ")
+    assert source.endswith("] cloudwatch-alarm-gpu-idle-instance-gone.json"), source
+    assert "(at the end of the replay)" in told[-1].splitlines()[0]
+
+
+@pytest.mark.xdist_group("demo")
 def test_demo_shows_progress_and_names_its_report(demo_output: str) -> None:
     lines = demo_output.splitlines()
     assert lines[0].startswith("costguard demo: account")  # no stray log line first

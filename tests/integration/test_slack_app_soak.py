@@ -55,7 +55,12 @@ LOCAL_SCALE = 5.0  # production seconds per second of the notifier's own work he
 CONCURRENCY = 2
 FIGURES = ROOT / "build" / "slack-soak-figures.json"
 RESULTS = ROOT / "bench" / "results.json"
-OPT_IN = "COSTGUARD_SOAK_RESULTS"
+# Read as the module loads (each test starts with no COSTGUARD_ variable): COSTGUARD_SOAK_RESULTS=1 writes the
+# figures into bench/results.json; COSTGUARD_SOAK_BATCH_SIZE and COSTGUARD_SOAK_TIMEOUT_SECONDS play settings
+# other than the template's (how the template's were chosen).
+WRITE_RESULTS = os.environ.get("COSTGUARD_SOAK_RESULTS") == "1"
+BATCH_SIZE = os.environ.get("COSTGUARD_SOAK_BATCH_SIZE")
+TIMEOUT_SECONDS = os.environ.get("COSTGUARD_SOAK_TIMEOUT_SECONDS")
 
 
 @pytest.fixture
@@ -222,9 +227,11 @@ def test_a_thousand_notices_through_two_notifiers_with_slack_failing_are_each_to
             QueueUrl=stack.urls["DecisionsQueue"],
             Entries=[{"Id": str(i), "MessageBody": b} for i, b in enumerate(bodies[start : start + 10])],
         )
-    batch_size = stack.template.batch_size("NotifierFunction", "DecisionsQueue")
+    batch_size = int(BATCH_SIZE or stack.template.batch_size("NotifierFunction", "DecisionsQueue"))
     props = stack.template.resources["NotifierFunction"]["Properties"]
-    timeout = float(props.get("Timeout", stack.template.body["Globals"]["Function"]["Timeout"]))
+    timeout = float(
+        TIMEOUT_SECONDS or props.get("Timeout", stack.template.body["Globals"]["Function"]["Timeout"])
+    )
     pollers = [Poller(stack, played, batch_size, timeout / SCALE) for _ in range(CONCURRENCY)]
     stack.sink.fault = fault
     stop = threading.Event()
@@ -271,7 +278,7 @@ def test_a_thousand_notices_through_two_notifiers_with_slack_failing_are_each_to
     }
     FIGURES.parent.mkdir(exist_ok=True)
     FIGURES.write_text(json.dumps(figures, indent=2) + "\n", encoding="utf-8")
-    if os.environ.get(OPT_IN) == "1":
+    if WRITE_RESULTS:
         results = json.loads(RESULTS.read_text())
         results["slack_app_soak"] = figures
         RESULTS.write_text(json.dumps(results, indent=2) + "\n")

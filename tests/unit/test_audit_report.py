@@ -115,6 +115,20 @@ def test_a_chart_has_a_time_axis_and_the_threshold() -> None:
     assert sparkline([]) == '<span class="muted">no data</span>'
 
 
+def test_a_chart_draws_nothing_where_there_is_no_data() -> None:
+    """Slots before the launch (None) get no point: the line starts at the first slot with data."""
+    svg = sparkline([None, None, 50.0, 60.0, None, 70.0], START.isoformat(), 6)
+    lines = re.findall(r'<polyline[^>]*points="([^"]*)"', svg)
+    dots = re.findall(r'<circle cx="([0-9.]+)"', svg)
+    assert len(lines) == 1 and len(lines[0].split()) == 2, svg  # 50% and 60%, then a gap
+    assert len(dots) == 1, svg  # 70%: alone after the gap
+    bottom = re.search(r'<text x="[0-9.]+" y="([0-9.]+)" text-anchor="end">0</text>', svg)
+    assert bottom is not None
+    assert all(p.split(",")[1] != bottom.group(1) for p in lines[0].split())  # no 0% point
+    assert ">6 Nov<" in svg  # the axis still spans the whole window
+    assert sparkline([None, None]) == '<span class="muted">no data</span>'
+
+
 def test_times_read_as_people_read_them() -> None:
     assert when("2026-11-20T12:00:00+00:00") == "20 Nov 2026 12:00 UTC"
     assert when("2026-11-06T09:05:00Z") == "6 Nov 2026 09:05 UTC"

@@ -294,6 +294,19 @@ def test_summarize_takes_the_busiest_gpu_per_period_and_sums_memory() -> None:
     assert usage_.coverage == 1.0
 
 
+def test_summarize_draws_no_chart_point_before_the_launch() -> None:
+    """A resource launched two days into a 4-day window has no chart point for those days: not 0%."""
+    start = NOW - timedelta(days=4)
+    launched = start + timedelta(days=2)
+    hours = [launched + timedelta(hours=h) for h in range(48)]
+    usage_ = summarize(start=start, window_hours=96, period_hours=1, gpu={0: [(t, 40.0) for t in hours]})
+    assert usage_.chart == (None,) * 8 + (40.0,) * 8
+    assert usage_.gpu_p50 == 40.0
+    # An idle GPU's 0% is a point, still drawn.
+    idle = summarize(start=start, window_hours=96, period_hours=1, gpu={0: [(t, 0.0) for t in hours]})
+    assert idle.chart == (None,) * 8 + (0.0,) * 8
+
+
 def test_report_totals_groups_and_failed_regions() -> None:
     s = subject("g5.12xlarge", tags={"team": "vision"})
     findings, skipped = evaluate([s], {s.key: usage((2, 1, 1, 1), memory_gib=0.5, cpu=3)}, catalog(), RULES)

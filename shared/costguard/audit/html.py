@@ -61,14 +61,15 @@ def _day(moment: datetime) -> str:
 
 
 def sparkline(
-    points: list[float],
+    points: list[float | None],
     start: str | datetime | None = None,
     step_hours: float = 6,
     threshold: float = THRESHOLD_PERCENT,
 ) -> str:
     """The busiest GPU over the window (0-100%) as an inline SVG chart: a time axis with dates under it, the
-    0 and 100% marks, and the threshold (the highest projected utilization the audit recommends) dashed."""
-    if not points:
+    0 and 100% marks, and the threshold (the highest projected utilization the audit recommends) dashed. A None
+    point (no data: before the resource was launched, or a gap) is drawn as nothing, never as 0%."""
+    if all(v is None for v in points):
         return '<span class="muted">no data</span>'
     plot_w = CHART_WIDTH - PLOT_LEFT - 2
     plot_h = CHART_HEIGHT - PLOT_BOTTOM - 2
@@ -77,7 +78,22 @@ def sparkline(
     def y(percent: float) -> float:
         return 1 + plot_h - min(100.0, max(0.0, percent)) / 100 * plot_h
 
-    coords = " ".join(f"{PLOT_LEFT + n * step:.1f},{y(v):.1f}" for n, v in enumerate(points))
+    # One line per run of points with data; a point with no neighbour is a dot.
+    runs: list[list[tuple[float, float]]] = [[]]
+    for n, v in enumerate(points):
+        if v is None:
+            runs.append([])
+        else:
+            runs[-1].append((PLOT_LEFT + n * step, y(v)))
+    lines = [
+        '<polyline fill="none" stroke="#2563eb" stroke-width="1.5" points="'
+        + " ".join(f"{x:.1f},{v:.1f}" for x, v in run)
+        + '"/>'
+        if len(run) > 1
+        else f'<circle cx="{run[0][0]:.1f}" cy="{run[0][1]:.1f}" r="1.5" fill="#2563eb"/>'
+        for run in runs
+        if run
+    ]
     parts = [
         f'<svg class="chart" width="{CHART_WIDTH}" height="{CHART_HEIGHT}" viewBox="0 0 {CHART_WIDTH} '
         f'{CHART_HEIGHT}" role="img" aria-label="busiest GPU utilization over the window, percent">',
@@ -87,7 +103,7 @@ def sparkline(
         f'y2="{y(threshold):.1f}" stroke="#b00020" stroke-width="1" stroke-dasharray="3,2"/>',
         f'<text x="{PLOT_LEFT - 3}" y="{y(threshold) + 3:.1f}" text-anchor="end" fill="#b00020">'
         f"{threshold:g}%</text>",
-        f'<polyline fill="none" stroke="#2563eb" stroke-width="1.5" points="{coords}"/>',
+        *lines,
     ]
     first = _moment(start)
     if first is not None:

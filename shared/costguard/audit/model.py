@@ -78,7 +78,7 @@ class Usage(_Frozen):
     memory_peak_mib: float | None = None  # the fullest GPU's peak memory use
     memory_total_peak_mib: float | None = None  # the peak of the sum over GPUs
     cpu_p95: float | None = None
-    chart: tuple[float, ...] = ()  # the busiest GPU over the window, a few points a day
+    chart: tuple[float | None, ...] = ()  # the busiest GPU over the window, a few points a day; None: no data
 
     @property
     def coverage(self) -> float:
@@ -104,7 +104,7 @@ class AuditFinding(_Frozen):
     )
     evidence: dict[str, Any] = Field(default_factory=dict)
     alternatives: tuple[dict[str, Any], ...] = ()
-    chart: tuple[float, ...] = ()
+    chart: tuple[float | None, ...] = ()
 
 
 def family_of(instance_type: str) -> str:

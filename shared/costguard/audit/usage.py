@@ -65,5 +65,8 @@ def summarize(
         memory_peak_mib=memory_peak,
         memory_total_peak_mib=memory_total_peak,
         cpu_p95=round(percentile([v for _, v in cpu], 95), 2) if cpu else None,
-        chart=tuple(round(chart.get(slot, 0.0), 1) for slot in range(slots)) if values else (),
+        # A slot with no datapoint (before the resource was launched, or a gap) is no point, not 0%.
+        chart=tuple(round(chart[slot], 1) if slot in chart else None for slot in range(slots))
+        if values
+        else (),
     )

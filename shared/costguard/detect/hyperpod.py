@@ -27,9 +27,17 @@ def _usd(value: float) -> str:
     return f"${value:,.2f}"
 
 
-def _cluster_resource(name: str, arn: str | None, account: str, region: str, tags: dict[str, str]) -> Resource:
+def _cluster_resource(
+    name: str, arn: str | None, account: str, region: str, tags: dict[str, str]
+) -> Resource:
     return Resource(
-        kind=ResourceKind.HYPERPOD_CLUSTER, id=name, name=name, arn=arn, account=account, region=region, tags=tags
+        kind=ResourceKind.HYPERPOD_CLUSTER,
+        id=name,
+        name=name,
+        arn=arn,
+        account=account,
+        region=region,
+        tags=tags,
     )
 
 
@@ -103,7 +111,9 @@ def detect_node_health(
     ]
 
 
-def groups_hourly(groups: Sequence[Group], price_of: PriceOf, *, counted: str) -> tuple[float | None, list[str]]:
+def groups_hourly(
+    groups: Sequence[Group], price_of: PriceOf, *, counted: str
+) -> tuple[float | None, list[str]]:
     """What the groups' ``counted`` instances (``current`` or ``target``) cost per hour, and one line per group;
     None when a group with instances has no known price."""
     total: float | None = 0.0
@@ -154,7 +164,9 @@ def detect_cluster_state(
     if detail.FailureMessage:
         parts.append(detail.FailureMessage)
     if running is not None:
-        parts.append(f"Its instance groups run nodes costing {_usd(running)}/h while the cluster cannot work:")
+        parts.append(
+            f"Its instance groups run nodes costing {_usd(running)}/h while the cluster cannot work:"
+        )
     else:
         parts.append("Its instance groups (a price is unknown):")
     parts.append("; ".join(lines) + ".")
@@ -201,7 +213,9 @@ def detect_cluster_event(
     could not create); Info and Warn events are not told."""
     if (record.EventLevel or "").lower() != "error":
         return []
-    parts = [record.Description or f"HyperPod reported an error on {record.ResourceType} of {record.ClusterName}."]
+    parts = [
+        record.Description or f"HyperPod reported an error on {record.ResourceType} of {record.ClusterName}."
+    ]
     if record.failure_message:
         parts.append(record.failure_message)
     instance_type = group.instance_type if group else None

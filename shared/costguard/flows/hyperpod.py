@@ -36,7 +36,13 @@ def handle_node_health(event: NodeHealthEvent, runtime: Runtime, now: datetime) 
         node = None
     price = runtime.prices.hourly(node.instance_type if node else None, event.region)
     findings = detect_node_health(
-        detail, node, price, account=event.account, region=event.region, observed_at=event.time, event_id=event.id
+        detail,
+        node,
+        price,
+        account=event.account,
+        region=event.region,
+        observed_at=event.time,
+        event_id=event.id,
     )
     return runtime.act(findings, now)
 
@@ -74,6 +80,12 @@ def handle_cluster_event(event: ClusterEvent, runtime: Runtime, now: datetime) -
             logger.warning("DescribeCluster failed", extra={"cluster": record.ClusterName}, exc_info=True)
     price = runtime.prices.hourly(group.instance_type if group else None, event.region)
     findings = detect_cluster_event(
-        record, group, price, account=event.account, region=event.region, observed_at=event.time, event_id=event.id
+        record,
+        group,
+        price,
+        account=event.account,
+        region=event.region,
+        observed_at=event.time,
+        event_id=event.id,
     )
     return runtime.act(findings, now)

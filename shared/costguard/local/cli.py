@@ -244,7 +244,9 @@ def cmd_replay(args: argparse.Namespace) -> int:
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
-    from costguard.local.demo import count_line, demo_events, run_demo
+    from dataclasses import replace
+
+    from costguard.local.demo import Batch, batch_heading, count_line, demo_events, run_demo
 
     world = _world(args.world, None)
     out = Path(args.out)
@@ -256,19 +258,25 @@ def cmd_demo(args: argparse.Namespace) -> int:
     )
     print("Seeding the embedded AWS with the world (a few seconds)...", flush=True)
 
+    batched: set[int] = set()  # the messages printed under their batch's line, not the closing event's
+
+    def told(batch: Batch) -> None:  # what the batching window told, under the events it came from
+        batched.update(id(message) for message in batch.messages)
+        print(batch_heading(batch))
+        for message in batch.messages:
+            print(render(message))
+        sys.stdout.flush()
+
     def shown(n: int, total: int, result: ReplayResult) -> None:  # each event as soon as it has run
-        _print_human(result, f"[{n}/{total}] ")
+        own = [message for message in result.slack if id(message) not in batched]
+        _print_human(replace(result, slack=own), f"[{n}/{total}] ")
         sys.stdout.flush()
 
     # The functions' JSON log lines would land between the Slack messages: kept in a file unless --verbose.
     logs = io.StringIO()
     quiet = contextlib.nullcontext() if args.verbose else contextlib.redirect_stderr(logs)
     with quiet:
-        run = run_demo(world, args.mode, overrides=_log_level(args), on_result=shown)
-    if run.last:
-        print("\n=== the notifier's last batch")
-        for message in run.last:
-            print(render(message))
+        run = run_demo(world, args.mode, overrides=_log_level(args), on_result=shown, on_batch=told)
     results = run.results
     head = headline([f for r in results for f in r.findings], [d for r in results for d in r.decisions])
     print(f"\nSummary: {count_line(run)}.")
