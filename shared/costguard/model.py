@@ -425,3 +425,31 @@ class ProvisionedThroughput:
     def base_model(self) -> str:
         """The foundation model's id (the part of its ARN after ``foundation-model/``)."""
         return self.foundation_model_arn.rsplit("/", 1)[-1]
+
+
+@dataclass(frozen=True)
+class HyperPodGroup:
+    """One instance group of a SageMaker HyperPod cluster: its type and how many of its instances run and are wanted."""
+
+    name: str
+    instance_type: str | None
+    current: int
+    target: int
+    status: str | None = None
+
+
+@dataclass(frozen=True)
+class HyperPodNode:
+    """One node of a SageMaker HyperPod cluster, as DescribeClusterNode tells it."""
+
+    instance_id: str
+    group: str
+    instance_type: str | None
+    status: str | None = None
+
+
+@dataclass(frozen=True)
+class HyperPodCluster:
+    name: str
+    status: str
+    groups: tuple[HyperPodGroup, ...]

@@ -23,6 +23,8 @@ SWEEP_LATER = EVENTS / "schedule-gpu-sweep-1220.json"
 
 IDLE, ONE_BUSY, STARVED, PROTECTED, NO_AGENT, BUSY, ASG = (f"i-0a1f00000000000a{n}" for n in range(1, 8))
 SPOT = "i-0a1f00000000000b1"  # busy spot training (the spot_interruption demo)
+SILENT_GPU = "i-0a1f00000000000a8"  # idle, GPU 2 publishes nothing (gpu_metrics_partial)
+BUSY_AGAIN = "i-0a1f00000000000a9"  # idle until 12:05, then busy (gpu_active_again at the 12:20 sweep)
 # the right-sizing audit's instances: d1 to d7, and d8, d9, da (the family, model-size and Trainium cases)
 AUDIT_FLEET = (*(f"i-0a1f00000000000d{n}" for n in range(1, 10)), "i-0a1f00000000000da")
 
@@ -207,7 +209,7 @@ def _keep_the_alarms(stack: LocalStack) -> None:
     assert names == {
         f"costguard-gpu-idle-{i}"
         for i in (IDLE, ONE_BUSY, STARVED, PROTECTED, NO_AGENT, BUSY, ASG, SPOT, *AUDIT_FLEET)
-    }
+    } | {f"costguard-gpu-idle-{SILENT_GPU}", f"costguard-gpu-idle-{BUSY_AGAIN}"}
     clients.ec2().stop_instances(InstanceIds=[BUSY])
     replay(stack, [EVENTS / "schedule-gpu-alarm-reconcile.json"])
     names = {a["AlarmName"] for a in clients.cloudwatch().describe_alarms()["MetricAlarms"]}

@@ -4,42 +4,27 @@ Stubber against the SageMaker service model (tests/unit/test_hyperpod_adapter.py
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 from costguard.aws import clients
+from costguard.model import HyperPodCluster as Cluster
+from costguard.model import HyperPodGroup as Group
+from costguard.model import HyperPodNode as Node
+
+__all__ = [
+    "READ_PERMISSIONS",
+    "Cluster",
+    "Group",
+    "HyperPodClusters",
+    "Node",
+    "group_from_api",
+    "hyperpod_clusters",
+    "node_from_api",
+]
 from costguard.permissions import needs
 
 # cluster (one DescribeCluster per event that needs its groups), node (one DescribeClusterNode per node event).
 READ_PERMISSIONS = needs("sagemaker:DescribeCluster", "sagemaker:DescribeClusterNode")
-
-
-@dataclass(frozen=True)
-class Group:
-    """One instance group of a cluster: its type and how many of its instances run and are wanted."""
-
-    name: str
-    instance_type: str | None
-    current: int
-    target: int
-    status: str | None = None
-
-
-@dataclass(frozen=True)
-class Node:
-    """One node of a cluster, as DescribeClusterNode tells it."""
-
-    instance_id: str
-    group: str
-    instance_type: str | None
-    status: str | None = None
-
-
-@dataclass(frozen=True)
-class Cluster:
-    name: str
-    status: str
-    groups: tuple[Group, ...]
 
 
 def group_from_api(item: dict[str, Any]) -> Group:

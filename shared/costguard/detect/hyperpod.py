@@ -6,9 +6,10 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 
-from costguard.aws.hyperpod import Group, Node
 from costguard.events.hyperpod import ClusterEventRecord, ClusterStateDetail, NodeHealthDetail
 from costguard.model import Finding, Reason, Resource, ResourceKind
+from costguard.model import HyperPodGroup as Group
+from costguard.model import HyperPodNode as Node
 from costguard.pricing import Price
 
 # A cluster still Creating this long after its CreationTime is told as stuck (creation normally takes minutes to
