@@ -37,6 +37,7 @@ DEMO_WORLD = ROOT / "worlds" / "demo.yaml"
 SLOWEST_FIRST = (  # seconds on 2026-12-01, `-n 2`: the groups of 10 s or more
     "tests/integration/test_soak.py",  # 50
     "tests/integration/test_demo_payloads.py",  # 40: the demo world played in each mode
+    "tests/integration/test_slack_app_soak.py",  # 36: 1,000 notices through two notifiers at once
     "demo",  # 32: `costguard demo` in a fresh interpreter, read by test_cli.py and test_sagemaker_flow.py
     "tests/integration/test_organization.py",  # 29
     "tests/integration/test_gpu_scale.py",  # 29: the hub's 1,000-instance fleet, a sweep and two reconciles

@@ -92,15 +92,17 @@ def demo(demo_run: Demo) -> list[tuple[dict[str, Any], dict[str, Any]]]:
     return demo_run.built
 
 
-def test_the_demo_posts_at_most_29_messages_and_every_finding_is_in_one(demo_run: Demo) -> None:
+def test_the_demo_posts_at_most_32_messages_and_every_finding_is_in_one(demo_run: Demo) -> None:
     run = demo_run.run
     # What the channel shows: 44 messages for 37 events before conversations, groups and the batching window.
     # Each budget alert and each anomaly is its own message (a budget's alerts in one thread), and a group is of
     # one resource kind: a kind with one finding in a batch is told on its own. The EKS sweeps add 4: the cluster
     # without an access entry, the unused GPU node, the idle workloads as one group, and the scale to zero. The
     # evaluation job nearing its cost ceiling adds 1. The HyperPod events add 2: the unhealthy node, and the cluster
-    # (its failure and its provisioning error in one conversation).
-    assert len(run.channel_messages) <= 29, [m["text"] for m in run.channel_messages]
+    # (its failure and its provisioning error in one conversation). The alarm of a terminated instance adds 1; the
+    # silent-GPU and busy-again instances and the starved pod join groups at 12:00, but push that batch past the
+    # notifier's batch size of 25: its training-job group is told in two invocations, 2 more messages.
+    assert len(run.channel_messages) <= 32, [m["text"] for m in run.channel_messages]
     said = render_all(demo_run.payloads)
     missing = [
         (f["reason"], f["resource_id"])
