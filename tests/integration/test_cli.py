@@ -66,6 +66,8 @@ SPENT_BY_HAND = {
     "bert-pretrain-multinode-2026-11-20-03-00-00": 464.82,  # 22,200 s x 2 x $37.688/h (ml.p4d.24xlarge)
     "resnet-bench-2026-11-20-10-00-00": 0.87,
     "gpt-eval-sweep-2026-11-20-02-00-00": 168.30,  # at its latest reading; the warning and earlier ceilings included
+    # warned at 12:00 ($7.04 of its $8), over its ceiling by the last reading: 14.5 h x 2 x $1.408/h (ml.g5.xlarge)
+    "vit-eval-2026-11-20-09-30-00": 40.83,
     "cr-0a1f0000000000c01": 1053.98,  # the idle ODCR's unused instances over the window
     "cr-0a1f0000000000c05": 20.99,
     "support-bot-ft-pt": 492.00,  # idle Provisioned Throughput: 24 h x 1 model unit x the world's $20.50
@@ -77,7 +79,7 @@ SPENT_BY_HAND = {
 def test_demo_headline_counts_each_resource_once(demo_output: str) -> None:
     [line] = [line for line in demo_output.splitlines() if "already spent by the" in line]
     spent = float(line.split("$", 1)[1].split(" ", 1)[0].replace(",", ""))
-    assert spent == round(sum(SPENT_BY_HAND.values()), 2) == 5465.86
+    assert spent == round(sum(SPENT_BY_HAND.values()), 2) == 5506.69
     assert f"by the {len(SPENT_BY_HAND)} flagged resources" in line
     context = demo_output.split("Not added to those", 1)[1]
     assert "budget_breach ml-research-gpu/ACTUAL>5000: $5,120.40" in context
