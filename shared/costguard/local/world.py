@@ -284,9 +284,9 @@ class HyperPodCluster(_Strict):
     """A SageMaker HyperPod cluster (served to costguard's adapter from the world: moto has none)."""
 
     name: Annotated[str, Field(pattern=r"^[a-zA-Z0-9](-*[a-zA-Z0-9])*$")]
-    status: Literal["Creating", "Deleting", "Failed", "InService", "RollingBack", "SystemUpdating", "Updating"] = (
-        "InService"
-    )
+    status: Literal[
+        "Creating", "Deleting", "Failed", "InService", "RollingBack", "SystemUpdating", "Updating"
+    ] = "InService"
     instance_groups: list[HyperPodGroup] = Field(min_length=1)
 
 
