@@ -42,7 +42,6 @@ if TYPE_CHECKING:
     from slack_sdk.errors import SlackApiError
     from slack_sdk.http_retry import RetryHandler
     from slack_sdk.http_retry.response import HttpResponse
-    from slack_sdk.http_retry.state import RetryState
     from slack_sdk.web import SlackResponse
 
 # Only for the local sink: the Web API's base URL, accepted when it is plain http on this machine.
@@ -185,99 +184,11 @@ def _fits(seconds: float) -> bool:
 
 
 def _retry_handlers(timeout: float) -> list[RetryHandler]:
-    """slack_sdk's handlers, bounded by the deadline in hand: a retry starts only if its wait and the call fit."""
-    import random
-    from http.client import RemoteDisconnected
-    from urllib.error import URLError
+    """slack_sdk's handlers, bounded by the deadline in hand: a retry starts only if its wait and the call fit
+    (notify/slack_retry.py, loaded with the first client: it loads slack_sdk's retry machinery)."""
+    from costguard.notify.slack_retry import handlers
 
-    from slack_sdk.http_retry.builtin_handlers import RateLimitErrorRetryHandler, ServerErrorRetryHandler
-    from slack_sdk.http_retry.handler import RetryHandler
-    from slack_sdk.http_retry.interval_calculator import RetryIntervalCalculator
-    from slack_sdk.http_retry.request import HttpRequest
-
-    def backoff(state: RetryState) -> float:
-        return _BACKOFF_FACTOR * 2.0 ** int(state.current_attempt) + _JITTER
-
-    class Backoff(RetryIntervalCalculator):
-        """slack_sdk's exponential back-off with jitter, from this module's figures (the deadline's too)."""
-
-        def calculate_sleep_duration(self, current_attempt: int) -> float:
-            return _BACKOFF_FACTOR * 2.0**current_attempt + random.random() * _JITTER  # noqa: S311
-
-    class RateLimited(RateLimitErrorRetryHandler):
-        """A 429, or the Web API's ``ok: false, error: ratelimited`` answered with HTTP 200: after Retry-After.
-        Limited still once every retry is spent (not merely cut short by the deadline), the call says so."""
-
-        def can_retry(
-            self,
-            *,
-            state: RetryState,
-            request: HttpRequest,
-            response: HttpResponse | None = None,
-            error: Exception | None = None,
-        ) -> bool:
-            body = response.body if response is not None and isinstance(response.body, dict) else {}
-            limited = response is not None and (
-                response.status_code == 429
-                or (response.status_code == 200 and body.get("error") in RATE_LIMITED_ERRORS)
-            )
-            if not limited or response is None:
-                return False
-            if state.current_attempt >= self.max_retry_count:
-                _limited_past_retries.set(True)
-                return False
-            return _fits(_retry_after(response) + _JITTER + timeout)
-
-        def prepare_for_next_attempt(
-            self,
-            *,
-            state: RetryState,
-            request: HttpRequest,
-            response: HttpResponse | None = None,
-            error: Exception | None = None,
-        ) -> None:
-            state.next_attempt_requested = True
-            wait = _retry_after(response) if response is not None else 1.0
-            time.sleep(wait + random.random() * _JITTER)  # noqa: S311
-            state.increment_current_attempt()
-
-    class ServerError(ServerErrorRetryHandler):
-        def _can_retry(
-            self,
-            *,
-            state: RetryState,
-            request: HttpRequest,
-            response: HttpResponse | None = None,
-            error: Exception | None = None,
-        ) -> bool:
-            return super()._can_retry(state=state, request=request, response=response, error=error) and _fits(
-                backoff(state) + timeout
-            )
-
-    class Connection(RetryHandler):
-        """A broken connection or a read timeout; a post only when it surely never reached Slack."""
-
-        def _can_retry(
-            self,
-            *,
-            state: RetryState,
-            request: HttpRequest,
-            response: HttpResponse | None = None,
-            error: Exception | None = None,
-        ) -> bool:
-            if error is None or response is not None:
-                return False
-            if not isinstance(error, URLError | ConnectionError | RemoteDisconnected | TimeoutError):
-                return False
-            if _method_of(request.url) in _NOT_IDEMPOTENT and not _unsent(error):
-                return False
-            return _fits(backoff(state) + timeout)
-
-    return [
-        RateLimited(max_retry_count=_MAX_RETRIES),
-        ServerError(max_retry_count=_MAX_RETRIES, interval_calculator=Backoff()),
-        Connection(max_retry_count=_MAX_RETRIES, interval_calculator=Backoff()),
-    ]
+    return handlers(timeout)
 
 
 # Set by the rate-limit handler when a call was still limited after its last retry (read by _refused).
