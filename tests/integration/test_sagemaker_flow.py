@@ -208,12 +208,13 @@ def test_gpu_notebook_without_metrics_is_reported_never_idle(
 @pytest.mark.xdist_group("demo")
 def test_demo_shows_the_sagemaker_alerts(demo_output: str) -> None:
     out = demo_output
-    # Told with the other findings of their batch: the stalled job and the notebook, each alone of its kind in the
-    # batch, a message each; the idle and the underused endpoint one group message of endpoints (the terminal view
-    # wraps lines: compared with the frame and the wrapping taken out).
+    # Told with the other findings of their batch: the notebook alone of its kind in the batch, a message of its
+    # own; the stalled job a row of the batch's group of training jobs; the idle and the underused endpoint one
+    # group message of endpoints (the terminal view wraps lines: compared with the frame and the wrapping taken out).
     shown = " ".join(out.replace("│", " ").split())
-    for title in ("Training job stalled", "Idle GPU notebook"):
-        assert f"** costguard: {title} **" in shown
+    assert "** costguard: Idle GPU notebook **" in shown
+    assert "on 2 training jobs costing" in shown
+    assert "· ml.p4d.24xlarge x 2 · $75.38/h · Training job stalled ·" in shown  # bert-pretrain-hung's row
     assert "on 2 endpoints costing" in shown
     assert "GPU endpoint serving a trickle" in shown and "GPU endpoint with no traffic" in shown
 

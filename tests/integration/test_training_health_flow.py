@@ -231,12 +231,14 @@ def test_the_demo_stops_the_diverged_run_in_remediate_and_tells_the_stale_checkp
     )
     [stopped] = [m for m in run.posted if DIVERGED in m["text"] and "Stopped" in json.dumps(m["blocks"])]
     assert f"${rest_of_run_usd(world_job(world, DIVERGED), midnight):,.2f}" in json.dumps(stopped)  # $127.62
-    [told] = [m for m in run.posted if m["text"].startswith(f"costguard checkpoint_stale: {STALE}")]
+    # Told at noon, then again in its thread at midnight with what is at risk by then.
+    *_, told = [m for m in run.posted if m["text"].startswith(f"costguard checkpoint_stale: {STALE}")]
     assert f"${at_risk_usd(world_job(world, STALE), midnight):,.2f}" in json.dumps(told)  # 14h: $107.10
-    [noon_group, *_] = [
-        m for m in run.channel_messages if f"{DIVERGED_TITLE} 1, {STALE_TITLE} 1" in json.dumps(m)
-    ]
-    assert DIVERGED in json.dumps(noon_group) and STALE in json.dumps(noon_group)
+    # Both opened in the channel at noon: one group of training jobs, or each alone when the notifier's batch of
+    # the noon sweep's notices is split between two invocations (the demo's noon batch is larger than one).
+    opened = [json.dumps(m) for m in run.channel_messages]
+    assert any(DIVERGED in m and (DIVERGED_TITLE in m) for m in opened)
+    assert any(STALE in m and (STALE_TITLE in m) for m in opened)
 
 
 def test_the_adapter_reads_one_page_and_says_when_there_is_more() -> None:

@@ -43,6 +43,9 @@ def of(results: list[ReplayResult], resource_id: str) -> list[dict[str, Any]]:
     return [d for r in results for d in r.decisions if d["resource_id"] == resource_id]
 
 
+BUSY_AGAIN = "i-0a1f00000000000a9"  # nlp-g6-queued-eval: idle until 12:05, working after
+
+
 def test_gpu_idle_in_remediate_with_the_rest_in_notify_stops_only_idle_instances(
     world: World, sink: SlackSink, sleeps: list[float], tmp_path: Path
 ) -> None:
@@ -74,14 +77,16 @@ def test_gpu_idle_in_remediate_with_the_rest_in_notify_stops_only_idle_instances
             sagemaker.arn("notebook-instance", sagemaker.IDLE_NOTEBOOK)
         )
         assert MARK_TAG_KEY not in sagemaker.tags_of(sagemaker.arn("training-job", sagemaker.HUNG))
-        # Nothing else is marked or stopped for real.
+        # Nothing else is marked or stopped for real: the instance idle at 12:00 and working from 12:05 is marked,
+        # then unmarked at 12:20, never stopped.
         live = {
-            d["resource_id"]
+            (d["resource_id"], d["action"])
             for r in results
             for d in r.decisions
-            if d["action"] in ("mark", "stop") and not d["dry_run"]
+            if d["action"] in ("mark", "stop", "unmark") and not d["dry_run"]
         }
-        assert live == {RESEARCH_P4D, FORECASTING_G6E}
+        idle = {(i, action) for i in (RESEARCH_P4D, FORECASTING_G6E) for action in ("mark", "stop")}
+        assert live == idle | {(BUSY_AGAIN, "mark"), (BUSY_AGAIN, "unmark")}
 
 
 def test_a_team_outside_the_scope_is_reported_not_marked_in_the_sweeps(
