@@ -25,12 +25,12 @@ from moto.cloudwatch.models import MetricDatum
 from costguard import clock
 from costguard.aws import clients
 from costguard.local.bedrock import publish_bedrock_metrics, world_provisioned_throughputs
-from costguard.local.hyperpod import world_hyperpod_clusters
 from costguard.local.buckets import seed_buckets
 from costguard.local.budgets import seed_budgets
 from costguard.local.capacity import publish_capacity_metrics, world_capacity_reservations
 from costguard.local.fast_metrics import indexed_metrics
 from costguard.local.history import publish_usage_history
+from costguard.local.hyperpod import world_hyperpod_clusters
 from costguard.local.org import place_client, play_organization, seed_organization
 from costguard.local.seed_metrics import datum, datums, publish, remembered, store
 from costguard.local.sink import SlackSink
