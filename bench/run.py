@@ -30,6 +30,7 @@ from bench.detectors import bench_detectors  # noqa: E402
 from bench.fleet import bench_fleet  # noqa: E402
 from bench.imports import bench_imports  # noqa: E402
 from bench.org_scale import bench_org_scale  # noqa: E402
+from bench.read_schedule import bench_read_schedule  # noqa: E402
 from bench.report import results_sections, write_readme  # noqa: E402
 from bench.trust import bench_trust  # noqa: E402
 from costguard import clock  # noqa: E402
@@ -232,14 +233,19 @@ CASES: dict[str, Callable[[], dict[str, Any]]] = {
     "backtest_1000_instances_7_days": bench_backtest,
     "hostile_input_and_soak": bench_trust,
     "organization_scale": bench_org_scale,
+    "read_schedule": bench_read_schedule,  # the bill (bench_costs) prices the sweep from these reads
 }
+# Measured by scripts of their own, too long for every run (`make bench-adaptive`, the Slack app soak with
+# COSTGUARD_SOAK_RESULTS=1, bench/generate_week.py --write): a full run keeps their last figures.
+KEPT = ("adaptive_policy", "slack_app_soak")
 
 
 def main(names: list[str]) -> None:
     """Every case, or only those named (``python bench/run.py backtest_1000_instances_7_days``): the others
     keep their last figures."""
     out = ROOT / "bench" / "results.json"
-    previous = json.loads(out.read_text()) if names and out.exists() else {}
+    stored = json.loads(out.read_text()) if out.exists() else {}
+    previous = stored if names else {k: stored[k] for k in KEPT if k in stored}
     results = previous | {
         "measured_at": datetime.now(UTC).isoformat(timespec="seconds"),
         "machine": {

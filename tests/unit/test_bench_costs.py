@@ -129,3 +129,14 @@ def test_the_eks_cluster_is_priced_from_its_counted_reads_at_the_sweeps_schedule
     assert reads["quantity"] == 2880 * 800
     assert reads["usd"] == pytest.approx(2880 * 800 * 0.01 / 1000, abs=0.01)
     assert month["total_usd"] == pytest.approx(sum(item["usd"] for item in month["lines"]))
+
+
+def test_make_bench_measures_every_section_the_bill_is_priced_from() -> None:
+    """A full `make bench` starts from nothing: the read schedule the bill is priced from is one of its cases (read
+    from a previous file, a fresh clone's bill fell back to reading every instance at every sweep), and the
+    sections measured by scripts of their own are kept, not dropped."""
+    import bench.run as run
+
+    assert "read_schedule" in run.CASES and {"fleet", "cold_imports"} <= set(run.CASES)
+    assert set(run.KEPT) == {"adaptive_policy", "slack_app_soak"}
+    assert not set(run.KEPT) & set(run.CASES)
