@@ -33,3 +33,21 @@ def test_a_message_shows_neither_the_shadow_mark_nor_the_decided_stop() -> None:
     assert (
         shown_tags({"team": "ml", MARK_TAG_KEY: "2026-11-20T11:00:00+00:00"}, shadow) is None
     )  # its own tag
+
+
+def test_the_marker_written_on_an_instance_by_anyone_is_not_read() -> None:
+    """Only notify mode's overlay adds the marker: the same tag on the instance itself (anyone may tag it) would
+    otherwise move a marked instance in its grace period off the every-sweep reads, and delay its stop."""
+    from costguard.aws.inventory import instance_from_api
+
+    item = {
+        "InstanceId": "i-0a1f00000000000a1",
+        "InstanceType": "g5.xlarge",
+        "State": {"Name": "running"},
+        "Tags": [
+            {"Key": MARK_TAG_KEY, "Value": MARK},
+            {"Key": DRY_RUN_STOPPED_TAG_KEY, "Value": NOW.isoformat()},
+        ],
+    }
+    instance = instance_from_api(item, "123456789012", "us-east-1", {"g5.xlarge": None})
+    assert DRY_RUN_STOPPED_TAG_KEY not in instance.tags and pending(instance.tags)

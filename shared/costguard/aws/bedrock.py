@@ -9,6 +9,7 @@ from datetime import datetime
 from typing import Any
 
 from costguard.aws import clients
+from costguard.detect.bedrock import committed
 from costguard.events.common import to_datetime
 from costguard.model import ProvisionedThroughput
 from costguard.permissions import needs
@@ -91,7 +92,7 @@ class ProvisionedThroughputs:
         """Delete a throughput, read again first: one under a commitment still running is refused here,
         whatever the caller decided (AWS would refuse it too)."""
         current = self.describe(region, account, arn)
-        if current.commitment and (current.commitment_expires is None or current.commitment_expires > now):
+        if committed(current, now):
             until = current.commitment_expires.isoformat() if current.commitment_expires else "unknown"
             raise CommittedThroughput(
                 f"{current.name} has a {current.commitment} commitment until {until}: AWS does not allow "

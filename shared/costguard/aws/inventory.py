@@ -6,7 +6,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from costguard.aws import clients
-from costguard.model import Accelerators, Ec2Instance
+from costguard.model import DRY_RUN_STOPPED_TAG_KEY, Accelerators, Ec2Instance
 from costguard.permissions import needs
 
 DESCRIBE_INSTANCES_PAGE = 1000  # the API's maximum page
@@ -132,7 +132,9 @@ def instance_from_api(
         account=owner,
         region=region,
         launch_time=item.get("LaunchTime"),
-        tags={t["Key"]: t["Value"] for t in item.get("Tags", [])},
+        # costguard's own marker of a dry run's decided stop is added by notify mode's overlay only (act/shadow.py):
+        # the same key written on the instance by anyone means nothing, and must not slow its reads.
+        tags={t["Key"]: t["Value"] for t in item.get("Tags", []) if t["Key"] != DRY_RUN_STOPPED_TAG_KEY},
         lifecycle=item.get("InstanceLifecycle"),
         accelerators=accelerators.get(item["InstanceType"]),
     )

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 
 from costguard.model import MARK_TAG_KEY, Finding, ProvisionedThroughput, Reason, Resource, ResourceKind
+from costguard.policy import utc_text
 from costguard.pricing import Price
 
 # The owner's opt-in: without it an idle throughput is only reported, whatever the mode.
@@ -167,7 +168,3 @@ def _auto_delete_text(throughput: ProvisionedThroughput, is_committed: bool) -> 
 
 def _hours(window: timedelta) -> int:
     return int(window.total_seconds() // 3600)
-
-
-def utc_text(at: datetime) -> str:
-    return at.astimezone(UTC).strftime("%Y-%m-%d %H:%M UTC")

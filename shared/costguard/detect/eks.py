@@ -231,6 +231,11 @@ def _true(value: str | None) -> bool:
     return value is not None and value.strip().lower() in _TRUE
 
 
+def workload_id(cluster: str, namespace: str, kind: str, name: str) -> str:
+    """A workload's resource id (its key, and the key of its mark in the state table): one spelling for both."""
+    return f"{cluster}/{namespace}/{kind}/{name}"
+
+
 def workload_resource(
     view: ClusterView,
     workload: Workload,
@@ -258,7 +263,7 @@ def workload_resource(
         tags[protect_tag_key] = "true"
     if snooze := workload.annotations.get(SNOOZE_ANNOTATION):
         tags[SNOOZE_TAG_KEY] = snooze
-    key_id = f"{view.name}/{workload.namespace}/{workload.kind}/{workload.name}"
+    key_id = workload_id(view.name, workload.namespace, workload.kind, workload.name)
     resource = Resource(
         kind=ResourceKind.EKS_WORKLOAD,
         id=key_id,

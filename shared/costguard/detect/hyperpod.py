@@ -10,6 +10,7 @@ from costguard.events.hyperpod import ClusterEventRecord, ClusterStateDetail, No
 from costguard.model import Finding, Reason, Resource, ResourceKind
 from costguard.model import HyperPodGroup as Group
 from costguard.model import HyperPodNode as Node
+from costguard.policy import utc_text
 from costguard.pricing import Price
 
 # A cluster still Creating this long after its CreationTime is told as stuck (creation normally takes minutes to
@@ -154,10 +155,10 @@ def detect_cluster_state(
     running, lines = groups_hourly(groups, price_of, counted="current")
     wanted, _ = groups_hourly(groups, price_of, counted="target")
     if stuck:
-        assert age is not None
+        assert age is not None and created is not None
         head = (
             f"HyperPod cluster {detail.ClusterName} has been Creating for {age.total_seconds() / 3600:.1f}h "
-            f"(since {created:%Y-%m-%d %H:%M} UTC)."
+            f"(since {utc_text(created)})."
         )
     else:
         head = f"HyperPod cluster {detail.ClusterName} is {status}."

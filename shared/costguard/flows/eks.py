@@ -36,7 +36,6 @@ POD_METRIC = "pod_gpu_utilization"
 # Per node: the percentage of its GPUs that pods request (node_gpu_request / node_gpu_limit); dimensions
 # ClusterName, InstanceId, NodeName.
 NODE_RESERVED_METRIC = "node_gpu_reserved_capacity"
-LIST_PAGE = 500
 
 PERMISSIONS = (
     aws_eks.PERMISSIONS
@@ -244,7 +243,7 @@ def judge_cluster(
     keys = {
         Resource.model_construct(
             kind=ResourceKind.EKS_WORKLOAD,
-            id=f"{view.name}/{w.namespace}/{w.kind}/{w.name}",
+            id=eks.workload_id(view.name, w.namespace, w.kind, w.name),
             account=view.account,
             region=view.region,
         ).key

@@ -40,7 +40,7 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 from botocore.exceptions import ClientError
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from costguard.aws import clients, organization
+from costguard.aws import clients, dynamo, organization
 from costguard.detect.members import PERMANENT_CODES, unreachable_finding
 from costguard.events.common import AwsTime
 from costguard.events.scheduled import ScheduledEvent
@@ -167,14 +167,8 @@ class Census:
 
     def read(self) -> tuple[datetime | None, set[str]]:
         """The last census's time (None: never) and the present account-regions: one BatchGetItem."""
-        keys = [self._key()] + [self._key(n) for n in range(CENSUS_SHARDS)]
-        request: dict[str, Any] = {self.table: {"Keys": keys, "ConsistentRead": True}}
-        found: list[dict[str, Any]] = []
-        dynamodb = clients.client("dynamodb")
-        while request:
-            answer = dynamodb.batch_get_item(RequestItems=request)
-            found += answer.get("Responses", {}).get(self.table, [])
-            request = answer.get("UnprocessedKeys") or {}
+        ids = [self._key()["id"]["S"]] + [self._key(n)["id"]["S"] for n in range(CENSUS_SHARDS)]
+        found = dynamo.batch_get(clients.client("dynamodb"), self.table, ids, consistent=True)
         taken: datetime | None = None
         present: set[str] = set()
         for item in found:

@@ -14,12 +14,13 @@ lose nothing), the owner is set only if absent.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Protocol
 
 from costguard.aws import clients
+from costguard.interact.authorize import OWNER_TAG_KEY
 from costguard.interact.values import ActionId, parse_action_value
 from costguard.permissions import needs
 
@@ -29,7 +30,6 @@ if TYPE_CHECKING:
 PERMISSIONS = needs("dynamodb:UpdateItem")  # record_offers
 READ_PERMISSIONS = needs("dynamodb:GetItem")  # DynamoOffers.offered
 LIFETIME = timedelta(days=30)  # as long as a conversation: a button older than its thread is not honoured
-OWNER_TAG_KEY = "owner"
 
 
 @dataclass(frozen=True)
@@ -175,7 +175,3 @@ class MemoryOffers:
 
     def offered(self, channel: str, resource_key: str, reason: str, now: datetime) -> Offer | None:
         return self.items.get(offer_id(channel, resource_key, reason))
-
-
-def describe(choices: Iterable[str]) -> str:
-    return ", ".join(sorted(choices)) or "nothing"
