@@ -50,10 +50,10 @@ NEWS = 5  # per resource: 1,000 notices
 FAILING_SHARE = 0.30
 FAULTS = ("429", "ratelimited", "500", "503", "stall", "reset", "stall_after", "reset_after")
 SEED = 20261201
-# Production seconds per second here. At 20 the Slack calls (their wall time counts whole, in production seconds)
-# leave the played deadline enough room on a loaded machine: at 50, a CI worker beside others slowed the sink
-# enough that one notice met its deadline five times and was dead-lettered.
-SCALE = 20.0
+# Production seconds per second here. At 10 the Slack calls (their wall time counts whole, in production seconds)
+# leave the played deadline room on a loaded machine: at 50, and once at 20, a CI worker beside another slowed the sink
+# enough that a notice met its deadline five times (dead-lettered), or a parent update was cut short.
+SCALE = 10.0
 LOCAL_SCALE = 5.0  # production seconds per second of the notifier's own work here (moto for DynamoDB)
 CONCURRENCY = 2
 FIGURES = ROOT / "build" / "slack-soak-figures.json"
