@@ -55,6 +55,10 @@ class Settings(BaseModel):
     slack_secret_id: str = Field(
         default="", description="Secrets Manager id or ARN of the Slack webhook secret"
     )
+    slack_buttons: bool = Field(
+        default=True,
+        description="messages carry buttons: on when the Slack app's interactions endpoint is deployed (SlackApp=on)",
+    )
     decisions_queue_url: str = ""
     failed_events_queue_url: str = ""
     state_table: str = ""
@@ -119,6 +123,12 @@ class Settings(BaseModel):
     capacity_block_idle_minutes: int = Field(default=30, ge=5, le=24 * 60)
     bedrock_idle_hours: int = Field(
         default=24, ge=1, le=30 * 24, description="a Provisioned Throughput not invoked for this long is idle"
+    )
+    hyperpod_idle_hours: int = Field(
+        default=24,
+        ge=1,
+        le=30 * 24,
+        description="a HyperPod node whose GPUs stayed idle this long is reported with its group (hyperpod_idle)",
     )
     bedrock_throughput_prices: str = Field(
         default="",

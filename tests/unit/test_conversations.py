@@ -423,15 +423,47 @@ def test_a_single_parent_keeps_the_newest_notice_and_what_slack_shows(table: str
     store.open(
         WHERE, KEY, channel="C1", post=old.id, ts="1.1", grouped=False, told=[old.id], now=NOW, parent=old
     )
-    assert store.set_parent(WHERE, KEY, new).notice == new
+    taken = store.set_parent(WHERE, KEY, new)
+    assert taken.notice == new and taken.token is not None  # newer: recorded, and its render's token taken
     assert store.set_parent(WHERE, KEY, old).notice == new  # older: the parent keeps showing the newer one
     state = store.parent(WHERE, KEY)
     assert (state.notice, state.order, state.shown) == (new, order_of(new), order_of(old))
     assert state.stale and store.get_many(WEBHOOK, [KEY])[KEY].stale
-    newer = store.mark_shown(WHERE, KEY, order_of(old))  # rendered the old one: not the newest any more
+    newer = store.mark_shown(WHERE, KEY, order_of(old), taken.token)  # rendered the old one: not the newest
     assert newer is not None and newer.notice == new
-    assert store.mark_shown(WHERE, KEY, order_of(new)) is None
+    render = store.begin_render(WHERE, KEY)
+    assert render.token is not None and render.notice == new
+    assert store.mark_shown(WHERE, KEY, order_of(new), render.token) is None
     assert store.parent(WHERE, KEY).shown == order_of(new)
+    assert not store.get_many(WEBHOOK, [KEY])[KEY].stale
+
+
+def test_a_render_overtaken_by_a_later_or_failed_one_is_not_marked_shown(table: str) -> None:
+    """Two notifiers render the same parent; their updates may land in Slack in either order, and one whose
+    answer was lost (a timeout after Slack acted) may land after the other's was marked. A render is marked
+    only if no render began, and none failed, after it began."""
+    store = DynamoConversationStore(table)
+    old, new = _notice(1), _notice(1).model_copy(deep=True)
+    new = new.model_copy(
+        update={
+            "decision": new.decision.model_copy(update={"decided_at": NOW.replace(hour=13), "note": "later"})
+        }
+    )
+    store.open(
+        WHERE, KEY, channel="C1", post=old.id, ts="1.1", grouped=False, told=[old.id], now=NOW, parent=old
+    )
+    first = store.begin_render(WHERE, KEY)  # A renders the old notice...
+    second = store.set_parent(WHERE, KEY, new)  # ...B records newer news and renders it
+    assert first.token is not None and second.token is not None and second.token > first.token
+    store.forget_shown(WHERE, KEY)  # A's update timed out (it may have landed after B's): unknown
+    overtaken = store.mark_shown(WHERE, KEY, order_of(new), second.token)
+    assert overtaken is not None and overtaken.shown is None  # B is not marked: the parent is rendered again
+    assert store.get_many(WEBHOOK, [KEY])[KEY].stale
+    again = store.begin_render(WHERE, KEY)
+    assert again.token is not None
+    late = store.begin_render(WHERE, KEY)  # another render begins before this one is marked
+    assert store.mark_shown(WHERE, KEY, order_of(new), again.token) is not None
+    assert store.mark_shown(WHERE, KEY, order_of(new), late.token) is None  # the last one begun: marked
     assert not store.get_many(WEBHOOK, [KEY])[KEY].stale
 
 
@@ -447,12 +479,21 @@ def test_a_group_row_is_written_over_the_version_read(table: str) -> None:
     written = store.put_group_version(item, changed, 1)
     assert written is not None and written.version == 2 and written.body == changed
     assert store.put_group_version(item, body, 1) is None  # read at 1, written at 2 meanwhile: refused
-    latest = store.mark_group_shown(item, 1)  # rendered version 1: not the latest
+    assert written.token is not None
+    latest = store.mark_group_shown(item, 1, written.token)  # rendered version 1: not the latest
     assert latest is not None and latest.version == 2
     after = store.group(item)
     assert after is not None and (after.version, after.body, after.stale) == (2, changed, True)
-    store.mark_group_shown(item, 2)
+    render = store.begin_group_render(item)
+    assert render is not None and render.token is not None
+    store.forget_group_shown(item)  # another render failed meanwhile: this one is not marked
+    assert store.mark_group_shown(item, 2, render.token) is not None
+    assert store.group(item).stale  # type: ignore[union-attr]
+    render = store.begin_group_render(item)
+    assert render is not None and render.token is not None
+    assert store.mark_group_shown(item, 2, render.token) is None
     assert not store.group(item).stale  # type: ignore[union-attr]
+    assert store.begin_group_render(group_post_id(WHERE, "none")) is None  # no group kept: nothing to render
 
 
 def test_a_lease_is_taken_once_until_its_holder_is_gone(table: str) -> None:

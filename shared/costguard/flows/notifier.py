@@ -305,13 +305,19 @@ def _merge(
 class Sender:
     """The final calls for one destination: a webhook post, or the Slack app's posts, look-ups and updates."""
 
-    def __init__(self, destination: str, api: SlackApi | None) -> None:
+    def __init__(self, destination: str, api: SlackApi | None, *, buttons: bool = True) -> None:
         self.destination = destination
         self.api = api  # when the secret holds the app's token
+        self.buttons = buttons  # the app's interactions endpoint is deployed: a click reaches costguard
 
     @property
     def threads(self) -> bool:
         return self.api is not None
+
+    @property
+    def interactive(self) -> bool:
+        """Messages carry buttons: posted as the app, whose clicks costguard receives (SlackApp=on)."""
+        return self.api is not None and self.buttons
 
     @property
     def channel(self) -> str | None:
@@ -444,7 +450,7 @@ def deliver_batch(
         by_destination.setdefault(destination, []).append((mid, notice))
     with within(run.deadline):
         for destination, members in by_destination.items():
-            sender = Sender(destination, api)
+            sender = Sender(destination, api, buttons=settings.slack_buttons)
             # A webhook has no thread to continue: its batch is told at once, grouped as it comes.
             for batch in _rounds(members) if sender.threads else [members]:
                 _deliver_round(batch, sender, run)
@@ -705,7 +711,7 @@ def _digest(planned: Post, sender: Sender, run: _Run, now: datetime) -> None:
     """The daily digest: posted once (a lease on its id), its rows' conversations left where they are."""
     grouped = planned.group
     assert grouped is not None
-    message = _group_message(grouped, sender, interactive=sender.threads)
+    message = _group_message(grouped, sender, interactive=sender.interactive)
     ts = _post_leased(run, sender, destination_id(sender.destination), grouped.id, message, now, None)
     _offered(run.settings, sender.channel, ts, grouped.rows, message, now)
 
@@ -741,18 +747,23 @@ def _render_parent(
     if state.notice is None or state.order is None or not state.stale:
         return  # nothing kept to render, or Slack shows it already
     for _ in range(_RENDERS):
-        if state.notice is None or state.order is None:
+        if state.token is None:
+            state = run.store.begin_render(where, key)
+        if state.notice is None or state.order is None or state.token is None:
             return
-        message = build_message(state.notice, owner=sender.owner(state.notice), interactive=True)
+        message = build_message(
+            state.notice, owner=sender.owner(state.notice), interactive=sender.interactive
+        )
         try:
             sender.update(ts, message)
         except Exception:
             _quietly(run.store.forget_shown, where, key)
             raise
         _offered(run.settings, sender.channel, ts, [state.notice], message, now)
-        newer = run.store.mark_shown(where, key, state.order)  # only if it is still the newest
-        if newer is None:
-            return
+        # Marked only if it is still the newest and no other render began or failed meanwhile.
+        newer = run.store.mark_shown(where, key, state.order, state.token)
+        if newer is None or (newer.order == state.order and newer.shown == state.order):
+            return  # marked, or another render of this same notice was (whichever landed last, Slack shows it)
         state = newer
     _quietly(run.store.forget_shown, where, key)
     raise ParentChangedError("the parent kept changing while it was rendered")
@@ -800,7 +811,11 @@ def _render_group(
     if state is None or not state.stale:
         return
     for _ in range(_RENDERS):
-        message = _group_message(state.body, sender, interactive=True)
+        if state.token is None:
+            state = run.store.begin_group_render(item)
+            if state is None:
+                return
+        message = _group_message(state.body, sender, interactive=sender.interactive)
         try:
             sender.update(ts, message)
         except Exception:
@@ -808,9 +823,10 @@ def _render_group(
             raise
         offered = _buttons_of(message, changed) if changed is not None else message
         _offered(run.settings, sender.channel, ts, state.body.rows, offered, now)
-        newer = run.store.mark_group_shown(item, state.version)  # only if it is still the latest
-        if newer is None:
-            return
+        # Marked only if it is still the latest and no other render began or failed meanwhile.
+        newer = run.store.mark_group_shown(item, state.version, state.token or 0)
+        if newer is None or (newer.version == state.version and newer.shown == state.version):
+            return  # marked, or another render of this same version was
         state, changed = newer, None  # rows changed meanwhile: all rendered, all offered
     _quietly(run.store.forget_group_shown, item)
     raise ParentChangedError("the group kept changing while it was rendered")
@@ -869,9 +885,9 @@ def _open(planned: Post, sender: Sender, run: _Run, now: datetime) -> bool:
     if grouped is not None and recorded:
         run.store.put_group(where, post_key, grouped, now)
     message = (
-        _group_message(grouped, sender, interactive=True)
+        _group_message(grouped, sender, interactive=sender.interactive)
         if grouped is not None
-        else build_message(rows[0], owner=sender.owner(rows[0]), interactive=True)
+        else build_message(rows[0], owner=sender.owner(rows[0]), interactive=sender.interactive)
     )
     try:
         ts = sender.send(message, key=post_key)
@@ -988,7 +1004,7 @@ def _adopt(
             now=now,
             claims=[post_key, earlier],
         )
-    message = _group_message(state.body, sender, interactive=True)
+    message = _group_message(state.body, sender, interactive=sender.interactive)
     _offered(run.settings, channel, ts, state.body.rows, message, now)
 
 

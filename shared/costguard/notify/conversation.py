@@ -15,6 +15,9 @@ whole after a read; every write says what it expects:
 - **Told notices are added to a set** (``add_told``: DynamoDB ``ADD``), never written back from a copy.
 - **A single parent shows the newest notice** (``set_parent`` keeps the newest by decision time; ``shown_at``
   says what Slack was last seen to show, so a parent whose update failed is re-rendered later).
+- **A render is marked shown only if no other render began, and none failed, after it began** (``renders``, a
+  counter each render takes a token from): two notifiers' updates may land in Slack in either order, and one
+  whose answer was lost may have landed after the other was marked; then the parent is rendered again.
 - **A group's rows** are kept under the group's post key with a version (``group``, ``put_group_version``): a
   row update is written only over the version it read, and retried.
 - **Each reply and digest takes a lease** (``begin``) on its key: a second notifier holding the same notice waits
@@ -119,6 +122,7 @@ class ParentState:
     notice: Notice | None
     order: str | None
     shown: str | None
+    token: int | None = None  # the render this state may mark shown (taken by set_parent or begin_render)
 
     @property
     def stale(self) -> bool:
@@ -134,6 +138,9 @@ class GroupState:
     version: int
     shown: int
     posted: tuple[str, ...]
+    token: int | None = (
+        None  # the render this state may mark shown (taken by put_group_version or begin_render)
+    )
 
     @property
     def stale(self) -> bool:
@@ -412,7 +419,8 @@ class DynamoConversationStore:
         try:
             answer = self._update(
                 item_id(where, key),
-                f"SET {e.name('parent')} = {e.value('parent', {'S': notice.model_dump_json()})}, {at} = {order}",
+                f"SET {e.name('parent')} = {e.value('parent', {'S': notice.model_dump_json()})}, {at} = {order} "
+                f"ADD {e.name('renders')} {e.value('one', {'N': '1'})}",
                 e,
                 f"attribute_exists({e.name('ts')}) AND (attribute_not_exists({at}) OR {at} < {order})",
                 ReturnValues="ALL_NEW",
@@ -422,15 +430,34 @@ class DynamoConversationStore:
             if not _failed_condition(error):
                 raise
             return _parent_state(getattr(error, "response", {}).get("Item") or {})
-        return _parent_state(answer.get("Attributes") or {})
+        return _parent_state(answer.get("Attributes") or {}, token=True)
+
+    def begin_render(self, where: str, key: str) -> ParentState:
+        """A render's token (any render marked shown before this one's is marked no more), and what the parent
+        should show now."""
+        e = _Expression()
+        try:
+            answer = self._update(
+                item_id(where, key),
+                f"ADD {e.name('renders')} {e.value('one', {'N': '1'})}",
+                e,
+                f"attribute_exists({e.name('ts')})",
+                ReturnValues="ALL_NEW",
+            )
+        except Exception as error:
+            if not _failed_condition(error):
+                raise
+            return ParentState(None, None, None)
+        return _parent_state(answer.get("Attributes") or {}, token=True)
 
     def parent(self, where: str, key: str) -> ParentState:
         """The notice a single parent should show, its order, and the order Slack was last seen to show."""
         return _parent_state(self._get(item_id(where, key), ("parent", "parent_at", "shown_at")) or {})
 
-    def mark_shown(self, where: str, key: str, order: str) -> ParentState | None:
-        """Slack shows the notice of ``order``, if that is still the newest: None, marked; else what the parent
-        should show now (newer news was recorded meanwhile: rendered again)."""
+    def mark_shown(self, where: str, key: str, order: str, token: int) -> ParentState | None:
+        """Slack shows the notice of ``order``, if that is still the newest and no render began or failed since
+        the one of ``token``: None, marked; else what the parent should show now and what Slack was last seen to
+        show (rendered again, unless another render of the same notice was marked)."""
         e = _Expression()
         value = e.value("order", {"S": order})
         try:
@@ -438,7 +465,7 @@ class DynamoConversationStore:
                 item_id(where, key),
                 f"SET {e.name('shown_at')} = {value}",
                 e,
-                f"{e.name('parent_at')} = {value}",
+                f"{e.name('parent_at')} = {value} AND {e.name('renders')} = {e.value('token', {'N': str(token)})}",
                 ReturnValuesOnConditionCheckFailure="ALL_OLD",
             )
         except Exception as error:
@@ -448,9 +475,14 @@ class DynamoConversationStore:
         return None
 
     def forget_shown(self, where: str, key: str) -> None:
-        """What Slack shows is not known (an update failed, or was overtaken): the parent is rendered again."""
+        """What Slack shows is not known (an update failed, or was overtaken): the parent is rendered again, and
+        no render begun before now is marked shown."""
         e = _Expression()
-        self._update(item_id(where, key), f"REMOVE {e.name('shown_at')}", e)
+        self._update(
+            item_id(where, key),
+            f"REMOVE {e.name('shown_at')} ADD {e.name('renders')} {e.value('one', {'N': '1'})}",
+            e,
+        )
 
     # -- groups ---------------------------------------------------------------------------------------------
 
@@ -490,7 +522,8 @@ class DynamoConversationStore:
             answer = self._update(
                 item,
                 f"SET {e.name('body')} = {e.value('body', {'S': body.model_dump_json()})}, "
-                f"{current} = {e.value('version', {'N': str(version + 1)})}",
+                f"{current} = {e.value('version', {'N': str(version + 1)})} "
+                f"ADD {e.name('renders')} {e.value('one', {'N': '1'})}",
                 e,
                 condition,
                 ReturnValues="ALL_NEW",
@@ -499,11 +532,29 @@ class DynamoConversationStore:
             if not _failed_condition(error):
                 raise
             return None
-        return _group_state(answer.get("Attributes") or {})
+        return _group_state(answer.get("Attributes") or {}, token=True)
 
-    def mark_group_shown(self, item: str, version: int) -> GroupState | None:
-        """Slack shows ``version`` of the group, if that is still its latest: None, marked; else the group as it
-        is now (a row changed meanwhile: rendered again)."""
+    def begin_group_render(self, item: str) -> GroupState | None:
+        """A render's token for a group message (as begin_render), and the group as it is now."""
+        e = _Expression()
+        try:
+            answer = self._update(
+                item,
+                f"ADD {e.name('renders')} {e.value('one', {'N': '1'})}",
+                e,
+                f"attribute_exists({e.name('body')})",
+                ReturnValues="ALL_NEW",
+            )
+        except Exception as error:
+            if not _failed_condition(error):
+                raise
+            return None
+        return _group_state(answer.get("Attributes") or {}, token=True)
+
+    def mark_group_shown(self, item: str, version: int, token: int) -> GroupState | None:
+        """Slack shows ``version`` of the group, if that is still its latest and no render began or failed since
+        the one of ``token``: None, marked; else the group as it is now (rendered again, unless another render of
+        the same version was marked)."""
         e = _Expression()
         value = e.value("version", {"N": str(version)})
         try:
@@ -511,7 +562,7 @@ class DynamoConversationStore:
                 item,
                 f"SET {e.name('shown')} = {value}",
                 e,
-                f"{e.name('version')} = {value}",
+                f"{e.name('version')} = {value} AND {e.name('renders')} = {e.value('token', {'N': str(token)})}",
                 ReturnValuesOnConditionCheckFailure="ALL_OLD",
             )
         except Exception as error:
@@ -522,7 +573,12 @@ class DynamoConversationStore:
 
     def forget_group_shown(self, item: str) -> None:
         e = _Expression()
-        self._update(item, f"SET {e.name('shown')} = {e.value('unknown', {'N': '-1'})}", e)
+        self._update(
+            item,
+            f"SET {e.name('shown')} = {e.value('unknown', {'N': '-1'})} "
+            f"ADD {e.name('renders')} {e.value('one', {'N': '1'})}",
+            e,
+        )
 
     # -- leases on single posts (replies, digests) --------------------------------------------------------
 
@@ -587,16 +643,22 @@ class DynamoConversationStore:
                 logger.warning("lease not released", extra={"cause": type(error).__name__})
 
 
-def _parent_state(item: dict[str, Any]) -> ParentState:
+def _token(item: dict[str, Any], taken: bool) -> int | None:
+    """The render counter of an item just incremented by this render (``taken``); None otherwise."""
+    return int(item.get("renders", {}).get("N", "0")) if taken else None
+
+
+def _parent_state(item: dict[str, Any], *, token: bool = False) -> ParentState:
     body = item.get("parent", {}).get("S")
     return ParentState(
         notice=Notice.model_validate_json(body) if isinstance(body, str) else None,
         order=item.get("parent_at", {}).get("S"),
         shown=item.get("shown_at", {}).get("S"),
+        token=_token(item, token),
     )
 
 
-def _group_state(found: dict[str, Any]) -> GroupState | None:
+def _group_state(found: dict[str, Any], *, token: bool = False) -> GroupState | None:
     body = found.get("body", {}).get("S")
     if not isinstance(body, str):
         return None
@@ -605,6 +667,7 @@ def _group_state(found: dict[str, Any]) -> GroupState | None:
         version=int(found.get("version", {}).get("N", "0")),
         shown=int(found.get("shown", {}).get("N", "0")),
         posted=tuple(p["S"] for p in found.get("posted", {}).get("L", []) if "S" in p),
+        token=_token(found, token),
     )
 
 
