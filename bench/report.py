@@ -153,16 +153,50 @@ def cost_lines(costs: dict[str, Any]) -> list[str]:
 
 
 def _against_c7n(imports: dict[str, Any]) -> str:
-    """The slowest handler against Cloud Custodian's ``import c7n.handler``, sampled alternately in the same run."""
+    """The handlers against Cloud Custodian's ``import c7n.handler``, sampled alternately in the same run: c7n's
+    own spread, the range of the handlers' ratios (each the median of its samples' ratios to the c7n samples taken
+    beside them), those not under it, the highest's ratios sample by sample, and the range in CPU time. A run
+    recorded before the spread was kept states what its medians give."""
     c7n = imports.get("c7n")
     if not c7n:
         return ""
-    slowest = imports["handlers"][imports["slowest"]]
+    handlers = imports["handlers"]
+    ratios = c7n.get("ratio_range") or {}
+    lowest = ratios.get("lowest") or min(handlers, key=lambda n: handlers[n]["ratio_to_c7n"])
+    highest = ratios.get("highest") or max(handlers, key=lambda n: handlers[n]["ratio_to_c7n"])
+    own = c7n.get("ms_spread")
+    spread = f" (median of {c7n['samples']}: {own['min']:,} to {own['max']:,} ms)" if own else ""
+    above = c7n.get("not_under_c7n")
+    if above is None:
+        above = sorted(n for n, h in handlers.items() if h["median_ms"] >= c7n["median_ms"])
+    pairs = handlers[highest].get("ratio_to_c7n_pairs")
+    per_sample = (
+        f"; the highest {pairs['min']} to {pairs['max']} times sample by sample, each sample against the c7n "
+        "sample taken beside it"
+        if pairs
+        else ""
+    )
+    cpu = c7n.get("cpu_ratio_range")
+    in_cpu = (
+        f"; in CPU time, which the machine's load moves far less, {cpu['min']} to {cpu['max']} times"
+        f" ({c7n['cpu_median_ms']:,} ms for c7n)"
+        if cpu
+        else ""
+    )
+    slowest = imports["slowest"]
     return (
         f" `import c7n.handler` (c7n {c7n['version']}, its own environment, sampled beside each handler's): "
-        f"{c7n['median_ms']:,} ms; the slowest handler {c7n['slowest_ratio']} times that, "
-        f"{slowest['with_first_client_ms']:,} ms with its first client built."
+        f"{c7n['median_ms']:,} ms{spread}; the handlers {handlers[lowest]['ratio_to_c7n']} ({lowest}) to "
+        f"{handlers[highest]['ratio_to_c7n']} ({highest}) times that, "
+        f"{_not_under(above, len(handlers))}{per_sample}{in_cpu}. The slowest ({slowest}): "
+        f"{handlers[slowest]['with_first_client_ms']:,} ms with its first client built."
     )
+
+
+def _not_under(names: list[str], of: int) -> str:
+    if not names:
+        return "every one under it"
+    return f"{len(names)} of {of} not under it ({', '.join(names)})"
 
 
 def replace_block(text: str, block: str, begin: str = BEGIN, end: str = END) -> str:
@@ -199,7 +233,15 @@ def results_sections(r: dict[str, Any]) -> str:
             out += [
                 "",
                 "boto3 and botocore load with a handler's first client, not at its import: 'with first client' is "
-                "the import and one client built, what the first event that calls AWS pays.",
+                "the import and one client built, what the first event that calls AWS pays."
+                + (
+                    " 'x c7n.handler': the median, over the handler's samples, of each against the c7n sample "
+                    "taken beside it; 'sample by sample': the lowest to the highest of those ratios (the spread the "
+                    "shared machine's load leaves); 'CPU': the import's CPU time, which that load moves far less, "
+                    "compared the same way."
+                    if all("ratio_to_c7n_pairs" in h for h in imports["handlers"].values())
+                    else ""
+                ),
             ]
         out += ["", *_import_table(imports)]
     detectors = r.get("detector_latency")
@@ -247,27 +289,40 @@ def results_sections(r: dict[str, Any]) -> str:
 
 
 # The cold-import table's columns after the function's name: heading, the handler's field, and whether only a
-# run beside c7n measures it.
+# run beside c7n measures it. A spread (min, median, max) shows as its min to its max.
 IMPORT_COLUMNS = (
     ("ms", "median_ms", False),
     ("with first client, ms", "with_first_client_ms", True),
     ("x boto3", "ratio_to_boto3", False),
     ("x c7n.handler", "ratio_to_c7n", True),
+    ("x c7n.handler, sample by sample", "ratio_to_c7n_pairs", True),
+    ("CPU ms", "cpu_ms", True),
+    ("CPU x c7n.handler", "cpu_ratio_to_c7n", True),
 )
 
 
 def _import_table(imports: dict[str, Any]) -> list[str]:
-    """The cold imports, a row a handler: c7n's columns only when the run measured it."""
-    columns = [(head, key) for head, key, c7n_only in IMPORT_COLUMNS if imports.get("c7n") or not c7n_only]
+    """The cold imports, a row a handler: c7n's columns only when the run measured it (and a column only when
+    the run recorded it)."""
+    handlers = imports["handlers"]
+    columns = [
+        (head, key)
+        for head, key, c7n_only in IMPORT_COLUMNS
+        if (imports.get("c7n") or not c7n_only) and all(key in h for h in handlers.values())
+    ]
     out = [
         "| function | " + " | ".join(head for head, _ in columns) + " |",
         "|---|" + "---:|" * len(columns),
     ]
     out += [
-        f"| {name} | " + " | ".join(str(handler[key]) for _, key in columns) + " |"
-        for name, handler in imports["handlers"].items()
+        f"| {name} | " + " | ".join(_cell(handler[key]) for _, key in columns) + " |"
+        for name, handler in handlers.items()
     ]
     return out
+
+
+def _cell(value: Any) -> str:
+    return f"{value['min']} to {value['max']}" if isinstance(value, dict) else str(value)
 
 
 def _unit_usd(usd: float) -> str:

@@ -50,9 +50,11 @@ class ResourceKind(StrEnum):
     EKS_WORKLOAD = "eks_workload"
     EKS_NODE = "eks_node"
     EKS_CLUSTER = "eks_cluster"
-    # SageMaker HyperPod (detect/hyperpod.py): a cluster, one of its nodes.
+    # SageMaker HyperPod (detect/hyperpod.py): a cluster, one of its nodes; one of its instance groups
+    # (detect/hyperpod_idle.py), ``<cluster>/<group>``.
     HYPERPOD_CLUSTER = "hyperpod_cluster"
     HYPERPOD_NODE = "hyperpod_node"
+    HYPERPOD_GROUP = "hyperpod_group"
 
     @property
     def has_own_rate(self) -> bool:
@@ -76,6 +78,7 @@ _OWN_RATE_KINDS = frozenset(
         ResourceKind.EKS_NODE,
         ResourceKind.HYPERPOD_CLUSTER,  # its instance groups' nodes
         ResourceKind.HYPERPOD_NODE,
+        ResourceKind.HYPERPOD_GROUP,  # its idle nodes
     }
 )
 
@@ -143,6 +146,9 @@ class Reason(StrEnum):
     HYPERPOD_NODE_UNHEALTHY = "hyperpod_node_unhealthy"
     HYPERPOD_CLUSTER_FAILED = "hyperpod_cluster_failed"
     HYPERPOD_PROVISIONING_FAILED = "hyperpod_provisioning_failed"
+    # A HyperPod instance group whose nodes' GPUs stayed idle for the window (detect/hyperpod_idle.py): the
+    # scale-down to make, never made.
+    HYPERPOD_IDLE = "hyperpod_idle"
 
 
 class Action(StrEnum):
@@ -436,16 +442,20 @@ class HyperPodGroup:
     current: int
     target: int
     status: str | None = None
+    slurm_node_type: str | None = (
+        None  # Controller | Login | Compute on a Slurm cluster that says (SlurmConfig)
+    )
 
 
 @dataclass(frozen=True)
 class HyperPodNode:
-    """One node of a SageMaker HyperPod cluster, as DescribeClusterNode tells it."""
+    """One node of a SageMaker HyperPod cluster, as DescribeClusterNode or ListClusterNodes tells it."""
 
     instance_id: str
     group: str
     instance_type: str | None
     status: str | None = None
+    launched: datetime | None = None
 
 
 @dataclass(frozen=True)
@@ -453,3 +463,7 @@ class HyperPodCluster:
     name: str
     status: str
     groups: tuple[HyperPodGroup, ...]
+    arn: str | None = None
+    created: datetime | None = None
+    # The EKS cluster orchestrating it (the name its Container Insights series carry); None: Slurm.
+    eks_cluster: str | None = None

@@ -56,13 +56,14 @@ def called(monkeypatch: pytest.MonkeyPatch) -> Iterator[set[str]]:
     yield recorded
 
 
-def deploy(stack: LocalStack, gpu_alarms: str = "on") -> str:
-    """What `sam deploy` leaves that the doctor reads: the stack's parameters and outputs (CloudFormation), its
-    cost-alerts topic subscribed by its budgets function, and one budget alerting that topic."""
+def deploy(stack: LocalStack, gpu_alarms: str = "on", **parameters: str) -> str:
+    """What `sam deploy` leaves that the doctor reads: the stack's parameters (``parameters`` besides) and outputs
+    (CloudFormation), its cost-alerts topic subscribed by its budgets function, and one budget alerting that topic."""
     account, region = stack.world.account, stack.world.region
     function_arn = f"arn:aws:lambda:{region}:{account}:function:{BUDGETS_FUNCTION}"
+    values = {"Mode": "notify", "GpuAlarms": gpu_alarms, "SlackWebhookHosts": ""} | parameters
     template = {
-        "Parameters": {name: {"Type": "String"} for name in ("Mode", "GpuAlarms", "SlackWebhookHosts")},
+        "Parameters": {name: {"Type": "String"} for name in values},
         "Resources": {
             "CostAlertsTopic": {
                 "Type": "AWS::SNS::Topic",
@@ -79,11 +80,7 @@ def deploy(stack: LocalStack, gpu_alarms: str = "on") -> str:
     cloudformation.create_stack(
         StackName="costguard",
         TemplateBody=json.dumps(template),
-        Parameters=[
-            {"ParameterKey": "Mode", "ParameterValue": "notify"},
-            {"ParameterKey": "GpuAlarms", "ParameterValue": gpu_alarms},
-            {"ParameterKey": "SlackWebhookHosts", "ParameterValue": ""},
-        ],
+        Parameters=[{"ParameterKey": name, "ParameterValue": value} for name, value in values.items()],
     )
     topic = f"arn:aws:sns:{region}:{account}:costguard-cost-alerts"
     clients.client("sns", region).subscribe(TopicArn=topic, Protocol="lambda", Endpoint=function_arn)
@@ -172,6 +169,78 @@ def test_doctor_names_the_instance_without_the_agent_and_calls_only_reads(
     assert {"cloudformation:DescribeStacks", "budgets:ViewBudget", "secretsmanager:GetSecretValue"} <= called
     assert "servicequotas:ListServiceQuotas" in called
     assert report["api_calls"]["cloudwatch:ListMetrics"] == 2  # the agent's GPU series once, the jobs' once
+
+
+def test_doctor_tells_what_the_deployed_reason_modes_and_scope_would_stop(
+    world: World, sleeps: list[float], called: set[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """One reason widened to remediate and one team kept out, as deployed: a sentence each, and the first sweep
+    decided as the stack would (the idle instance of the team out of scope reported, not marked)."""
+    with LocalStack(world) as stack:
+        deploy(
+            stack,
+            ReasonModes="gpu_idle=remediate,job_stalled=remediate",
+            RemediateScope="team!=ml-research",
+        )
+        called.clear()
+        assert main(["doctor", "--region", "us-east-1", "--json"]) == 1  # the no-agent instance, as above
+        report = json.loads(capsys.readouterr().out)
+        assert main(["doctor", "--region", "us-east-1"]) == 1
+        text = capsys.readouterr().out
+    checks = {c["subject"]: c for c in report["checks"] if c["area"] == "Remediation"}
+    modes, scope = checks["ReasonModes"], checks["RemediateScope"]
+    assert modes["status"] == scope["status"] == "ok"
+    assert modes["says"].startswith("Mode=notify with ReasonModes=gpu_idle=remediate,job_stalled=remediate: ")
+    assert (
+        "gpu_idle stops idle GPU instances; job_stalled stops stalled training jobs; reported only: "
+        in (modes["says"])
+    )
+    assert "notebook_idle" in modes["says"].split("reported only: ")[1]
+    assert report["acting_reasons"] == ["gpu_idle", "job_stalled"]
+    # Out of scope by the rule, and which of the account's resources that leaves out: research-p4d-forgotten,
+    # research-p4d-one-busy-gpu and the notebooks dana-scratch and li-finetune-lab.
+    assert scope["says"] == (
+        "team!=ml-research: resources tagged team=ml-research are out of scope, reported only and never stopped; "
+        f"of the {scope['says'].split('of the ')[1].split()[0]} GPU resources read, 4 are: team=ml-research (4)"
+    )
+    sweep = {(line["reason"], line["resource"].split()[1]): line["action"] for line in report["sweep"]}
+    outside = "team=ml-research is outside RemediateScope (team!=ml-research)"
+    assert sweep[("gpu_idle", "i-0a1f00000000000a1")] == f"would mark ({outside}: reported, not done)"
+    assert sweep[("gpu_idle", "i-0a1f00000000000d1")] == "mark"  # team forecasting: in scope
+    assert sweep[("job_stalled", "bert-pretrain-hung")] == "mark"
+    assert (
+        sweep[("notebook_idle", "dana-scratch")]
+        == "would mark (notebook_idle follows Mode (notify): reported, not done)"
+    )
+    assert (
+        "notify mode, but ReasonModes puts gpu_idle, job_stalled in remediate: those mark, then stop" in text
+    )
+    assert "  OK       RemediateScope: team!=ml-research: resources tagged team=ml-research" in text
+    policy = actions_of(DOCTOR_POLICY)
+    assert called <= policy, f"calls outside the policy: {sorted(called - policy)}"
+
+
+def test_doctor_reports_reason_modes_and_scope_that_do_not_read_with_the_fix(
+    world: World, sleeps: list[float], capsys: pytest.CaptureFixture[str]
+) -> None:
+    with LocalStack(world) as stack:
+        deploy(stack, ReasonModes="gpu_idel=remediate", RemediateScope="team")
+        assert main(["doctor", "--region", "us-east-1", "--json"]) == 1
+    out, err = capsys.readouterr()
+    assert "Traceback" not in out + err
+    report = json.loads(out)
+    checks = {c["subject"]: c for c in report["checks"] if c["area"] == "Remediation"}
+    modes, scope = checks["ReasonModes"], checks["RemediateScope"]
+    assert modes["status"] == scope["status"] == "fix"
+    assert modes["says"].startswith("'gpu_idel=remediate' does not read ('gpu_idel' is not a reason code")
+    assert "refuses to start" in modes["says"]
+    assert 'ReasonModes="gpu_idle=remediate,job_stalled=remediate"' in modes["fix"]
+    assert "samconfig.toml" in modes["fix"] and "sam deploy" in modes["fix"]
+    assert scope["says"].startswith("'team' does not read (")
+    assert 'RemediateScope="team!=research"' in scope["fix"]
+    # The functions would not start: no sweep is decided as if they did.
+    assert report["sweep"].startswith("not run: the stack's functions refuse to start with its settings")
+    assert "COSTGUARD_REASON_MODES" in report["sweep"]
 
 
 def test_audit_live_writes_the_report_says_what_lacks_metrics_and_calls_only_reads(

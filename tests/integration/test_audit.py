@@ -22,6 +22,7 @@ from tests.conftest import DEMO_WORLD, ROOT
 
 HOURS = 730  # hours_per_month in the packaged rules
 EC2 = bundled_table()["ec2"]
+SAGEMAKER = bundled_table()["sagemaker"]
 IDLE = "i-0a1f00000000000d1"
 DOWNSIZE = "i-0a1f00000000000d2"
 FAMILY = "i-0a1f00000000000d3"
@@ -32,6 +33,12 @@ WELL_SIZED = "i-0a1f00000000000d7"
 ONE_H100 = "i-0a1f00000000000d8"  # rightsize_family
 V100_13B = "i-0a1f00000000000d9"  # rightsize_model_size
 V100_TRANSFORMER = "i-0a1f00000000000da"  # trainium_candidate
+# What the live demo flagged, with the week of history it has: judged by the audit too.
+P4D_FORGOTTEN = "i-0a1f00000000000a1"  # gpu_idle: rightsize_idle
+GPU2_SILENT = "i-0a1f00000000000a8"  # gpu_metrics_partial: three idle A10Gs report, 20% of 48 vCPUs
+QUEUED_EVAL = "i-0a1f00000000000a9"  # gpu_idle, then busy at 12:05: an idle L4, 20% of 4 vCPUs
+TRICKLE = "faq-bot/AllTraffic"  # an endpoint serving 30 requests an hour on four A10Gs: rightsize_downsize
+WINDOW_HOURS = 14 * 24  # AuditLookbackDays
 
 
 @pytest.fixture(scope="module")
@@ -72,6 +79,18 @@ def test_each_finding_with_the_saving_recomputed_by_hand(demo: AuditRun) -> None
             "trn1.32xlarge",
             (EC2["p3dn.24xlarge"] - EC2["trn1.32xlarge"]) * HOURS,
         ),
+        # Idle since its launch eight days ago, its CPU too: stop it.
+        P4D_FORGOTTEN: ("rightsize_idle", None, EC2["p4d.24xlarge"] * HOURS),
+        # No GPU busy, but 20% of its vCPUs (12 with headroom): one T4 with 16 vCPUs carries it.
+        GPU2_SILENT: ("rightsize_family", "g4dn.4xlarge", (EC2["g5.12xlarge"] - EC2["g4dn.4xlarge"]) * HOURS),
+        # An idle L4 whose CPU is busy: the cheapest GPU with its 4 vCPUs, a T4.
+        QUEUED_EVAL: ("rightsize_family", "g4dn.xlarge", (EC2["g6.xlarge"] - EC2["g4dn.xlarge"]) * HOURS),
+        # 3% of each of four A10Gs and 15% of their memory, serving requests: one A10G, not a stop.
+        TRICKLE: (
+            "rightsize_downsize",
+            "ml.g5.xlarge",
+            (SAGEMAKER["ml.g5.12xlarge"] - SAGEMAKER["ml.g5.xlarge"]) * HOURS,
+        ),
     }
     found = findings_by_id(demo)
     assert set(found) == set(expected)
@@ -81,6 +100,44 @@ def test_each_finding_with_the_saving_recomputed_by_hand(demo: AuditRun) -> None
         assert finding["recommended_type"] == target, instance
         assert finding["monthly_saving_usd"] == pytest.approx(saving, abs=0.01), instance
     assert found[SPOT]["recommended_market"] == "spot"
+
+
+def test_endpoints_are_ranked_by_cost_per_1000_requests_with_the_trickles_cheaper_fit(demo: AuditRun) -> None:
+    """The endpoints section: each GPU endpoint variant's instances over the window per 1,000 requests it served
+    (AWS/SageMaker Invocations, read in the same GetMetricData calls as its GPUs), largest first; the variant that
+    served nothing first of all, its cost per request unbounded."""
+    assert demo.report is not None
+    section = demo.report["endpoints"]
+    rows = {r["id"]: r for r in section["rows"]}
+    assert [r["endpoint"] for r in section["rows"]] == ["sentiment-canary", "faq-bot", "search-rerank"]
+    costs = [r["cost_per_1000_requests_usd"] for r in section["rows"]]
+    assert costs[0] is None and costs[1:] == sorted(costs[1:], reverse=True)
+
+    trickle = rows[TRICKLE]
+    price = SAGEMAKER["ml.g5.12xlarge"]
+    assert (trickle["instance_type"], trickle["instance_count"], trickle["gpus_per_instance"]) == (
+        "ml.g5.12xlarge",
+        1,
+        4,
+    )
+    assert trickle["requests"] == 30 * WINDOW_HOURS
+    assert trickle["gpu_p95_percent"] == 3.0  # SageMaker's 12% summed over four GPUs, per GPU
+    # Price x hours / (requests / 1,000): $7.09 an hour for 30 requests an hour is $236.33 per 1,000.
+    assert trickle["cost_per_1000_requests_usd"] == pytest.approx(price / 0.03, rel=1e-4)
+    fit = trickle["fit"]
+    assert fit["instance_type"] == "ml.g5.xlarge"
+    assert fit["cost_per_1000_requests_usd"] == pytest.approx(SAGEMAKER["ml.g5.xlarge"] / 0.03, rel=1e-4)
+    assert fit["monthly_saving_usd"] == findings_by_id(demo)[TRICKLE]["monthly_saving_usd"]
+    assert section["fit_monthly_saving_usd"] == fit["monthly_saving_usd"]
+
+    busy = rows["search-rerank/AllTraffic"]
+    assert busy["fit"] is None and "no cheaper type" in busy["why_no_fit"]
+    assert busy["cost_per_1000_requests_usd"] == pytest.approx(2 * SAGEMAKER["ml.g5.xlarge"] / 5.4, rel=1e-4)
+    idle = rows["sentiment-canary/AllTraffic"]
+    assert (idle["requests"], idle["window_cost_usd"]) == (
+        0,
+        round(SAGEMAKER["ml.g5.2xlarge"] * WINDOW_HOURS, 2),
+    )
 
 
 def test_recommendations_that_would_not_work_are_not_made(demo: AuditRun) -> None:
@@ -154,14 +211,15 @@ def test_totals_and_groups_add_up(demo: AuditRun) -> None:
     findings = report["findings"]
     savings = [f["monthly_saving_usd"] for f in findings]
     assert savings == sorted(savings, reverse=True)
-    assert report["totals"]["findings"] == len(findings) == 6
+    assert report["totals"]["findings"] == len(findings) == 10
     assert report["totals"]["monthly_saving_usd"] == pytest.approx(sum(savings), abs=0.01)
     assert sum(r["monthly_saving_usd"] for r in report["by_rule"].values()) == pytest.approx(
         sum(savings), abs=0.02
     )
     rule_savings = [r["monthly_saving_usd"] for r in report["by_rule"].values()]
     assert rule_savings == sorted(rule_savings, reverse=True)
-    assert report["by_team"]["vision"]["findings"] == 2  # the one-GPU trainer and the spot candidate
+    # The one-GPU trainer, the spot candidate and the idle g5 whose GPU 2 went silent.
+    assert report["by_team"]["vision"]["findings"] == 3
     # The eight-GPU p5 has no finding, the well-sized g6 none either: only the one-GPU p5 has one.
     assert report["by_team"]["search"]["findings"] == 1 and report["by_team"]["search"]["resources"] >= 3
     assert sum(t["resources"] for t in report["by_team"].values()) == report["totals"]["resources"]
@@ -175,13 +233,13 @@ def test_totals_and_groups_add_up(demo: AuditRun) -> None:
             "region": "us-east-1",
             "status": "ok",
             "resources": report["totals"]["resources"],
-            "findings": 6,
+            "findings": 10,
         }
     ]
     # One account: one row, the totals' own; no failure.
     [account] = report["accounts"]
     assert account["account"] == "123456789012" and account["regions"] == ["us-east-1"]
-    assert (account["resources"], account["findings"]) == (report["totals"]["resources"], 6)
+    assert (account["resources"], account["findings"]) == (report["totals"]["resources"], 10)
     assert account["monthly_saving_usd"] == report["totals"]["monthly_saving_usd"]
     assert report["failures"] == [] and report["totals"]["failed_regions"] == []
     assert report["schema"] == "costguard.audit/1"
@@ -214,7 +272,7 @@ def test_the_slack_summary_gives_the_total_the_top_items_and_the_link(demo: Audi
     assert f"${total:,.2f}/month" in message["text"]
     text = json.dumps(message)
     assert "rightsize_idle" in text  # the largest saving is among the top items
-    assert "projected p95 75.7% per GPU, medium risk" in text  # the Trainium move, third by saving
+    assert "projected p95 75.7% per GPU, medium risk" in text  # the Trainium move, fourth by saving
     [button] = next(b for b in message["blocks"] if b["type"] == "actions")["elements"]
     assert demo.output["html_key"] in button["url"]
     assert "Signature=" in button["url"] or "X-Amz-Signature=" in button["url"]
@@ -271,7 +329,10 @@ def test_the_html_report_renders_in_a_headless_browser(demo: AuditRun, tmp_path:
     assert dom.ids["total-saving"] == f"${totals['monthly_saving_usd']:,.2f}"
     assert dom.ids["total-findings"] == str(totals["findings"])
     assert dom.ids["total-resources"] == str(totals["resources"])
-    assert dom.rows == len(demo.report["findings"]) == 6
+    assert dom.rows == len(demo.report["findings"]) == 10
+    # The endpoints section: a row per GPU endpoint variant, the trickle on four A10Gs before the busy one.
+    assert rendered.count('<tr class="endpoint"') == len(demo.report["endpoints"]["rows"]) == 3
+    assert rendered.index("faq-bot") < rendered.index("search-rerank", rendered.index('id="endpoint-rows"'))
     assert "<polyline" in rendered  # the utilization charts are there
     assert 'class="threshold"' in rendered  # with the 80% threshold
     assert "6 Nov" in rendered and "20 Nov" in rendered  # and dates along the time axis

@@ -68,6 +68,8 @@ EVERY_RESOURCE_ALLOWED = {
     "compute-optimizer:GetEC2InstanceRecommendations",
     # The EKS sweep's list of clusters (DescribeCluster is granted on the account's clusters only).
     "eks:ListClusters",
+    # The HyperPod sweep's list of clusters (its nodes and tags are read on the account's clusters only).
+    "sagemaker:ListClusters",
 }
 
 # Stops and cancels: only what costguard marked, and never what carries the protect tag.

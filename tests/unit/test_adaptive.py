@@ -156,3 +156,25 @@ def test_a_small_generated_world_through_both_policies() -> None:
         assert 0 < labelled.reclaimed_usd <= labelled.reclaimable_usd
     assert adaptive.labelled is not None and adaptive.labelled.work_stops == 0
     assert adaptive.near_misses <= fixed.near_misses
+
+
+def test_an_evaluation_pass_with_the_cpu_busy_is_held_and_judged_once_the_cpu_drops() -> None:
+    """A history of passes (GPUs at rest, CPU busy) that its own stops cut short would say stop early: the CPU
+    still busy now is work, held past the fixed window up to max_hold; once the CPU drops, it is judged."""
+    history, at = IdleHistory(), START
+    for _ in range(14):
+        at = feed(history, at, Status.BUSY, 180, 80)
+        at = feed(history, at, Status.IDLE, 50, 70)  # a pass ended by a stop...
+        at += timedelta(hours=2)  # ...not started again soon: learned as a pause that never resumed
+    at = feed(history, at, Status.BUSY, 180, 80)
+    at = feed(history, at, Status.IDLE, 35, 70)
+    assert advise(history, at, 5.0, P).action is not Action.STOP  # before the fixed window: never early
+    at = feed(history, at, Status.IDLE, 25, 70)  # 60 minutes, past the fixed window, CPU still busy
+    held = advise(history, at, 5.0, P)
+    assert held.action is Action.WAIT and "CPU is still busy" in held.why
+    busy = replace(history, counts=dict(history.counts))
+    at = feed(history, at, Status.IDLE, 5, 2)  # the pass is over: the CPU dropped
+    assert "CPU is still busy" not in advise(history, at, 5.0, P).why
+    # Still busy at the end of max_hold past the fixed window: not held any longer.
+    later = feed(busy, at - STEP, Status.IDLE, P.max_hold // timedelta(minutes=1), 70)
+    assert "CPU is still busy" not in advise(busy, later, 5.0, P).why

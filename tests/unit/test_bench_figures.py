@@ -75,3 +75,46 @@ def test_replacing_the_block_keeps_the_text_around_it() -> None:
         f"a\n{report.COST_BEGIN}\nold\n{report.COST_END}\nb\n", "new", report.COST_BEGIN, report.COST_END
     )
     assert cost == f"a\n{report.COST_BEGIN}\nnew\n{report.COST_END}\nb\n"
+
+
+def test_the_cold_imports_state_their_spread_against_c7n(results: dict[str, Any]) -> None:
+    # A run states c7n's own spread, the handlers' ratios from the lowest to the highest, those not under c7n,
+    # the highest's ratio sample by sample (each against the c7n sample taken beside it), and CPU time's ratios.
+    imports = copy.deepcopy(results["cold_imports"])
+    handlers = imports["handlers"]
+    names = sorted(handlers)
+    for n, handler in enumerate(handlers.values()):
+        handler |= {
+            "ratio_to_c7n": round(0.5 + n / 100, 2),
+            "ratio_to_c7n_pairs": {"min": 0.41, "median": 0.5, "max": 0.93 + n / 100},
+            "cpu_ms": 100.0,
+            "cpu_ratio_to_c7n": 0.6,
+        }
+    lowest, highest = names[0], names[-1]
+    imports["c7n"] |= {
+        "ms_spread": {"min": 240.5, "median": 250.0, "max": 410.2},
+        "not_under_c7n": [highest],
+        "ratio_range": {
+            "min": 0.5,
+            "lowest": lowest,
+            "max": handlers[highest]["ratio_to_c7n"],
+            "highest": highest,
+        },
+        "cpu_median_ms": 170.2,
+        "cpu_ratio_range": {"min": 0.55, "max": 0.81},
+    }
+    block = report.readme_block(results | {"cold_imports": imports})
+    assert (
+        f"the handlers 0.5 ({lowest}) to {handlers[highest]['ratio_to_c7n']} ({highest}) times that" in block
+    )
+    assert f"1 of {len(handlers)} not under it ({highest})" in block
+    assert (
+        f"the highest 0.41 to {handlers[highest]['ratio_to_c7n_pairs']['max']} times sample by sample"
+        in block
+    )
+    assert (
+        "240.5 to 410.2 ms" in block
+        and "in CPU time, which the machine's load moves far less, 0.55 to 0.81" in block
+    )
+    table = report.results_sections(results | {"cold_imports": imports})
+    assert f"| {lowest} | " in table and "| 0.41 to 0.93 | 100.0 | 0.6 |" in table

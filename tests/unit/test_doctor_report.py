@@ -52,7 +52,7 @@ def facts(**changes: object) -> AccountFacts:
         stack_name="costguard",
         stack=StackFacts(
             "costguard",
-            {"Mode": "notify", "GpuAlarms": "off"},
+            {"Mode": "notify", "GpuAlarms": "off", "ReasonModes": "", "RemediateScope": ""},
             {"CostAlertsTopicArn": TOPIC, "BudgetsFunctionName": "costguard-Budgets-1"},
         ),
         instances=[],
@@ -84,7 +84,7 @@ def test_an_account_with_everything_in_place_passes() -> None:
     report = build_report(
         facts(instances=[instance(1)], gpu_series=series("i-00000000000000001", 0, 1, 2, 3))
     )
-    assert [c.status for c in report.checks] == [Status.OK] * 6
+    assert [c.status for c in report.checks] == [Status.OK] * 8
     assert report.exit_code == 0
     assert "Summary: everything costguard needs is in place." in render(report)
 
@@ -214,3 +214,59 @@ def test_the_slack_secret_is_judged_without_being_quoted(text: str, form: Secret
     slack = next(c for c in check if c.area == "Slack")
     assert slack.status is (Status.OK if form is SecretForm.FILLED else Status.FIX)
     assert "SECRETPATH" not in render(build_report(facts(secret=state)))
+
+
+def stack_with(**parameters: str) -> StackFacts:
+    return StackFacts("costguard", {"Mode": "notify", "GpuAlarms": "off"} | parameters, {})
+
+
+def test_reason_modes_and_scope_as_deployed_a_sentence_each() -> None:
+    research = instance(1, tags={"team": "research"})
+    report = build_report(
+        facts(
+            stack=stack_with(
+                Mode="remediate", ReasonModes="notebook_idle=notify", RemediateScope="team=vision|nlp"
+            ),
+            instances=[research, instance(2, tags={"team": "vision"}), instance(3)],
+        )
+    )
+    checks = {c.subject: c for c in report.checks if c.area == "Remediation"}
+    modes, scope = checks["ReasonModes"], checks["RemediateScope"]
+    assert modes.status is scope.status is Status.OK
+    assert "gpu_idle stops idle GPU instances" in modes.says
+    assert modes.says.endswith("; reported only: notebook_idle")
+    assert "notebook_idle" not in (report.acting or []) and "budget_breach" in (report.acting or [])
+    assert scope.says == (
+        "team=vision|nlp: resources not tagged team=nlp or team=vision (or without a team tag) are out of scope, "
+        "reported only and never stopped; of the 3 GPU resources read, 2 are: no team tag (1), team=research (1)"
+    )
+
+
+def test_notify_mode_without_reason_modes_stops_nothing_and_leaves_no_team_out() -> None:
+    report = build_report(facts(stack=stack_with(ReasonModes="", RemediateScope="")))
+    says = {c.subject: c.says for c in report.checks if c.area == "Remediation"}
+    assert (
+        says["ReasonModes"]
+        == "Mode=notify with no ReasonModes: no reason stops anything, every finding is only reported"
+    )
+    assert says["RemediateScope"] == "empty: every resource is in scope, no team is left out"
+    assert "notify mode: it reports and never stops anything" in render(report)
+    assert report.exit_code == 0
+
+
+def test_reason_modes_or_scope_that_do_not_read_are_to_fix() -> None:
+    report = build_report(facts(stack=stack_with(ReasonModes="gpu_idle=stop", RemediateScope="team=")))
+    checks = {c.subject: c for c in report.checks if c.area == "Remediation"}
+    assert checks["ReasonModes"].status is checks["RemediateScope"].status is Status.FIX
+    assert "the mode is notify or remediate, not 'stop'" in checks["ReasonModes"].says
+    assert checks["ReasonModes"].fix and "ReasonModes=" in checks["ReasonModes"].fix
+    assert checks["RemediateScope"].fix and "RemediateScope=" in checks["RemediateScope"].fix
+    assert report.exit_code == 1 and report.acting is None
+
+
+def test_a_stack_deployed_before_reason_modes_follows_mode() -> None:
+    [modes, scope] = [c for c in build_report(facts(stack=stack_with())).checks if c.area == "Remediation"]
+    assert (modes.status, scope.status) == (Status.NOTE, Status.NOTE)
+    assert modes.says.startswith(
+        "the stack has no ReasonModes parameter (deployed before it existed), so: Mode="
+    )

@@ -257,11 +257,10 @@ DEFERRED = (
     "aws_xray_sdk",
     "pydantic_settings",
 )
-# The functions that load slack_sdk at import: the notifier (its Block Kit messages), the interactions endpoint
-# (its signature check) and the worker of queued clicks (it checks each queued click's Slack signature again,
-# interact/verify.py, before it acts). The others load it when they first call Slack (the audit's summary), or
-# never.
-SLACK_FUNCTIONS = {"NotifierFunction", "InteractionsFunction", "InteractionActionsFunction"}
+# The functions that load slack_sdk at import: the notifier (its Block Kit messages). The worker of queued clicks
+# loads it with its first click's Slack client, the audit with its summary's; the interactions endpoint never
+# (interact/verify.py checks the Slack signature without it), nor the others.
+SLACK_FUNCTIONS = {"NotifierFunction"}
 
 
 def _loaded(target: str, env: dict[str, str]) -> set[str]:

@@ -44,7 +44,8 @@ def test_node_names_its_group_and_instance_type(stubbed: Stubber) -> None:
     node = hyperpod.hyperpod_clusters().node(
         "us-east-1", "123456789012", "llm-pretrain-hp", "i-0b7e5f0000000a001"
     )
-    assert node == hyperpod.Node("i-0b7e5f0000000a001", "workers", "ml.p5.48xlarge", "Running")
+    launched = datetime(2026, 11, 20, tzinfo=UTC)
+    assert node == hyperpod.Node("i-0b7e5f0000000a001", "workers", "ml.p5.48xlarge", "Running", launched)
 
 
 def test_cluster_names_its_groups(stubbed: Stubber) -> None:

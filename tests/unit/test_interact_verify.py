@@ -8,12 +8,14 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from costguard.interact.verify import (
+    MAX_BODY,
     BadSignature,
     MalformedRequest,
     StaleRequest,
     payload_of,
     sign,
     verify,
+    verify_body,
 )
 from costguard.local.interactions import LOCAL_SIGNING_SECRET, block_actions, form_body, signed_request
 
@@ -91,3 +93,53 @@ def test_a_body_that_is_not_base64_is_refused() -> None:
     assert base64.b64decode(signed_request(PAYLOAD, signed_at=NOW, base64_body=True)["body"]).decode() == (
         form_body(PAYLOAD)
     )
+
+
+@pytest.mark.parametrize(
+    "body",
+    [form_body(PAYLOAD), "", "payload=%7B%7D&x=%E2%9C%93", "ünïcødé body ✓", b"payload=%7B%7D", "a" * 70_000],
+)
+@pytest.mark.parametrize("secret", [SECRET, "s", " padded secret "])
+def test_the_signature_is_slack_sdks(body: str | bytes, secret: str) -> None:
+    # verify.py computes the v0 signature itself, not with slack_sdk's SignatureVerifier (whose import loads
+    # slack_sdk's clients and asyncio): it must give the same signature, and accept and refuse alike.
+    from slack_sdk.signature import SignatureVerifier
+
+    stamp = int(NOW.timestamp())
+    text = body.decode() if isinstance(body, bytes) else body
+    theirs = SignatureVerifier(secret).generate_signature(timestamp=str(stamp), body=body)
+    assert sign(text, stamp, secret) == theirs
+    raw = body if isinstance(body, bytes) else body.encode()
+    if len(raw) <= MAX_BODY:  # a larger body is refused before any signature is computed
+        for signature in (theirs, f"{theirs[:-1]}0", "v0=", "garbage"):
+            ours_accepts = _accepts(raw, str(stamp), signature, secret)
+            slack_accepts = SignatureVerifier(secret, clock=_At(NOW)).is_valid(raw, str(stamp), signature)
+            assert ours_accepts == slack_accepts, signature
+
+
+def test_a_blank_secret_is_refused_as_slack_sdk_refuses_it() -> None:
+    from slack_sdk.signature import SignatureVerifier
+
+    with pytest.raises(ValueError, match="must not be empty") as theirs:
+        SignatureVerifier("  ")
+    with pytest.raises(ValueError, match="must not be empty") as ours:
+        sign("body", int(NOW.timestamp()), "  ")
+    assert str(ours.value) == str(theirs.value)
+
+
+def _accepts(body: bytes, stamp: str, signature: str, secret: str) -> bool:
+    try:
+        verify_body(body, stamp, signature, secret, NOW)
+    except BadSignature:
+        return False
+    except MalformedRequest:
+        return True  # signed correctly; only the payload is not an interaction's
+    return True
+
+
+class _At:
+    def __init__(self, at: datetime) -> None:
+        self.at = at
+
+    def now(self) -> float:
+        return self.at.timestamp()

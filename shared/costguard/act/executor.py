@@ -5,7 +5,6 @@ from __future__ import annotations
 from datetime import datetime
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
-from botocore.exceptions import ClientError
 from pydantic import BaseModel, ConfigDict, Field
 
 from costguard.model import Action, Decision, Reason, Resource
@@ -168,6 +167,9 @@ def _mark_reason(decision: Decision) -> str | None:
 
 def refusal_code(error: Exception) -> str | None:
     """The code of a refusal AWS will repeat (REFUSALS), or None for any other error."""
+    # Loaded here: an AWS call's refusal comes after its client loaded botocore (notices import this module).
+    from botocore.exceptions import ClientError
+
     if isinstance(error, ClientError):
         code = str(error.response.get("Error", {}).get("Code", ""))
         return code if code in REFUSALS else None

@@ -245,10 +245,13 @@ def _usage_hits(subject: Subject, used: Usage, price: float, catalog: Catalog, r
 
 
 def _idle_hit(used: Usage, rules: Rules) -> _Hit | None:
-    """Stop it: no GPU and hardly any CPU busy over the whole window."""
+    """Stop it: no GPU and hardly any CPU busy over the whole window. Never an endpoint that served requests in
+    it: a trickle on an oversized GPU is a smaller type's case (the downsize and family rules), not a stop."""
     assert used.gpu_max is not None
     idle = rules.idle
     if not (used.gpu_max <= idle.gpu_max_percent and (used.cpu_p95 or 0.0) <= idle.cpu_p95_percent):
+        return None
+    if (used.invocations or 0.0) > 0:
         return None
     full = _full_window(used, rules)
     return _Hit(

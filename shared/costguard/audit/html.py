@@ -173,6 +173,55 @@ def _finding_row(
     )
 
 
+def _per_1000(value: float | None, row: dict[str, Any]) -> str:
+    if value is not None:
+        return f"${value:,.4f}"
+    return "unknown" if row.get("hourly_usd") is None else "no requests"
+
+
+def _endpoint_row(row: dict[str, Any]) -> str:
+    fit = row.get("fit")
+    gpus = f"{row['gpus_per_instance']} x {row['gpu_model']} each" if row.get("gpus_per_instance") else ""
+    gpu = row.get("gpu_p95_percent")
+    if fit:
+        cheaper = (
+            f"{escape(fit['instance_type'])} &times; {row['instance_count']}: "
+            f"{_per_1000(fit['cost_per_1000_requests_usd'], fit)} per 1,000"
+            f"<div class='muted'>{_money(fit['hourly_usd'])}/h, saves {_money(fit['monthly_saving_usd'])}/month "
+            f"(<code>{escape(fit['reason'])}</code>, {escape(fit['risk'])} risk)</div>"
+        )
+    else:
+        cheaper = f"<span class='muted'>{escape(str(row.get('why_no_fit') or ''))}</span>"
+    return (
+        f'<tr class="endpoint" data-per-1000="{row["cost_per_1000_requests_usd"] or ""}">'
+        f"<td>{escape(row['endpoint'])}<div class='muted'>{escape(row['variant'])} · {escape(row['region'])} · "
+        f"{escape(row['team'])}</div></td>"
+        f"<td>{escape(row['instance_type'])} &times; {row['instance_count']}<div class='muted'>{escape(gpus)}</div></td>"
+        f"<td class='num'>{row['requests']:,}<div class='muted'>in {row['hours']:g} h</div></td>"
+        f"<td class='num'>{'no data' if gpu is None else f'{gpu:g}%'}</td>"
+        f"<td class='num'>{_money(row['window_cost_usd'])}</td>"
+        f"<td class='num'>{_per_1000(row['cost_per_1000_requests_usd'], row)}</td>"
+        f"<td>{cheaper}</td></tr>"
+    )
+
+
+def _endpoints_html(section: dict[str, Any] | None) -> str:
+    """GPU endpoint variants by cost per 1,000 requests, largest first (a report made before them has none)."""
+    if not section or not section.get("rows"):
+        return ""
+    rows = "".join(_endpoint_row(r) for r in section["rows"])
+    return (
+        '<h2 id="endpoints">Endpoints by cost per 1,000 requests</h2>'
+        "<p class='muted'>Each in-service GPU endpoint variant: its instances' cost over the window divided by the "
+        "requests it served (SageMaker's Invocations), and the cheaper type the right-sizing rules found for it "
+        "(the same compute and memory fit as for instances; its saving is among the findings above). Spend that "
+        "served no request comes first.</p>"
+        '<table id="endpoint-rows"><tr><th>Endpoint</th><th>Instances</th><th class="num">Requests</th>'
+        '<th class="num">GPU p95 per GPU</th><th class="num">Cost in the window</th>'
+        f'<th class="num">Per 1,000 requests</th><th>Cheaper fit</th></tr>{rows}</table>'
+    )
+
+
 def _skipped_row(skipped: dict[str, Any]) -> str:
     name = skipped.get("name") or skipped["id"]
     hourly = skipped.get("hourly_usd")
@@ -314,6 +363,7 @@ usage from {when(window["start"])} to {when(window["end"])} ({window["days"]:g} 
 <table id="findings"><tr><th>Resource</th><th>Rule</th><th>Now</th><th>Recommended</th>
 <th class="num">Projected p95 per GPU</th><th class="num">Monthly saving</th><th>Busiest GPU</th><th>Why</th></tr>
 {rows}</table>
+{_endpoints_html(report.get("endpoints"))}
 {holdings_html(report)}
 <h2>Not judged, costliest first</h2>
 <table id="skipped"><tr><th>Resource</th><th>Type</th><th class="num">Hourly cost</th>

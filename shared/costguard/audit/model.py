@@ -8,6 +8,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from costguard.model import Reason, ResourceKind
 
+NO_TEAM = "(untagged)"  # the team of a resource without the routing tag, as the report says it
+
 
 class _Frozen(BaseModel):
     model_config = ConfigDict(frozen=True)
@@ -79,6 +81,9 @@ class Usage(_Frozen):
     memory_total_peak_mib: float | None = None  # the peak of the sum over GPUs
     cpu_p95: float | None = None
     chart: tuple[float | None, ...] = ()  # the busiest GPU over the window, a few points a day; None: no data
+    # An endpoint variant's requests over the window (AWS/SageMaker Invocations, Sum); None: no datapoint at all,
+    # which SageMaker's per-minute metric means no traffic; always None for what serves no requests.
+    invocations: float | None = None
 
     @property
     def coverage(self) -> float:

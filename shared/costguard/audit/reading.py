@@ -31,13 +31,15 @@ from costguard.aws.metrics import (
     gpu_index,
     list_gpu_series,
 )
-from costguard.aws.sagemaker import NOTEBOOK_DIMENSION, TRAINING_NAMESPACE
+from costguard.aws.sagemaker import ENDPOINT_NAMESPACE as INVOCATIONS_NAMESPACE
+from costguard.aws.sagemaker import INVOCATIONS_METRIC, NOTEBOOK_DIMENSION, TRAINING_NAMESPACE
 from costguard.model import ResourceKind
 
 GPU_MEMORY_METRIC = "nvidia_smi_memory_used"  # MiB, per GPU
 DATAPOINTS_PER_CALL = 100_800  # GetMetricData's limit per call
 ENDPOINT_NAMESPACE = "/aws/sagemaker/Endpoints"
 STAT = "Maximum"
+INVOCATIONS_STAT = "Sum"  # each period's requests; their sum is the window's
 BATCH_QUERIES = 4 * QUERIES_PER_CALL  # series read before the subjects they complete are summarized
 
 
@@ -48,7 +50,8 @@ def period_for(window: timedelta) -> int:
 
 
 def queries_for(region: str, subjects: Sequence[Subject]) -> list[Query]:
-    """One query per GPU series (utilization and memory), plus CPU, per subject."""
+    """One query per GPU series (utilization and memory), plus CPU, per subject; an endpoint variant's
+    requests besides (its Invocations), in the same calls."""
     return [q for _, queries in subject_queries(region, subjects) for q in queries]
 
 
@@ -83,6 +86,15 @@ def subject_queries(region: str, subjects: Sequence[Subject]) -> list[tuple[Subj
                 queries.append(
                     Query((subject.key, measure, ""), ENDPOINT_NAMESPACE, metric, variant_dims, STAT)
                 )
+            queries.append(
+                Query(
+                    (subject.key, "invocations", ""),
+                    INVOCATIONS_NAMESPACE,
+                    INVOCATIONS_METRIC,
+                    variant_dims,
+                    INVOCATIONS_STAT,
+                )
+            )
     for dimension, members in by_dimension.items():
         series = list_gpu_series(region, [s.id for s in members], dimension=dimension)
         for subject in members:
@@ -163,7 +175,7 @@ def _usage_of(
         if ("host_memory", "") in found and per_memory:
             used = [(at, value / count / 100 * per_memory) for at, value in found[("host_memory", "")]]
             memory = dict.fromkeys(range(count), used)
-    return summarize(
+    summary = summarize(
         start=start,
         window_hours=window.total_seconds() / 3600,
         period_hours=period / 3600,
@@ -171,3 +183,7 @@ def _usage_of(
         memory_used_mib=memory,
         cpu=found.get(("cpu", ""), []),
     )
+    if subject.kind is not ResourceKind.ENDPOINT:
+        return summary
+    requests = found.get(("invocations", ""), [])
+    return summary.model_copy(update={"invocations": sum(v for _, v in requests) if requests else None})

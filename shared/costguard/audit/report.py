@@ -9,13 +9,13 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
+from costguard.audit.endpoints import endpoints_section
 from costguard.audit.evaluate import RULE_ORDER, Skipped
 from costguard.audit.holdings_report import holdings_sections, holdings_totals
-from costguard.audit.model import AuditFinding, Subject
+from costguard.audit.model import NO_TEAM, AuditFinding, Subject
 from costguard.audit.usage import CHART_HOURS
 
 SCHEMA = "costguard.audit/1"
-NO_TEAM = "(untagged)"
 
 
 def finding_json(finding: AuditFinding, team_tag: str) -> dict[str, Any]:
@@ -249,6 +249,7 @@ def build_report(
     accounts = account_totals(regions, region_rows)
     failures = _failures(region_rows, several_accounts=len(accounts) > 1)
     sections = holdings_sections(regions)
+    endpoints = endpoints_section(regions)
     return {
         "schema": SCHEMA,
         "run": run,
@@ -266,6 +267,8 @@ def build_report(
         "by_team": _team_totals(regions, findings),
         "findings": findings,
         "skipped": skipped,
+        # GPU endpoint variants by cost per 1,000 requests (audit/endpoints.py): their fits' savings are findings'.
+        "endpoints": endpoints,
         **sections,
     }
 

@@ -13,14 +13,18 @@ as a minimum rather than walked.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import ClientError
 
 from costguard.aws import clients
-from costguard.detect.placement import InputSize
 from costguard.observability import logger
 from costguard.permissions import needs
+
+if TYPE_CHECKING:
+    # Built by input_size only (the training-jobs flow's cross-region check): the training ceilings' sweep, which
+    # imports this module for its listing, need not load the placement detector at its cold start.
+    from costguard.detect.placement import InputSize
 
 PAGE = 1000  # ListObjectsV2's largest page
 LOCATION_ENDPOINT = "us-east-1"
@@ -86,6 +90,8 @@ def input_size(bucket: str, prefix: str, region: str) -> InputSize | None:
         logger.info("input size not readable", extra={"bucket": bucket, "prefix": prefix, "error": code})
         _sizes[key] = None
         return None
+    from costguard.detect.placement import InputSize
+
     contents = answer.get("Contents", [])
     _sizes[key] = InputSize(
         bytes=sum(int(item.get("Size", 0)) for item in contents),

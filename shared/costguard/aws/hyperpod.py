@@ -1,6 +1,9 @@
 """SageMaker HyperPod clusters and their nodes behind one adapter. moto implements none of these calls, so the
 local stack serves this class from the world file (local/hyperpod.py); the real calls are tested with botocore's
-Stubber against the SageMaker service model (tests/unit/test_hyperpod_adapter.py)."""
+Stubber against the SageMaker service model (tests/unit/test_hyperpod_adapter.py, test_hyperpod_sweep_adapter.py).
+
+The idle sweep's reads in a region: ceil(clusters / 100) ListClusters, one DescribeCluster per cluster at work,
+ceil(nodes / 100) ListClusterNodes per cluster, and one ListTags per cluster it has something to say about."""
 
 from __future__ import annotations
 
@@ -13,6 +16,8 @@ from costguard.model import HyperPodNode as Node
 
 __all__ = [
     "READ_PERMISSIONS",
+    "SWEEP_PERMISSIONS",
+    "WORKING_STATES",
     "Cluster",
     "Group",
     "HyperPodClusters",
@@ -25,31 +30,61 @@ from costguard.permissions import needs
 
 # cluster (one DescribeCluster per event that needs its groups), node (one DescribeClusterNode per node event).
 READ_PERMISSIONS = needs("sagemaker:DescribeCluster", "sagemaker:DescribeClusterNode")
+# clusters, nodes and tags: the idle sweep's (flows/hyperpod_idle.py).
+SWEEP_PERMISSIONS = needs(
+    "sagemaker:ListClusters", "sagemaker:DescribeCluster", "sagemaker:ListClusterNodes", "sagemaker:ListTags"
+)
+LIST_PAGE = 100  # ListClusters' and ListClusterNodes' largest page
+# The states in which a cluster's nodes run and bill, and its groups can be scaled.
+WORKING_STATES = frozenset({"InService", "Updating", "SystemUpdating"})
 
 
 def group_from_api(item: dict[str, Any]) -> Group:
     """A DescribeCluster InstanceGroups entry (the state-change event carries the same shape)."""
+    slurm = item.get("SlurmConfig") or {}
     return Group(
         name=str(item["InstanceGroupName"]),
         instance_type=item.get("InstanceType") or None,
         current=int(item.get("CurrentCount") or 0),
         target=int(item.get("TargetCount") or 0),
         status=item.get("Status") or None,
+        slurm_node_type=slurm.get("NodeType") if isinstance(slurm, dict) else None,
     )
 
 
 def node_from_api(details: dict[str, Any]) -> Node:
+    """A DescribeClusterNode NodeDetails, or a ListClusterNodes ClusterNodeSummaries entry (the same fields)."""
     status = details.get("InstanceStatus") or {}
     return Node(
         instance_id=str(details["InstanceId"]),
         group=str(details.get("InstanceGroupName") or ""),
         instance_type=details.get("InstanceType") or None,
         status=status.get("Status") if isinstance(status, dict) else None,
+        launched=details.get("LaunchTime"),
     )
 
 
+def eks_cluster_name(described: dict[str, Any]) -> str | None:
+    """The EKS cluster orchestrating a HyperPod cluster (``Orchestrator.Eks.ClusterArn``'s name); None: Slurm."""
+    arn = str(((described.get("Orchestrator") or {}).get("Eks") or {}).get("ClusterArn") or "")
+    return arn.rsplit("/", 1)[-1] or None
+
+
+def _pages(call: Any, key: str, **request: Any) -> list[dict[str, Any]]:
+    """Every item of a list call, following NextToken, LIST_PAGE to a page."""
+    items: list[dict[str, Any]] = []
+    while True:
+        answer = call(MaxResults=LIST_PAGE, **request)
+        items += answer.get(key, [])
+        token = answer.get("NextToken")
+        if not token:
+            return items
+        request["NextToken"] = token
+
+
 class HyperPodClusters:
-    """DescribeCluster and DescribeClusterNode (moto has neither)."""
+    """DescribeCluster and DescribeClusterNode, and the sweep's ListClusters, ListClusterNodes and ListTags (moto has
+    none of them)."""
 
     def cluster(self, region: str, account: str, name: str) -> Cluster:
         sagemaker: Any = clients.client("sagemaker", region, account or None)
@@ -58,7 +93,32 @@ class HyperPodClusters:
             name=str(answer.get("ClusterName") or name),
             status=str(answer.get("ClusterStatus") or ""),
             groups=tuple(group_from_api(g) for g in answer.get("InstanceGroups", [])),
+            arn=answer.get("ClusterArn") or None,
+            created=answer.get("CreationTime"),
+            eks_cluster=eks_cluster_name(answer),
         )
+
+    def working_clusters(self, region: str, account: str = "") -> list[Cluster]:
+        """Every cluster of the region whose nodes run (WORKING_STATES), described: one ListClusters per 100
+        clusters, one DescribeCluster per working one."""
+        sagemaker: Any = clients.client("sagemaker", region, account or None)
+        summaries = _pages(sagemaker.list_clusters, "ClusterSummaries")
+        return [
+            self.cluster(region, account, str(s["ClusterName"]))
+            for s in summaries
+            if s.get("ClusterStatus") in WORKING_STATES
+        ]
+
+    def nodes(self, region: str, account: str, cluster: str) -> list[Node]:
+        """A cluster's nodes: one ListClusterNodes per 100."""
+        sagemaker: Any = clients.client("sagemaker", region, account or None)
+        found = _pages(sagemaker.list_cluster_nodes, "ClusterNodeSummaries", ClusterName=cluster)
+        return [node_from_api(n) for n in found]
+
+    def tags(self, region: str, account: str, arn: str) -> dict[str, str]:
+        """A cluster's tags (its team, its owner): one ListTags per 100 tags."""
+        sagemaker: Any = clients.client("sagemaker", region, account or None)
+        return {t["Key"]: t["Value"] for t in _pages(sagemaker.list_tags, "Tags", ResourceArn=arn)}
 
     def node(self, region: str, account: str, cluster: str, instance_id: str) -> Node:
         sagemaker: Any = clients.client("sagemaker", region, account or None)

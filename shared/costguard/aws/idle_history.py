@@ -10,12 +10,16 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from datetime import datetime, timedelta
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from costguard.aws import clients, dynamo
-from costguard.detect.adaptive import IdleHistory
-from costguard.detect.idle_priors import Pool
 from costguard.permissions import needs
+
+# The policy's own modules are loaded by the first read: the sweeps import this module for its PERMISSIONS, and
+# with the default (fixed) idle policy never read a history.
+if TYPE_CHECKING:
+    from costguard.detect.adaptive import IdleHistory
+    from costguard.detect.idle_priors import Pool
 
 PERMISSIONS = needs("dynamodb:BatchGetItem", "dynamodb:BatchWriteItem")
 
@@ -60,6 +64,9 @@ class MemoryIdleHistories:
     def read_state(
         self, history_keys: Iterable[str], prior_keys: Iterable[str]
     ) -> tuple[dict[str, IdleHistory], dict[str, Pool]]:
+        from costguard.detect.adaptive import IdleHistory
+        from costguard.detect.idle_priors import Pool
+
         histories = {k: IdleHistory.from_text(self.texts[k]) for k in history_keys if k in self.texts}
         pools = {k: Pool.from_text(self.texts[k]) for k in prior_keys if k in self.texts}
         return histories, pools
@@ -86,6 +93,9 @@ class DynamoIdleHistories:
     ) -> tuple[dict[str, IdleHistory], dict[str, Pool]]:
         """The stored histories and pools, in one batched read. One DynamoDB leaves unprocessed after a few
         tries is absent (logged): the sweep then starts it afresh, written over the stored one."""
+        from costguard.detect.adaptive import IdleHistory
+        from costguard.detect.idle_priors import Pool
+
         wanted = [*history_keys, *prior_keys]
         items = dynamo.batch_get(clients.client("dynamodb"), self.table, wanted)
         histories: dict[str, IdleHistory] = {}

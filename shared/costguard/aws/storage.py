@@ -14,7 +14,6 @@ from datetime import datetime
 from typing import Any
 
 from costguard.aws import clients
-from costguard.detect.training_health import split_s3_uri
 from costguard.permissions import needs
 
 VOLUME_PAGE = 500  # DescribeVolumes' largest page
@@ -67,6 +66,10 @@ class PrefixUsage:
 def prefix_usage(uri: str, region: str | None = None) -> PrefixUsage:
     """One ListObjectsV2 walk of the prefix. A refused or failed listing (a bucket in another account, gone,
     or denied) is returned with its error, not raised: one prefix never fails the audit."""
+    # Loaded here, by the audit's discovery of a job's prefix (its EC2 and SageMaker reads came first): the
+    # training detectors it sits among are not the other audit steps' to load.
+    from costguard.detect.training_health import split_s3_uri
+
     named = split_s3_uri(uri)
     if named is None:
         return PrefixUsage(uri, 0, {}, None, error="not an s3:// URI")

@@ -95,9 +95,8 @@ class AdaptiveParams:
     min_wait_chance: float = 0.2  # or at least this likely, when the wait costs less (_worth_waiting)
     cpu_busy_percent: float = 25.0
     long_job: timedelta = timedelta(hours=3)
-    max_hold: timedelta = timedelta(
-        minutes=60
-    )  # a wait on the shape alone (CPU busy) lasts at most this long
+    # A pause with the CPU busy (an evaluation pass) is held past the fixed window at most this long.
+    max_hold: timedelta = timedelta(minutes=120)
 
     @property
     def fixed_due(self) -> timedelta:
@@ -176,6 +175,8 @@ class IdleHistory:
     # caller last took them (``take_recorded``: what the fleet's priors learn, detect/idle_priors.py).
     zone: tzinfo = field(default=UTC, compare=False)
     recorded: list[Cell] = field(default_factory=list, compare=False)
+    # Not stored either: the CPU of the period just observed (each sweep observes, then advises).
+    cpu_last: float | None = field(default=None, compare=False)
 
     # -- learning ------------------------------------------------------------------------------------------
 
@@ -188,6 +189,7 @@ class IdleHistory:
     ) -> bool:
         """One sweep's observation of the period ending ``period_end``. Returns whether the state changed."""
         before = self._key()
+        self.cpu_last = cpu
         if self.first_seen is None:
             self.first_seen = period_end
         gap = self.last_seen is not None and period_end - self.last_seen > GAP
@@ -530,16 +532,22 @@ def advise(
     horizon = params.horizon.total_seconds() / 60
     fixed_due = params.fixed_due.total_seconds() / 60
     floor = params.floor.total_seconds() / 60
-    level, chosen, pooled = _chosen(history, shape, bucket, idle, params, prior)
     cpu = history.cpu_now
-    held = fixed_due <= idle < fixed_due + params.max_hold.total_seconds() / 60
+    busy_now = history.cpu_last is not None and history.cpu_last >= params.cpu_busy_percent
+    if shape is Shape.DIP and busy_now and idle < fixed_due + params.max_hold.total_seconds() / 60:
+        # The CPU still busy now while the GPUs rest is work (a checkpoint, an evaluation pass): never stopped
+        # early on history (a pass cut short by a stop is learned as a pause that never resumed, so the history
+        # would learn to stop passes), and held past the fixed window for up to max_hold. Once the CPU drops,
+        # the pass is over: judged as any idle period of its shape.
+        if idle < fixed_due:
+            return Advice(Action.FIXED, "the CPU is still busy: not due before the fixed window")
+        return Advice(
+            Action.WAIT,
+            f"GPUs idle {duration_text(idle)} but the CPU is still busy ({cpu:.0f}%): a checkpoint or "
+            "evaluation pass, not an idle instance",
+        )
+    level, chosen, pooled = _chosen(history, shape, bucket, idle, params, prior)
     if not chosen:
-        if shape is Shape.DIP and held:
-            return Advice(
-                Action.WAIT,
-                f"GPUs idle {duration_text(idle)} but the CPU is still busy ({cpu:.0f}%): a checkpoint or "
-                "evaluation pass, not an idle instance",
-            )
         return Advice(
             Action.FIXED, "too little history for an idle period this long: the fixed window decides"
         )
@@ -568,9 +576,6 @@ def advise(
             chance,
             round(total),
         )
-    if shape is Shape.DIP and soon and held:
-        # The CPU still busy says it is work, and such pauses have ended soon on it: held for a while.
-        chance = max(chance, params.hold_chance)
     resumed = [(_bin_minutes(b), n) for b, ended, n in chosen if ended == Ended.RESUMED]
     usual = _weighted_quantile(resumed, 0.8) if resumed else typical
     if idle >= fixed_due and (

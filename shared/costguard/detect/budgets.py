@@ -6,11 +6,16 @@ import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from typing import TYPE_CHECKING
 
 from costguard.detect.escalation import AlertType, Escalation, Level
-from costguard.events.budgets import Anomaly, RootCause
 from costguard.model import Finding, Reason, Resource, ResourceKind
 from costguard.policy import is_protected, marked_at
+
+if TYPE_CHECKING:
+    # The cost anomaly's models (pydantic): only the budgets function parses one. The sweeps that import this
+    # module for the budget marks (flows/gpu.py, flows/sagemaker.py) need not build them at their cold start.
+    from costguard.events.budgets import Anomaly, RootCause
 
 # -- reading an AWS Budgets message ---------------------------------------------------------------
 

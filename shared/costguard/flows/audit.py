@@ -23,6 +23,7 @@ from costguard.audit.discover import (
     discover,
     priced_options,
 )
+from costguard.audit.endpoints import endpoint_rows
 from costguard.audit.evaluate import Catalog, evaluate
 from costguard.audit.gather import PERMISSIONS as GATHER_PERMISSIONS
 from costguard.audit.gather import gather
@@ -249,7 +250,8 @@ def judge_region(
     rules: Rules,
 ) -> tuple[dict[str, Any], int]:
     """The item's result (what the report merges) and its number of findings, from what Discover and ReadMetrics
-    read: judged by the rules, with the hub's prices and offerings, and its holdings' sections."""
+    read: judged by the rules, with the hub's prices and offerings; its endpoint variants by cost per 1,000
+    requests, and its holdings' sections."""
     options, prices = priced_options(
         step.region, price_book(settings.price_source == "live"), {s.instance_type for s in subjects}
     )
@@ -272,6 +274,15 @@ def judge_region(
         account_name=step.account_name,
         instances=sum(s.instance_count for s in subjects),
         teams=team_totals(subjects, prices, settings.routing_tag_key, rules.hours_per_month),
+    )
+    result["endpoints"] = endpoint_rows(
+        subjects,
+        usage,
+        findings,
+        skipped,
+        prices,
+        window_hours=settings.audit_lookback_days * 24.0,
+        team_tag=settings.routing_tag_key,
     )
     result |= region_holdings(step, settings, subjects, findings, prices, rules, holdings)
     return result, len(findings)

@@ -9,7 +9,6 @@ from typing import Any
 
 from aws_lambda_powertools.metrics import MetricUnit
 
-from costguard import idle_policy
 from costguard.act.aws import permissions_for
 from costguard.act.shadow import key_of, overlay
 from costguard.aws import alarms, budgets, inventory, metrics
@@ -17,7 +16,7 @@ from costguard.aws.idle_history import PERMISSIONS as IDLE_HISTORY_PERMISSIONS
 from costguard.aws.metrics import Dimensions, MetricSet, evidence_queries, gpu_queries
 from costguard.aws.read_plan import PERMISSIONS as READ_PLAN_PERMISSIONS
 from costguard.aws.read_plan import ReadPlans
-from costguard.detect import adaptive, read_schedule
+from costguard.detect import read_schedule
 from costguard.detect.budgets import keep_budget_marks
 from costguard.detect.gpu import (
     PERIOD,
@@ -360,6 +359,10 @@ def adapted(
     """The adaptive idle policy (idle_policy.py, the same code the backtest runs): each instance's history
     observes the sweep period just ended, then its idle finding is advised with its peers' prior. One batched
     read and one batched write of the histories and pools (aws/idle_history.py)."""
+    # Loaded here: only the adaptive policy (COSTGUARD_IDLE_POLICY=adaptive, not the default) needs them.
+    from costguard import idle_policy
+    from costguard.detect import adaptive
+
     store = runtime.idle_histories
     assert store is not None
     observed = [

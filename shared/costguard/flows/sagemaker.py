@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
-from costguard import idle_policy
 from costguard.act.aws import permissions_for
 from costguard.act.shadow import key_of, overlay, read_marks
 from costguard.aws import budgets, metrics, sagemaker
@@ -21,7 +20,6 @@ from costguard.aws.sagemaker_metrics import (
     notebook_key,
     variant_uses,
 )
-from costguard.detect import adaptive
 from costguard.detect.budgets import keep_budget_marks
 from costguard.detect.gpu import PERIOD, Thresholds, read_gpus, thresholds_from
 from costguard.detect.sagemaker import (
@@ -197,6 +195,10 @@ def adapted_notebooks(
     ``notebook``) in the state table, one batched read and write. Notebooks publish no CPU here, and the sweep
     runs every 15 minutes: each observes the last of its five-minute periods, so a notebook's idle periods are
     learned to within a sweep."""
+    # Loaded here: only the adaptive policy (COSTGUARD_IDLE_POLICY=adaptive, not the default) needs them.
+    from costguard import idle_policy
+    from costguard.detect import adaptive
+
     assert runtime.idle_histories is not None
     observed = [
         idle_policy.Observed(

@@ -288,6 +288,7 @@ def print_summary(run: AuditRun, written: list[Path]) -> None:
             + (f" (${cost:,.2f}/month)" if cost is not None else "")
             + ", listed in the report with why"
         )
+    print_endpoints(run.report)
     print_holdings(run.report)
     accounts = run.report.get("accounts") or []
     if len(accounts) > 1:
@@ -307,6 +308,32 @@ def print_summary(run: AuditRun, written: list[Path]) -> None:
         )
     for path in written:
         print(f"  wrote {path}")
+
+
+def print_endpoints(report: dict[str, Any]) -> None:
+    """GPU endpoint variants by cost per 1,000 requests, a line each (a report made before them has none)."""
+    section = report.get("endpoints")
+    if not section or not section["rows"]:
+        return
+    print(f"Endpoints by cost per 1,000 requests ({section['requests']:,} requests in the window):")
+    for row in section["rows"]:
+        per_1000 = row["cost_per_1000_requests_usd"]
+        if per_1000 is not None:
+            shown = f"${per_1000:>11,.4f}"
+        else:
+            shown = "     unknown" if row["hourly_usd"] is None else " no requests"
+        fit = row.get("fit")
+        cheaper = (
+            f"; on {fit['instance_type']}: ${fit['cost_per_1000_requests_usd']:,.4f} "
+            f"(${fit['monthly_saving_usd']:,.2f}/month less)"
+            if fit and fit["cost_per_1000_requests_usd"] is not None
+            else ""
+        )
+        gpu = row["gpu_p95_percent"]
+        print(
+            f"  {shown}/1k  {row['endpoint']}/{row['variant']}: {row['instance_count']} x {row['instance_type']}, "
+            f"{row['requests']:,} requests, GPU p95 {'?' if gpu is None else f'{gpu:g}'}% per GPU{cheaper}"
+        )
 
 
 def print_holdings(report: dict[str, Any]) -> None:

@@ -10,6 +10,8 @@ With the credentials of the default boto3 session (as `costguard backtest --live
   subscribed by the stack's budgets function, and which budgets notify it.
 - Slack: the stack's secret (its SlackWebhookSecretArn output) is filled in and valid in form; never printed.
 - GPU-idle alarms: with the stack's GpuAlarms=on, the Metrics Insights alarms it needs against the quota.
+- Remediation: the stack's ReasonModes and RemediateScope as deployed, a sentence each (which reasons would stop
+  resources, which teams are out of scope); a value the functions would refuse at start-up is to fix.
 - A first sweep: the GPU and SageMaker sweeps' findings on what was read, and what the stack's mode would decide.
 
 ``read_account`` makes the AWS calls (every one within ``DOCTOR_POLICY``: reads only); ``build_report`` and
@@ -34,6 +36,13 @@ from costguard.aws.sagemaker import NOTEBOOK_DIMENSION, TRAINING_GPU_METRIC, TRA
 from costguard.detect.gpu import AGENT_HELP, PARTIAL_HELP, thresholds_from
 from costguard.detect.sagemaker import JOB_METRICS_HELP, NOTEBOOK_AGENT_HELP
 from costguard.local.aws_errors import ends_the_run, explain
+from costguard.local.remediation_reach import (
+    REASON_MODES_FIX,
+    SCOPE_FIX,
+    acting_reasons,
+    reasons_sentence,
+    scope_sentence,
+)
 from costguard.model import (
     Accelerators,
     Action,
@@ -47,8 +56,9 @@ from costguard.model import (
 )
 from costguard.notify.routing import SecretFormatError, parse_routes
 from costguard.permissions import needs, read_only_policy
+from costguard.policy import PolicyError
 from costguard.pricing.live import PERMISSIONS as LIVE_PRICE_PERMISSIONS
-from costguard.settings import Settings, parse_settings
+from costguard.settings import Settings, SettingsError, parse_settings
 
 RECENT = "PT3H"  # ListMetrics' RecentlyActive: what publishes now, as the sweep lists it
 
@@ -223,6 +233,7 @@ class DoctorReport:
     checks: list[Check]
     sweep: list[SweepLine] | str  # a sentence when the sweep could not run
     api_calls: dict[str, int] = field(default_factory=dict)
+    acting: list[str] | None = None  # the reasons in remediate that act (Mode, ReasonModes); None: unknown
 
     @property
     def to_fix(self) -> list[Check]:
@@ -249,6 +260,7 @@ class DoctorReport:
                 for c in self.checks
             ],
             "sweep": self.sweep if isinstance(self.sweep, str) else [line.__dict__ for line in self.sweep],
+            "acting_reasons": self.acting,
             "api_calls": self.api_calls,
         }
 
@@ -258,13 +270,23 @@ BUDGET_ALERTS = "Budget alerts"
 SLACK = "Slack"
 GPU_ALARMS = "GPU-idle alarms"
 STACK = "Stack"
+REMEDIATION = "Remediation"
 
 
 def build_report(facts: AccountFacts) -> DoctorReport:
     """The checks and the sweep's lines, from what was read."""
-    checks = [*stack_checks(facts), *metric_checks(facts), *budget_checks(facts), *slack_checks(facts)]
-    checks += alarm_checks(facts)
+    checks = [*stack_checks(facts), *remediation_checks(facts), *metric_checks(facts), *budget_checks(facts)]
+    checks += slack_checks(facts) + alarm_checks(facts)
     mode = facts.sweep.mode if isinstance(facts.sweep, SweepFacts) else facts.parameters.get("Mode", "notify")
+    try:
+        acting: list[str] | None = [
+            r.value
+            for r in acting_reasons(
+                facts.parameters.get("Mode", mode), facts.parameters.get("ReasonModes", "")
+            )
+        ]
+    except PolicyError:
+        acting = None
     return DoctorReport(
         account=facts.account,
         region=facts.region,
@@ -274,6 +296,7 @@ def build_report(facts: AccountFacts) -> DoctorReport:
         checks=checks,
         sweep=sweep_lines(facts.sweep),
         api_calls=facts.api_calls,
+        acting=acting,
     )
 
 
@@ -290,6 +313,40 @@ def stack_checks(facts: AccountFacts) -> list[Check]:
             f"deployed in {facts.region} in {facts.parameters.get('Mode', 'notify')} mode{hub}",
         )
     ]
+
+
+def remediation_checks(facts: AccountFacts) -> list[Check]:
+    """ReasonModes and RemediateScope as deployed (the stack's parameters): which reasons would stop resources,
+    and which teams are out of scope, a sentence each; a value that does not read is to fix."""
+    if isinstance(facts.stack, Unread):
+        return []  # the stack check says why
+    mode = facts.parameters.get("Mode", "notify")
+    read = [
+        r.tags
+        for listed in (facts.instances, facts.notebooks, facts.jobs)
+        if isinstance(listed, list)
+        for r in listed
+    ]
+    told: tuple[tuple[str, Callable[[str], str], str], ...] = (
+        ("ReasonModes", lambda text: reasons_sentence(mode, text), REASON_MODES_FIX),
+        ("RemediateScope", lambda text: scope_sentence(text, read), SCOPE_FIX),
+    )
+    checks = []
+    for name, words, fix in told:
+        if name not in facts.parameters:
+            says = f"the stack has no {name} parameter (deployed before it existed), so: {words('')}"
+            checks.append(Check(REMEDIATION, Status.NOTE, name, says))
+            continue
+        text = facts.parameters[name]
+        try:
+            checks.append(Check(REMEDIATION, Status.OK, name, words(text)))
+        except PolicyError as error:
+            says = (
+                f"{text!r} does not read ({error}): every function of the stack checks it at start-up and refuses "
+                "to start, so nothing is swept, decided or told until it is fixed"
+            )
+            checks.append(Check(REMEDIATION, Status.FIX, name, says, fix))
+    return checks
 
 
 def _indices(series: Iterable[Dimensions], dimension: str, name: str) -> set[str]:
@@ -596,7 +653,8 @@ def sweep_lines(sweep: SweepFacts | Unread) -> list[SweepLine] | str:
     for decision in sweep.decisions:
         action = decision.action.value
         if decision.dry_run and decision.action in (Action.MARK, Action.STOP, Action.UNMARK):
-            action = f"would {action} (notify mode: reported, not done)"
+            why = decision.held or "notify mode"  # held: ReasonModes or RemediateScope, where others act
+            action = f"would {action} ({why}: reported, not done)"
         summary = decision.finding.summary.splitlines()[0] if decision.finding.summary else ""
         lines.append(SweepLine(decision.reason.value, _resource(decision.resource), action, summary))
     return lines
@@ -620,7 +678,7 @@ def render(report: DoctorReport) -> str:
             out.append(f"  {check.status.value.upper():<8} {check.subject}: {check.says}")
             if check.fix:
                 out.append(f"           fix: {check.fix}")
-    out.append(f"\nWhat a first sweep would find ({_mode_words(report.mode)})")
+    out.append(f"\nWhat a first sweep would find ({_mode_words(report.mode, report.acting)})")
     if isinstance(report.sweep, str):
         out.append(f"  UNKNOWN  {report.sweep}")
     elif not report.sweep:
@@ -635,9 +693,11 @@ def render(report: DoctorReport) -> str:
     return "\n".join(out)
 
 
-def _mode_words(mode: str) -> str:
+def _mode_words(mode: str, acting: list[str] | None = None) -> str:
     if mode == "remediate":
         return "remediate mode: it marks, then stops after the grace period"
+    if acting:
+        return f"notify mode, but ReasonModes puts {', '.join(acting)} in remediate: those mark, then stop"
     return "notify mode: it reports and never stops anything"
 
 
@@ -965,25 +1025,29 @@ def read_account(region: str, stack_name: str, now: datetime) -> AccountFacts:
     stack = attempt(f"the stack {stack_name}", lambda: read_stack(region, stack_name))
     parameters = stack.parameters if isinstance(stack, StackFacts) else {}
     outputs = stack.outputs if isinstance(stack, StackFacts) else {}
-    settings = deployed_settings(parameters)
+    settings = sweep_settings(parameters)
     instances = attempt("the GPU instances", lambda: inventory.describe_gpu_instances(region))
     notebooks = attempt("the notebook instances", lambda: gpu_notebooks(region))
     jobs = attempt("the training jobs", lambda: gpu_training_jobs(region))
     endpoints = attempt("the endpoints", lambda: sagemaker_reads.in_service_endpoints(region))
     series = attempt("the CloudWatch agent's GPU series (ListMetrics)", lambda: gpu_series(region))
     arn = outputs.get("CostAlertsTopicArn") or topic_arn(region, account, stack_name)
-    sweep = attempt(
-        "the first sweep",
-        lambda: first_sweep(
-            region,
-            now,
-            settings,
-            _listed(instances),
-            _listed(series),
-            _listed(jobs),
-            _listed(notebooks),
-            _listed(endpoints),
-        ),
+    sweep = (
+        settings
+        if isinstance(settings, Unread)
+        else attempt(
+            "the first sweep",
+            lambda: first_sweep(
+                region,
+                now,
+                settings,
+                _listed(instances),
+                _listed(series),
+                _listed(jobs),
+                _listed(notebooks),
+                _listed(endpoints),
+            ),
+        )
     )
     return AccountFacts(
         account=account,
@@ -1002,6 +1066,20 @@ def read_account(region: str, stack_name: str, now: datetime) -> AccountFacts:
         alarms=alarms_of(stack, region),
         sweep=sweep,
     )
+
+
+def sweep_settings(parameters: dict[str, str]) -> Settings | Unread:
+    """The deployed settings for the first sweep; with a ReasonModes or RemediateScope that does not read (a
+    Remediation check to fix), why the sweep is not run: the stack's functions would not start. Any other bad
+    parameter raises SettingsError."""
+    try:
+        return deployed_settings(parameters)
+    except SettingsError as error:
+        if not any(f"COSTGUARD_{name}" in str(error) for name in ("REASON_MODES", "REMEDIATE_SCOPE")):
+            raise
+        return Unread(
+            f"not run: the stack's functions refuse to start with its settings (see Remediation): {error}"
+        )
 
 
 def gpu_notebooks(region: str) -> list[NotebookInstance]:

@@ -47,6 +47,16 @@ def gpu_value(spec: Instance, index: int, at: datetime) -> tuple[float, float]:
     return round(IDLE_GPU_PERCENT + wave, 2), IDLE_GPU_MEMORY_GIB * 1024
 
 
+def silent_gpus(spec: Instance) -> set[int]:
+    """The GPUs its gpu_metrics say publish nothing (their own pattern none, no points of their own): no history
+    either, as the CloudWatch agent sends nothing for a GPU it does not see."""
+    return {
+        g.index
+        for g in spec.gpu_metrics.gpus
+        if g.pattern == "none" and not (g.segments or g.points or g.runs)
+    }
+
+
 def publish_usage_history(world: World, gpu_info: dict[str, dict[str, Any]]) -> None:
     key = ("usage history", world.model_dump_json(), json.dumps(gpu_info, sort_keys=True, default=str))
     store(world.account, world.region, remembered(key, lambda: _history_datums(world, gpu_info)))
@@ -61,8 +71,11 @@ def _history_datums(world: World, gpu_info: dict[str, dict[str, Any]]) -> list[M
         count = sum(g.get("Count", 0) for g in gpus)
         model = gpus[0].get("Name", "GPU") if gpus else "GPU"
         cpu = spec.usage.cpu_percent if spec.usage.cpu_percent is not None else spec.cpu_percent
+        silent = silent_gpus(spec)
         for at in history_points(spec, world.now):
             for index in range(count):
+                if index in silent:
+                    continue
                 dims = [
                     {"Name": "InstanceId", "Value": spec.id},
                     {"Name": "index", "Value": str(index)},

@@ -7,6 +7,7 @@ import importlib.util
 import io
 import json
 import logging
+import math
 import os
 import sys
 import uuid
@@ -30,13 +31,13 @@ from costguard.local.budgets import seed_budgets
 from costguard.local.capacity import publish_capacity_metrics, world_capacity_reservations
 from costguard.local.fast_metrics import indexed_metrics
 from costguard.local.history import publish_usage_history
-from costguard.local.hyperpod import world_hyperpod_clusters
+from costguard.local.hyperpod import publish_hyperpod_metrics, world_hyperpod_clusters
 from costguard.local.org import place_client, play_organization, seed_organization
 from costguard.local.seed_metrics import datum, datums, publish, remembered, store
 from costguard.local.sink import SlackSink
 from costguard.local.template import Function, Template, resolve
 from costguard.local.training_health import seed_training_health
-from costguard.local.world import GpuMetrics, Instance, World, gpu_series
+from costguard.local.world import Endpoint, GpuMetrics, Instance, World, gpu_series
 
 PROJECT_ROOT = Path(__file__).resolve().parents[3]
 DEFAULT_TEMPLATE = PROJECT_ROOT / "template.yaml"
@@ -498,6 +499,9 @@ def seed_world(world: World, until: datetime | None = None) -> None:
     seed_training_health(world, until or world.now)  # the jobs' own metrics and checkpoint objects
     publish_capacity_metrics(world, until or world.now)
     publish_bedrock_metrics(world, until or world.now)
+    if world.hyperpod_clusters:  # the nodes' GPU series (local/hyperpod.py)
+        types = {g.instance_type for c in world.hyperpod_clusters for g in c.instance_groups}
+        publish_hyperpod_metrics(world, _gpus_of(types, world.region), until or world.now)
     seed_budgets(world)
     if not world.instances:
         return
@@ -757,8 +761,12 @@ def publish_sagemaker_metrics(world: World, gpus: dict[str, tuple[int, str]], un
         ]
         per_minute = round(endpoint.invocations_per_hour / 60, 4)
         count, _ = gpus.get(endpoint.instance_type, (0, "GPU"))
-        for at, _ in gpu_series(clock_only, 0, world.now, until):
-            batches["AWS/SageMaker"].append(datum("Invocations", dims, at, per_minute, "None"))
+        # The audit's weeks hourly (history_days), then the sweeps' recent hours minute by minute.
+        history = _endpoint_hours(world, endpoint, start)
+        calls = [(at, endpoint.invocations_per_hour) for at in history]
+        calls += [(at, per_minute) for at, _ in gpu_series(clock_only, 0, world.now, until)]
+        for at, invocations in calls:
+            batches["AWS/SageMaker"].append(datum("Invocations", dims, at, invocations, "None"))
             # Instance metrics as SageMaker publishes them: 0-100 per GPU, summed over the type's GPUs.
             for name, percent in (
                 ("GPUUtilization", endpoint.gpu_percent),
@@ -770,6 +778,16 @@ def publish_sagemaker_metrics(world: World, gpus: dict[str, tuple[int, str]], un
                     )
     for namespace, data in batches.items():
         publish(world.account, world.region, namespace, data)
+
+
+def _endpoint_hours(world: World, endpoint: Endpoint, recent: datetime) -> list[datetime]:
+    """The whole hours of an endpoint's ``history_days`` before its per-minute series (which starts at
+    ``recent``), not before it was created."""
+    start = max(_created(world, endpoint.created), world.now - timedelta(days=endpoint.history_days))
+    whole = start.replace(minute=0, second=0, microsecond=0)
+    first = whole if whole == start else whole + timedelta(hours=1)
+    hours = max(0, math.ceil((recent - first).total_seconds() / 3600))
+    return [first + timedelta(hours=n) for n in range(hours)]
 
 
 def _created(world: World, created: datetime | None) -> datetime:

@@ -254,6 +254,13 @@ class Endpoint(_Strict):
         default=None, ge=0, le=100, description="per GPU, as gpu_percent (GPUMemoryUtilization)"
     )
     created: AwsTime | None = Field(default=None, description="default: 30 days before the world's now")
+    history_days: float = Field(
+        default=0,
+        ge=0,
+        le=63,
+        description="hourly Invocations, GPUUtilization and GPUMemoryUtilization for this many days before the "
+        "per-minute series (at most back to its creation): what the right-sizing audit reads",
+    )
 
 
 class ProvisionedThroughput(_Strict):
@@ -271,13 +278,31 @@ class ProvisionedThroughput(_Strict):
 
 
 class HyperPodGroup(_Strict):
-    """One instance group of a HyperPod cluster; its nodes' ids (DescribeClusterNode answers for them)."""
+    """One instance group of a HyperPod cluster; its nodes' ids (DescribeClusterNode and ListClusterNodes answer
+    for them) and what their GPUs publish (local/hyperpod.py)."""
 
     name: Annotated[str, Field(pattern=r"^[a-zA-Z0-9](-*[a-zA-Z0-9])*$")]
     instance_type: Annotated[str, Field(pattern=r"^ml\.[a-z0-9-]+\.[a-z0-9-]+$")]
     count: int = Field(default=1, ge=0)
     target: int | None = Field(default=None, ge=0, description="TargetCount; default: count")
     node_ids: list[Annotated[str, Field(pattern=r"^i-[0-9a-f]+$")]] = Field(default_factory=list)
+    slurm_node_type: Literal["Controller", "Login", "Compute"] | None = Field(
+        default=None, description="SlurmConfig.NodeType (a Slurm cluster's controller is never judged)"
+    )
+    launched: AwsTime | None = Field(
+        default=None, description="the nodes' LaunchTime; default: the cluster's"
+    )
+    gpu_percent: float | None = Field(
+        default=None,
+        ge=0,
+        le=100,
+        description="each GPU of each node, every 15 minutes over the last 48 hours: Container Insights' "
+        "node_gpu_utilization per GpuDevice on an EKS-orchestrated cluster, else the CloudWatch agent's per-GPU "
+        "series by InstanceId. None: no GPU series",
+    )
+    node_gpu_percent: dict[Annotated[str, Field(pattern=r"^i-[0-9a-f]+$")], float] = Field(
+        default_factory=dict, description="a node's own gpu_percent, by node id"
+    )
 
 
 class HyperPodCluster(_Strict):
@@ -288,6 +313,11 @@ class HyperPodCluster(_Strict):
         "Creating", "Deleting", "Failed", "InService", "RollingBack", "SystemUpdating", "Updating"
     ] = "InService"
     instance_groups: list[HyperPodGroup] = Field(min_length=1)
+    eks_cluster: str | None = Field(
+        default=None, description="the EKS cluster orchestrating it (Orchestrator.Eks); None: Slurm"
+    )
+    created: AwsTime | None = Field(default=None, description="default: 30 days before the world's now")
+    tags: dict[str, str] = Field(default_factory=dict)
 
 
 class CapacityReservation(_Strict):

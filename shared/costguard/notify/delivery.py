@@ -191,8 +191,8 @@ def _has_no_value(error: GetParameterError) -> bool:
 @lru_cache(maxsize=32)
 def webhook_client(url: str, timeout: int = 10, max_retries: int = 2) -> WebhookClient:
     """One client per webhook; it retries 429 (honouring Retry-After), 5xx and connection errors. Its client is
-    loaded here, by the first post, not by importing this module (the notifier and the interactions endpoint
-    load slack_sdk anyway, for Block Kit and the signature check)."""
+    loaded here, by the first post, not by importing this module (the notifier loads slack_sdk anyway, for Block
+    Kit)."""
     from slack_sdk.http_retry.builtin_handlers import (
         ConnectionErrorRetryHandler,
         RateLimitErrorRetryHandler,

@@ -69,6 +69,7 @@ TITLES: dict[Reason, str] = {
     Reason.HYPERPOD_NODE_UNHEALTHY: "HyperPod node that cannot work",
     Reason.HYPERPOD_CLUSTER_FAILED: "HyperPod cluster failed or stuck creating",
     Reason.HYPERPOD_PROVISIONING_FAILED: "HyperPod could not provision a node",
+    Reason.HYPERPOD_IDLE: "HyperPod instance group with idle GPUs",
 }
 
 _TITLE_OF_CODE = {reason.value: title for reason, title in TITLES.items()}  # a group counts by reason code
@@ -93,6 +94,7 @@ _KIND_NOUNS: dict[ResourceKind, tuple[str, str]] = {
     ResourceKind.EKS_CLUSTER: ("EKS cluster", "EKS clusters"),
     ResourceKind.HYPERPOD_CLUSTER: ("HyperPod cluster", "HyperPod clusters"),
     ResourceKind.HYPERPOD_NODE: ("HyperPod node", "HyperPod nodes"),
+    ResourceKind.HYPERPOD_GROUP: ("HyperPod instance group", "HyperPod instance groups"),
 }
 
 

@@ -37,7 +37,7 @@ from costguard.notify.delivery import (
 from costguard.notify.routing import LOCAL_HOSTS, SlackRoutes, check_url
 
 # slack_sdk's Web API client is loaded by the first client built, not by importing this module: the queued clicks'
-# function loads slack_sdk at its first click (the notifier and the interactions endpoint load it at import anyway).
+# function loads slack_sdk at its first click (the notifier loads it at import anyway, for its Block Kit messages).
 if TYPE_CHECKING:
     from slack_sdk.errors import SlackApiError
     from slack_sdk.http_retry import RetryHandler
