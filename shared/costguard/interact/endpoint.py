@@ -82,9 +82,9 @@ def enqueue(request: SlackRequest, queue_url: str, now: datetime) -> None:
         "body": request.body,
         "timestamp": str(request.timestamp),
         "signature": request.signature,
-        "received_at": now.astimezone(
-            UTC
-        ).isoformat(),  # logged only: the age is checked at SQS's SentTimestamp
+        # For whoever reads a dead-lettered click: when the endpoint took it. Never trusted: the worker checks
+        # the signature's age at SQS's own SentTimestamp.
+        "received_at": now.astimezone(UTC).isoformat(),
         "retry_num": request.retry_num,
     }
     clients.sqs().send_message(QueueUrl=queue_url, MessageBody=json.dumps(body, separators=(",", ":")))
