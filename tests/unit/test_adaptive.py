@@ -178,3 +178,14 @@ def test_an_evaluation_pass_with_the_cpu_busy_is_held_and_judged_once_the_cpu_dr
     # Still busy at the end of max_hold past the fixed window: not held any longer.
     later = feed(busy, at - STEP, Status.IDLE, P.max_hold // timedelta(minutes=1), 70)
     assert "CPU is still busy" not in advise(busy, later, 5.0, P).why
+
+
+def test_a_pass_that_ends_the_job_is_judged_as_the_idle_after_the_job_once_the_cpu_drops() -> None:
+    history, at = trainer()  # nine-hour jobs, each followed by six idle hours
+    at = feed(history, at, Status.BUSY, 9 * 60, 80)
+    at = feed(history, at, Status.IDLE, 35, 70)  # the job's last evaluation pass: settled as a pass
+    assert advise(history, at, 1.2, P).action is not Action.STOP  # a pass is never stopped early
+    at = feed(history, at, Status.IDLE, 5, 2)  # the pass is over, and so is the job
+    advice = advise(history, at, 1.2, P)
+    assert advice.action is Action.STOP
+    assert "after a 9 h job ended" in advice.why

@@ -221,6 +221,12 @@ class IdleHistory:
                 self.cpu_sum, self.cpu_n = sum(self.recent), len(self.recent)
             if self.frozen is None and period_end - self.idle_since >= params.idle_window:
                 self.frozen = int(self.shape(params))
+            elif self.frozen == Shape.DIP and cpu is not None and cpu < params.cpu_busy_percent:
+                # Settled as a pass, but the CPU has dropped since: the pass is over, and the idle period after
+                # it is what the instance did before it (a job that ended, or a plain pause), judged and learned
+                # as such.
+                long_job = self.busy_minutes >= params.long_job.total_seconds() / 60
+                self.frozen = int(Shape.AFTER_JOB if long_job else Shape.PLAIN)
         elif self.idle_since is not None:
             self._record(period_end - timedelta(minutes=5), Ended.RESUMED, params)
         elif self.work_since is None:
