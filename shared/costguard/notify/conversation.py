@@ -435,20 +435,26 @@ class DynamoConversationStore:
     def begin_render(self, where: str, key: str) -> ParentState:
         """A render's token (any render marked shown before this one's is marked no more), and what the parent
         should show now."""
+        found = self._take_token(item_id(where, key), "ts")
+        return ParentState(None, None, None) if found is None else _parent_state(found, token=True)
+
+    def _take_token(self, item: str, kept: str) -> dict[str, Any] | None:
+        """Add one to the item's render counter, if it has ``kept`` (an open parent's ts, a group's body): the
+        item as it is now, or None when there is nothing to render."""
         e = _Expression()
         try:
             answer = self._update(
-                item_id(where, key),
+                item,
                 f"ADD {e.name('renders')} {e.value('one', {'N': '1'})}",
                 e,
-                f"attribute_exists({e.name('ts')})",
+                f"attribute_exists({e.name(kept)})",
                 ReturnValues="ALL_NEW",
             )
         except Exception as error:
             if not _failed_condition(error):
                 raise
-            return ParentState(None, None, None)
-        return _parent_state(answer.get("Attributes") or {}, token=True)
+            return None
+        return dict(answer.get("Attributes") or {})
 
     def parent(self, where: str, key: str) -> ParentState:
         """The notice a single parent should show, its order, and the order Slack was last seen to show."""
@@ -536,20 +542,8 @@ class DynamoConversationStore:
 
     def begin_group_render(self, item: str) -> GroupState | None:
         """A render's token for a group message (as begin_render), and the group as it is now."""
-        e = _Expression()
-        try:
-            answer = self._update(
-                item,
-                f"ADD {e.name('renders')} {e.value('one', {'N': '1'})}",
-                e,
-                f"attribute_exists({e.name('body')})",
-                ReturnValues="ALL_NEW",
-            )
-        except Exception as error:
-            if not _failed_condition(error):
-                raise
-            return None
-        return _group_state(answer.get("Attributes") or {}, token=True)
+        found = self._take_token(item, "body")
+        return None if found is None else _group_state(found, token=True)
 
     def mark_group_shown(self, item: str, version: int, token: int) -> GroupState | None:
         """Slack shows ``version`` of the group, if that is still its latest and no render began or failed since
