@@ -9,7 +9,7 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 from costguard.audit.steps import RegionTask, step_input
 from costguard.aws import clients
 from costguard.entry import REJECT_PERMISSIONS
-from costguard.flows.audit import DISCOVER_REGION_PERMISSIONS, discover_region
+from costguard.flows.audit_discover import DISCOVER_REGION_PERMISSIONS, discover_region
 from costguard.handler import lambda_entry
 from costguard.settings import get_settings, require
 

@@ -8,7 +8,7 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from costguard.audit.steps import RegionTask, step_input
 from costguard.entry import REJECT_PERMISSIONS
-from costguard.flows.audit import EVALUATE_REGION_PERMISSIONS, evaluate_region
+from costguard.flows.audit_evaluate import EVALUATE_REGION_PERMISSIONS, evaluate_region
 from costguard.handler import lambda_entry
 from costguard.settings import get_settings, require
 

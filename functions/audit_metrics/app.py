@@ -9,7 +9,7 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 from costguard.audit.steps import RegionTask, step_input
 from costguard.aws import clients
 from costguard.entry import REJECT_PERMISSIONS
-from costguard.flows.audit import READ_REGION_METRICS_PERMISSIONS, read_region_metrics
+from costguard.flows.audit_metrics import READ_REGION_METRICS_PERMISSIONS, read_region_metrics
 from costguard.handler import lambda_entry
 from costguard.settings import get_settings, require
 

@@ -10,7 +10,7 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from costguard.audit.steps import PlanInput, step_input
 from costguard.entry import REJECT_PERMISSIONS
-from costguard.flows.audit import PLAN_PERMISSIONS, account_of_arn, plan_run
+from costguard.flows.audit_plan import PLAN_PERMISSIONS, account_of_arn, plan_run
 from costguard.handler import lambda_entry
 from costguard.settings import get_settings, require
 

@@ -8,7 +8,7 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from costguard.audit.steps import ReportInput, step_input
 from costguard.entry import REJECT_PERMISSIONS
-from costguard.flows.audit import REPORT_PERMISSIONS, report
+from costguard.flows.audit_report import REPORT_PERMISSIONS, report
 from costguard.handler import lambda_entry
 from costguard.settings import get_settings, require
 

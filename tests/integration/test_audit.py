@@ -346,7 +346,7 @@ def test_a_failed_region_is_named_and_the_rest_reported(
 ) -> None:
     # The command line, with a rules override (read by the Evaluate task from the bucket) and two regions,
     # one of which fails in its Discover task.
-    import costguard.flows.audit as flow
+    import costguard.flows.audit_discover as flow
 
     real = flow.discover
 

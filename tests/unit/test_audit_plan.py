@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 import costguard.flows.audit as flow
+from costguard.audit import store
 from costguard.audit.holdings import Holdings
 from costguard.audit.html import render_html
 from costguard.audit.model import Subject
@@ -18,6 +19,7 @@ from costguard.audit.steps import PlanInput, RegionOutcome, RegionTask, ReportIn
 from costguard.audit.summary import summary_message
 from costguard.aws import clients, organization
 from costguard.aws.organization import Account
+from costguard.flows import audit_discover, audit_metrics
 from costguard.model import ResourceKind
 from costguard.settings import parse_settings
 
@@ -129,13 +131,11 @@ def test_each_item_discovers_and_reads_in_its_account_under_its_own_prefix(
         seen["gather"] = clients.acting_account()
         return Holdings()
 
-    monkeypatch.setattr(flow, "discover", discover)
-    monkeypatch.setattr(flow, "gather", gather)
-    monkeypatch.setattr(flow, "read_usage", read_usage)
-    monkeypatch.setattr(
-        flow.store, "put_json", lambda bucket, key, value: written.setdefault(key, value) and key
-    )
-    monkeypatch.setattr(flow.store, "get_json", lambda bucket, key: written[key])
+    monkeypatch.setattr(audit_discover, "discover", discover)
+    monkeypatch.setattr(audit_discover, "gather", gather)
+    monkeypatch.setattr(audit_metrics, "read_usage", read_usage)
+    monkeypatch.setattr(store, "put_json", lambda bucket, key, value: written.setdefault(key, value) and key)
+    monkeypatch.setattr(store, "get_json", lambda bucket, key: written[key])
     settings = parse_settings(audit_bucket="reports", member_role_name="costguard-member")
     task = RegionTask(
         run="run-1", now=NOW, region="us-west-2", account="222222222222", account_name="research"
@@ -358,12 +358,10 @@ def test_a_one_account_report_keeps_its_regions_and_shows_no_account_table() -> 
 def test_the_report_step_names_a_failed_item_by_account(monkeypatch: pytest.MonkeyPatch) -> None:
     stored = {"runs/r1/111111111111/us-east-1/result.json": result(HUB, None, "us-east-1", [], [])}
     written: dict[str, Any] = {}
-    monkeypatch.setattr(flow.store, "get_json", lambda bucket, key: json.loads(json.dumps(stored[key])))
-    monkeypatch.setattr(
-        flow.store, "put_json", lambda bucket, key, value: written.setdefault(key, value) and key
-    )
-    monkeypatch.setattr(flow.store, "put_html", lambda bucket, key, text: key)
-    monkeypatch.setattr(flow.store, "presigned_link", lambda bucket, key, hours: f"https://s3/{key}")
+    monkeypatch.setattr(store, "get_json", lambda bucket, key: json.loads(json.dumps(stored[key])))
+    monkeypatch.setattr(store, "put_json", lambda bucket, key, value: written.setdefault(key, value) and key)
+    monkeypatch.setattr(store, "put_html", lambda bucket, key, text: key)
+    monkeypatch.setattr(store, "presigned_link", lambda bucket, key, hours: f"https://s3/{key}")
     step_ = ReportInput(
         run="r1",
         now=NOW,
