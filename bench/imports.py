@@ -99,6 +99,9 @@ def handler_environment(template: Template, logical_id: str) -> dict[str, str]:
         for k, v in (template.global_environment() | own).items()
     }
     return env | {
+        # Set by Lambda in every function (the handler validates its settings, and pauses the collector for its
+        # imports, as deployed).
+        "AWS_LAMBDA_FUNCTION_NAME": f"costguard-{logical_id or 'bench'}",
         "AWS_REGION": "us-east-1",
         "AWS_DEFAULT_REGION": "us-east-1",
         "AWS_ACCESS_KEY_ID": "bench",

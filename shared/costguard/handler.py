@@ -14,6 +14,7 @@ the first work batch or fan-out: this module loads neither.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -21,6 +22,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from pydantic import BaseModel
 
+from costguard import resume_collector
 from costguard.entry import OncePerEvent, Rejected, parse_event
 from costguard.events.scheduled import ScheduledEvent
 from costguard.observability import EVENT_ID_PATH, logger, metrics, tracer
@@ -40,12 +42,20 @@ Handler = Callable[[dict[str, Any], "LambdaContext"], dict[str, Any]]
 
 
 def lambda_entry(body: H) -> H:
-    """The shell around a function's body: correlated logs, the trace, the metrics flush.
+    """The shell around a function's body: correlated logs, the trace, the metrics flush; and, at the first
+    invocation, the garbage collector resumed (paused for the cold start's imports: costguard/__init__.py).
 
     The body keeps the name ``lambda_handler``: the trace names its segment after the handler."""
     body.__name__ = body.__qualname__ = "lambda_handler"
     traced = tracer.capture_lambda_handler(metrics.log_metrics(body))
-    return logger.inject_lambda_context(correlation_id_path=EVENT_ID_PATH, clear_state=True)(traced)  # type: ignore[return-value]
+    shell = logger.inject_lambda_context(correlation_id_path=EVENT_ID_PATH, clear_state=True)(traced)
+
+    @functools.wraps(shell)
+    def lambda_handler(event: Any, context: Any) -> Any:
+        resume_collector()
+        return shell(event, context)
+
+    return lambda_handler  # type: ignore[return-value]
 
 
 @dataclass(frozen=True)
