@@ -13,10 +13,14 @@ from costguard.detect.adaptive import (
     NO_HISTORY,
     Action,
     AdaptiveParams,
+    Ended,
     IdleHistory,
+    Shape,
     Status,
+    _better_stop,
     adapt,
     advise,
+    bin_of,
 )
 from costguard.model import MARK_TAG_KEY, Finding, Reason, Resource, ResourceKind
 
@@ -139,7 +143,8 @@ def test_waits_for_the_lunch_it_knows() -> None:
     at = feed(history, at, Status.IDLE, 45, 2)
     advice = advise(history, at, 1.0, P)
     assert advice.action is Action.WAIT
-    assert "usually end within 70 min" in advice.why
+    # The lunches ended within 70 minutes: a stop once they all have is expected to cost less than one now.
+    assert "a stop at 75 min idle is expected to cost less than one now" in advice.why
     due = finding({MARK_TAG_KEY: (at - timedelta(minutes=15)).isoformat()})
     held = adapt(due, advice, at, P)
     assert not held.remediable and held.report_note == f"not stopped yet: {advice.why}"
@@ -189,3 +194,37 @@ def test_a_pass_that_ends_the_job_is_judged_as_the_idle_after_the_job_once_the_c
     advice = advise(history, at, 1.2, P)
     assert advice.action is Action.STOP
     assert "after a 9 h job ended" in advice.why
+
+
+def test_an_evaluation_pass_that_work_resumed_after_does_not_end_the_job() -> None:
+    """Two 5-hour stretches with a 30-minute evaluation pass between (GPUs rest, CPU busy): one 10-hour job."""
+    history, at = IdleHistory(), START
+    at = feed(history, at, Status.BUSY, 5 * 60, 80)
+    at = feed(history, at, Status.IDLE, 30, 70)  # the pass: learned as a pause of its shape
+    at = feed(history, at, Status.BUSY, 5 * 60, 80)
+    at = feed(history, at, Status.IDLE, 10, 2)
+    assert history.samples == 1
+    assert history.busy_minutes >= 10 * 60
+    assert history.shape(P) is Shape.AFTER_JOB
+    # A plain pause (CPU down too) that work resumed after does end it: the next run counts from there.
+    history, at = IdleHistory(), START
+    at = feed(history, at, Status.BUSY, 5 * 60, 80)
+    at = feed(history, at, Status.IDLE, 30, 2)
+    at = feed(history, at, Status.BUSY, 60, 80)
+    at = feed(history, at, Status.IDLE, 10, 2)
+    assert history.busy_minutes <= 70
+
+
+def test_a_later_stop_is_chosen_only_when_it_is_expected_to_cost_less() -> None:
+    # Idle periods like this one resumed at 55 to 65 minutes: at 45, waiting until they are over costs a few
+    # minutes of a $1 instance against a likely interruption; at $500 an hour the wait costs more.
+    lunches = [(bin_of(m), int(Ended.RESUMED), 3) for m in (55, 60, 65)]
+    assert 65 <= (_better_stop(lunches, 45, 60, 1.0, P) or 0) <= 75  # once the last has resumed
+    assert _better_stop(lunches, 45, 60, 500.0, P) is None
+    # Periods that went on for hours and were stopped by their owner: no later stop risks less.
+    rests = [(bin_of(m), int(Ended.STOPPED), 3) for m in (240, 300)]
+    assert _better_stop(rests, 45, 60, 1.0, P) is None
+    # Resuming beyond the lookahead (30 minutes): no stop within it avoids the interruption, so none is chosen.
+    late = [(bin_of(m), int(Ended.RESUMED), 3) for m in (100, 105)]
+    assert _better_stop(late, 45, 60, 1.0, P) is None
+    assert _better_stop(lunches, 45, 60, None, P) is None  # without a price, never later

@@ -91,8 +91,10 @@ class AdaptiveParams:
     interruption_cost_usd: float = 25.0
     min_samples: int = 3  # survivors a histogram needs before it is believed
     max_resume_chance: float = 0.2  # an early stop needs at most this chance of work within the horizon
-    hold_chance: float = 0.5  # a stop the fixed window would make waits when work resumes this likely
-    min_wait_chance: float = 0.2  # or at least this likely, when the wait costs less (_worth_waiting)
+    # A stop the fixed window would make waits when a stop up to this much later is expected to cost less: the
+    # interruptions it avoids (work resuming before it, or no longer within the horizon after it) against the
+    # idle dollars of the wait (_better_stop).
+    lookahead: timedelta = timedelta(minutes=30)
     cpu_busy_percent: float = 25.0
     long_job: timedelta = timedelta(hours=3)
     # A pause with the CPU busy (an evaluation pass) is held past the fixed window at most this long.
@@ -249,7 +251,10 @@ class IdleHistory:
             self.counts[cell] = self.counts.get(cell, 0) + 1
             self.recorded.append(cell)
             self._bound()
-            self.work_since = end
+            # The work before it goes on: an evaluation or checkpoint pass (the CPU busy through it) that work
+            # resumed after does not end the job, so a long run with passes is still one long run.
+            if not (cell[1] == Shape.DIP and ended is Ended.RESUMED):
+                self.work_since = end
         self.idle_since = None
         self.cpu_sum, self.cpu_n = 0.0, 0
         self.frozen, self.recent = None, []
@@ -582,40 +587,43 @@ def advise(
             chance,
             round(total),
         )
-    resumed = [(_bin_minutes(b), n) for b, ended, n in chosen if ended == Ended.RESUMED]
-    usual = _weighted_quantile(resumed, 0.8) if resumed else typical
-    if idle >= fixed_due and (
-        chance >= params.hold_chance or _worth_waiting(chance, usual - idle, hourly_usd, params)
-    ):
+    later = _better_stop(chosen, idle, horizon, hourly_usd, params) if idle >= fixed_due else None
+    if later is not None:
         return Advice(
             Action.WAIT,
-            f"{moment}; {whose} {where} usually end within {duration_text(usual)} "
-            f"({_count_text(soon)} of {_count_text(total)} {when}): waiting",
+            f"{moment}; {where} {whose} {when}: {_count_text(soon)} of {_count_text(total)} ended within the next "
+            f"{duration_text(horizon)}, so a stop at {duration_text(later)} idle is expected to cost less than one "
+            "now: waiting",
             chance,
             round(total),
         )
     return Advice(Action.FIXED, f"{moment}: the history does not say otherwise", chance, round(total))
 
 
-def _worth_waiting(chance: float, minutes: float, hourly_usd: float | None, params: AdaptiveParams) -> bool:
-    """Whether waiting until most such idle periods have ended (``minutes`` more) costs less, should it not
-    end, than the interruption a stop now risks: ``chance`` x the interruption's cost against (1 - ``chance``)
-    x the price of the wait. Without a price, never on this ground."""
-    if not hourly_usd or chance < params.min_wait_chance:
-        return False
-    wait_hours = max(minutes, 5.0) / 60
-    return chance * params.interruption_cost_usd > (1 - chance) * hourly_usd * wait_hours
+def _better_stop(
+    chosen: list[Sample], idle: float, horizon: float, hourly_usd: float | None, params: AdaptiveParams
+) -> float | None:
+    """The idle time (minutes, within ``params.lookahead`` of now) at which a stop is expected to cost least, if
+    that is later than now; None: stop now (the fixed window's stop). A stop at ``t`` costs the interruption's
+    price x the share of such periods that resume within the horizon after ``t`` (those resuming before it are
+    never stopped), plus the instance's price over the wait (until the period resumed, or ``t``). Without a
+    price, never later."""
+    total = sum(n for _, _, n in chosen)
+    if not hourly_usd or not total:
+        return None
+    resumed = [(_bin_minutes(b), n) for b, ended, n in chosen if ended == Ended.RESUMED]
 
+    def cost(t: float) -> float:
+        risk = sum(n for m, n in resumed if t <= m <= t + horizon) / total
+        waited = sum(n * max(0.0, min(_bin_minutes(b), t) - idle) for b, _, n in chosen) / total
+        return params.interruption_cost_usd * risk + hourly_usd / 60 * waited
 
-def _weighted_quantile(values: list[tuple[float, float]], q: float) -> float:
-    ordered = sorted(values)
-    total = sum(w for _, w in ordered)
-    running = 0.0
-    for value, weight in ordered:
-        running += weight
-        if running > q * total + 1e-9:
-            return value
-    return ordered[-1][0]
+    steps = range(5, int(params.lookahead.total_seconds() // 60) + 1, 5)
+    best, at = cost(idle), None
+    for t in (idle + w for w in steps):
+        if cost(t) < best:
+            best, at = cost(t), t
+    return at
 
 
 # The idle findings the policy adapts: EC2 GPU instances and SageMaker notebooks.
