@@ -298,7 +298,7 @@ def _audit(aws: FleetAws, size: int) -> dict[str, Any]:
     """Discover, ReadMetrics, Evaluate and Report for one region, as the state machine runs them."""
     from costguard.audit.steps import RegionTask, ReportInput
     from costguard.aws import clients
-    from costguard.flows import audit
+    from costguard.flows import audit_discover, audit_evaluate, audit_metrics, audit_report
     from costguard.local.map_results import result_files
     from costguard.settings import get_settings
 
@@ -322,9 +322,9 @@ def _audit(aws: FleetAws, size: int) -> dict[str, Any]:
         }
         return out
 
-    found = step("AuditDiscoverFunction", lambda: audit.discover_region(task, settings))
-    step("AuditMetricsFunction", lambda: audit.read_region_metrics(task, settings))
-    result = step("AuditEvaluateFunction", lambda: audit.evaluate_region(task, settings))
+    found = step("AuditDiscoverFunction", lambda: audit_discover.discover_region(task, settings))
+    step("AuditMetricsFunction", lambda: audit_metrics.read_region_metrics(task, settings))
+    result = step("AuditEvaluateFunction", lambda: audit_evaluate.evaluate_region(task, settings))
     # The Map's ResultWriter writes the item's outcome and the manifest (two PutObject of the state machine's),
     # which the report reads, as deployed.
     s3 = clients.client("s3")
@@ -335,7 +335,7 @@ def _audit(aws: FleetAws, size: int) -> dict[str, Any]:
     manifest = details["ResultWriterDetails"]
     step(
         "AuditReportFunction",
-        lambda: audit.report(
+        lambda: audit_report.report(
             ReportInput.model_validate({"run": "bench", "now": NOW, "results": manifest}), settings
         ),
     )

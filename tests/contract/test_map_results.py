@@ -18,12 +18,12 @@ from typing import Any
 import pytest
 from moto import mock_aws
 
-import costguard.flows.audit as flow
 from costguard.audit import map_results
 from costguard.audit.report import region_result
 from costguard.audit.steps import MapResults, PlanInput, ReportInput
 from costguard.aws import clients, organization
 from costguard.aws.organization import Account
+from costguard.flows import audit_plan, audit_report
 from costguard.local.map_results import result_files
 from costguard.settings import parse_settings
 
@@ -137,7 +137,7 @@ def test_an_organization_of_17000_account_regions_passes_only_keys(
         member_role_name="costguard-member", regions=",".join(REGIONS), audit_bucket=BUCKET
     )
     step = PlanInput(execution="run-1", started=NOW, state_machine="arn:aws:states:us-east-1:111111111111:x")
-    planned = flow.plan_run(step, settings, "us-east-1")
+    planned = audit_plan.plan_run(step, settings, "us-east-1")
     assert planned["items"] == {"key": "runs/run-1/items.json", "count": 17_000}
     assert len(json.dumps(planned)) < 1_000  # Plan's whole output, against 256 KB
     items = json.loads(s3.get_object(Bucket=BUCKET, Key="runs/run-1/items.json")["Body"].read())
@@ -158,7 +158,7 @@ def test_an_organization_of_17000_account_regions_passes_only_keys(
         s3.put_object(Bucket=BUCKET, Key=key, Body=body)
     assert len(json.dumps(details)) < 1_000
     clients.calls.clear()
-    written = flow.report(
+    written = audit_report.report(
         ReportInput.model_validate({"run": "run-1", "now": NOW, "results": details["ResultWriterDetails"]}),
         settings,
     )

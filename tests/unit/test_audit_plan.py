@@ -9,7 +9,6 @@ from typing import Any
 
 import pytest
 
-import costguard.flows.audit as flow
 from costguard.audit import store
 from costguard.audit.holdings import Holdings
 from costguard.audit.html import render_html
@@ -19,7 +18,7 @@ from costguard.audit.steps import PlanInput, RegionOutcome, RegionTask, ReportIn
 from costguard.audit.summary import summary_message
 from costguard.aws import clients, organization
 from costguard.aws.organization import Account
-from costguard.flows import audit_discover, audit_metrics
+from costguard.flows import audit_discover, audit_metrics, audit_plan, audit_report
 from costguard.model import ResourceKind
 from costguard.settings import parse_settings
 
@@ -61,16 +60,16 @@ def test_a_single_account_deployment_plans_the_hub_alone_without_asking_organiza
     directory: Directory,
 ) -> None:
     settings = parse_settings(regions="us-east-1,eu-west-1", member_role_name="", home_account="")
-    planned = flow.plan(step(), settings, "us-east-1")
+    planned = audit_plan.plan(step(), settings, "us-east-1")
     # The hub's account from the state machine's ARN: no settings, no STS, no Organizations.
     assert pairs(planned) == [(HUB, "us-east-1", None), (HUB, "eu-west-1", None)]
     assert directory.asked == 0
     assert planned["run"] == "run-1" and planned["now"] == NOW.isoformat()
     # Named in the settings, else the function's own ARN's account.
     named = parse_settings(member_role_name="", home_account="444444444444")
-    assert pairs(flow.plan(step(), named, "eu-west-1")) == [("444444444444", "eu-west-1", None)]
+    assert pairs(audit_plan.plan(step(), named, "eu-west-1")) == [("444444444444", "eu-west-1", None)]
     bare = PlanInput(execution="run-1", started=NOW)
-    assert pairs(flow.plan(bare, parse_settings(member_role_name=""), "us-east-1", "555555555555")) == [
+    assert pairs(audit_plan.plan(bare, parse_settings(member_role_name=""), "us-east-1", "555555555555")) == [
         ("555555555555", "us-east-1", None)
     ]
     assert directory.asked == 0
@@ -79,14 +78,16 @@ def test_a_single_account_deployment_plans_the_hub_alone_without_asking_organiza
 def test_a_single_account_deployment_refuses_other_accounts() -> None:
     settings = parse_settings(member_role_name="", home_account=HUB)
     with pytest.raises(ValueError, match="single-account deployment"):
-        flow.plan(step(accounts=["222222222222"]), settings, "us-east-1")
+        audit_plan.plan(step(accounts=["222222222222"]), settings, "us-east-1")
     with pytest.raises(ValueError, match="account is unknown"):
-        flow.plan(PlanInput(execution="r", started=NOW), parse_settings(member_role_name=""), "us-east-1")
+        audit_plan.plan(
+            PlanInput(execution="r", started=NOW), parse_settings(member_role_name=""), "us-east-1"
+        )
 
 
 def test_an_organization_plans_every_active_account_by_name(directory: Directory) -> None:
     settings = parse_settings(member_role_name="costguard-member", regions="us-east-1,us-west-2")
-    planned = flow.plan(step(), settings, "us-east-1")
+    planned = audit_plan.plan(step(), settings, "us-east-1")
     assert pairs(planned) == [
         (HUB, "us-east-1", "platform"),
         (HUB, "us-west-2", "platform"),
@@ -101,16 +102,16 @@ def test_an_organization_plans_every_active_account_by_name(directory: Directory
 
 def test_named_accounts_win_and_need_no_organizations_call(directory: Directory) -> None:
     settings = parse_settings(member_role_name="costguard-member", accounts="222222222222,333333333333")
-    assert pairs(flow.plan(step(), settings, "us-east-1")) == [
+    assert pairs(audit_plan.plan(step(), settings, "us-east-1")) == [
         ("222222222222", "us-east-1", None),
         ("333333333333", "us-east-1", None),
     ]
     # The execution's input wins over the settings, its regions too.
-    planned = flow.plan(step(accounts=["333333333333"], regions=["eu-west-1"]), settings, "us-east-1")
+    planned = audit_plan.plan(step(accounts=["333333333333"], regions=["eu-west-1"]), settings, "us-east-1")
     assert pairs(planned) == [("333333333333", "eu-west-1", None)]
     assert directory.asked == 0
     with pytest.raises(ValueError, match="12 digits"):
-        flow.plan(step(accounts=["research"]), settings, "us-east-1")
+        audit_plan.plan(step(accounts=["research"]), settings, "us-east-1")
 
 
 def test_each_item_discovers_and_reads_in_its_account_under_its_own_prefix(
@@ -140,9 +141,9 @@ def test_each_item_discovers_and_reads_in_its_account_under_its_own_prefix(
     task = RegionTask(
         run="run-1", now=NOW, region="us-west-2", account="222222222222", account_name="research"
     )
-    out = flow.discover_region(task, settings)
+    out = audit_discover.discover_region(task, settings)
     assert (out["account"], out["account_name"], out["region"]) == ("222222222222", "research", "us-west-2")
-    flow.read_region_metrics(RegionTask.model_validate(out), settings)
+    audit_metrics.read_region_metrics(RegionTask.model_validate(out), settings)
     assert seen == {"discover": "222222222222", "gather": "222222222222", "metrics": "222222222222"}
     assert clients.acting_account() is None  # only inside the steps
     assert sorted(written) == [
@@ -152,7 +153,7 @@ def test_each_item_discovers_and_reads_in_its_account_under_its_own_prefix(
     ]
     # An item of an execution started before accounts: the old prefix.
     legacy = RegionTask(run="run-0", now=NOW, region="us-east-1")
-    flow.discover_region(legacy, settings)
+    audit_discover.discover_region(legacy, settings)
     assert "runs/run-0/us-east-1/subjects.json" in written
 
 
@@ -383,7 +384,7 @@ def test_the_report_step_names_a_failed_item_by_account(monkeypatch: pytest.Monk
             ),
         ],
     )
-    out = flow.report(step_, parse_settings(audit_bucket="reports", slack_secret_id=""))
+    out = audit_report.report(step_, parse_settings(audit_bucket="reports", slack_secret_id=""))
     [document] = [v for k, v in written.items() if k.endswith("report.json")]
     assert {a["account"]: a["name"] for a in document["accounts"]} == {
         HUB: "platform",

@@ -9,10 +9,9 @@ from costguard.audit import store
 from costguard.audit.discover import DISCOVER_PERMISSIONS, discover
 from costguard.audit.gather import PERMISSIONS as GATHER_PERMISSIONS
 from costguard.audit.gather import gather
-from costguard.audit.rules import Rules, parse_rules, read_override
+from costguard.audit.runs import audit_rules, task_prefix
 from costguard.audit.steps import RegionTask
 from costguard.aws import clients
-from costguard.flows.audit_common import task_prefix
 from costguard.settings import Settings
 
 # The watched services' reads, in a member account through its role, and what GPU work left behind
@@ -41,14 +40,3 @@ def discover_region(step: RegionTask, settings: Settings) -> dict[str, Any]:
         settings.audit_bucket, f"{task_prefix(step)}/holdings.json", holdings.model_dump(mode="json")
     )
     return step.model_copy(update={"subjects": len(subjects)}).model_dump(mode="json")
-
-
-def audit_rules(settings: Settings) -> Rules:
-    """The packaged rules, overridden by the JSON file at ``audit_rules_key`` in the audit bucket if set."""
-    if not settings.audit_rules_key:
-        return parse_rules()
-    source = f"s3://{settings.audit_bucket}/{settings.audit_rules_key}"
-    text = store.get_text(settings.audit_bucket, settings.audit_rules_key)
-    if text is None:
-        raise FileNotFoundError(f"{source}: no such rules file")
-    return parse_rules(read_override(text, source), source=source)

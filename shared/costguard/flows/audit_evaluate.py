@@ -18,10 +18,9 @@ from costguard.audit.holdings import Holdings, region_sections
 from costguard.audit.model import AuditFinding, Subject, Usage, family_of
 from costguard.audit.report import region_result, team_totals
 from costguard.audit.rules import Rules
+from costguard.audit.runs import audit_rules, subjects_of, task_prefix
 from costguard.audit.steps import RegionTask
 from costguard.aws import compute_optimizer, savings_plans
-from costguard.flows.audit_common import subjects_of, task_prefix
-from costguard.flows.audit_discover import audit_rules
 from costguard.model import ResourceKind
 from costguard.observability import metrics
 from costguard.pricing import bundled_regions, price_book, region_prices

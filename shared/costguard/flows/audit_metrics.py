@@ -6,10 +6,10 @@ from typing import Any
 
 from costguard.audit import store
 from costguard.audit.reading import read_usage
+from costguard.audit.runs import subjects_of, task_prefix
 from costguard.audit.steps import RegionTask
 from costguard.aws import clients
 from costguard.aws import metrics as cloudwatch_metrics
-from costguard.flows.audit_common import subjects_of, task_prefix
 from costguard.settings import Settings
 
 # The usage reads, in a member account through its role; the subjects read and the usage written in the hub.

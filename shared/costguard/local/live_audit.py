@@ -1,6 +1,6 @@
 """`costguard audit --live`: the right-sizing audit run read-only against an account, from this machine.
 
-The state machine's steps (flows/audit.py) for each region in turn, in this process, with the credentials of the
+The state machine's steps (flows/audit_*.py) for each region in turn, in this process, with the credentials of the
 default boto3 session (as `costguard backtest --live` reads): Discover and ReadMetrics read the account as the
 deployed tasks do, Evaluate judges with the same rules and prices, and the report is built and rendered as the
 Report step builds it. Nothing is written to AWS: the steps' hand-offs stay in memory, the report goes to local
@@ -24,7 +24,7 @@ from costguard.audit.rules import Rules
 from costguard.audit.steps import RegionTask
 from costguard.aws import clients, compute_optimizer, savings_plans
 from costguard.aws import metrics as cloudwatch_metrics
-from costguard.flows.audit import judge_region
+from costguard.flows.audit_evaluate import judge_region
 from costguard.local.aws_errors import ends_the_run, explain
 from costguard.model import ResourceKind
 from costguard.permissions import needs, read_only_policy
