@@ -236,8 +236,9 @@ CASES: dict[str, Callable[[], dict[str, Any]]] = {
     "read_schedule": bench_read_schedule,  # the bill (bench_costs) prices the sweep from these reads
 }
 # Measured by scripts of their own, too long for every run (`make bench-adaptive`, the Slack app soak with
-# COSTGUARD_SOAK_RESULTS=1, bench/generate_week.py --write): a full run keeps their last figures.
-KEPT = ("adaptive_policy", "slack_app_soak")
+# COSTGUARD_SOAK_RESULTS=1 and the channel-rate bursts with COSTGUARD_CHANNEL_RATE_RESULTS=1, bench/generate_week.py
+# --write): a full run keeps their last figures.
+KEPT = ("adaptive_policy", "slack_app_soak", "slack_channel_rate")
 
 
 def main(names: list[str]) -> None:

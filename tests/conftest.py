@@ -35,6 +35,7 @@ DEMO_WORLD = ROOT / "worlds" / "demo.yaml"
 # that no long group starts last while the other worker has nothing left to do; every other group follows in
 # collection order.
 SLOWEST_FIRST = (  # seconds on 2026-12-01, `-n 2`: the groups of 10 s or more
+    "tests/integration/test_slack_channel_rate.py",  # 110: two organization bursts against the per-channel limit
     "tests/integration/test_soak.py",  # 50
     "tests/integration/test_demo_payloads.py",  # 40: the demo world played in each mode
     "tests/integration/test_slack_app_soak.py",  # 36: 1,000 notices through two notifiers at once

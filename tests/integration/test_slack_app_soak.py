@@ -9,8 +9,9 @@ as much shorter. An invocation's clock counts its Slack calls as they took, its 
 what DynamoDB answers in ~10 ms) LOCAL_SCALE/SCALE as long, and the back-off it slept (not slept here). An
 invocation still running past the template's timeout would have been killed: there must be none.
 
-Then every notice appears exactly once in Slack (its own post, or a row of one group), every conversation has one
-parent and every reply is in its thread, no told entry and no group row is lost, every parent shows the newest
+Then every notice appears exactly once in Slack (its own post, a row of one group, or of one group of news),
+every conversation has one parent (a group of news, the news of many conversations at once, is not one) and every
+reply is in its thread, no told entry and no group row is lost, every parent shows the newest
 news of its conversation, and nothing is dead-lettered or parked. The figures go to build/slack-soak-figures.json,
 and with COSTGUARD_SOAK_RESULTS=1 into bench/results.json (``slack_app_soak``).
 """
@@ -100,6 +101,7 @@ def played(monkeypatch: pytest.MonkeyPatch) -> threading.local:
     monkeypatch.setattr(delivery, "DEADLINE_MARGIN_SECONDS", delivery.DEADLINE_MARGIN_SECONDS / SCALE)
     monkeypatch.setattr(notifier, "CLAIM_MARGIN_SECONDS", notifier.CLAIM_MARGIN_SECONDS / SCALE)
     monkeypatch.setattr(notifier, "_PAUSES", tuple(p / SCALE for p in notifier._PAUSES))
+    monkeypatch.setattr(notifier, "_CHANNEL_INTERVAL_SECONDS", notifier._CHANNEL_INTERVAL_SECONDS / SCALE)
     return clock
 
 
@@ -323,7 +325,7 @@ def _check(stack: LocalStack, notices: list[Notice]) -> dict[str, Any]:
             groups += 1
             rows_of[message["ts"]] = told
         tellings.update(told)
-        if not message.get("thread_ts"):
+        if not message.get("thread_ts") and not (key or "").startswith(notifier.NEWS_PREFIX):
             for told_id in told:
                 parent_of.setdefault(by_id[told_id].decision.finding.conversation, []).append(message["ts"])
     newest: dict[str, Notice] = {}

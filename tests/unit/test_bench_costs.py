@@ -138,5 +138,5 @@ def test_make_bench_measures_every_section_the_bill_is_priced_from() -> None:
     import bench.run as run
 
     assert "read_schedule" in run.CASES and {"fleet", "cold_imports"} <= set(run.CASES)
-    assert set(run.KEPT) == {"adaptive_policy", "slack_app_soak"}
+    assert set(run.KEPT) == {"adaptive_policy", "slack_app_soak", "slack_channel_rate"}
     assert not set(run.KEPT) & set(run.CASES)

@@ -4,7 +4,8 @@ What one invocation receives (an SQS batch, gathered over the event source's bat
 destination (channel or webhook): a notice whose conversation is open is a reply in its thread, and its parent is
 updated to the current state (Slack app); the rest open conversations, each its own message, or group messages,
 one per resource kind, when there are more than GROUP_ABOVE (and always for the daily digest); a budget alert or
-a cost anomaly is always its own message. A notice already told in its
+a cost anomaly is always its own message. More than GROUP_ABOVE replies at once are one group of news per kind
+instead (each conversation records its notice, each parent shows it). A notice already told in its
 conversation (a redelivery, a redrive) is not told again. With a webhook there are no threads: what follows is
 its own message, grouped the same way.
 
@@ -15,7 +16,8 @@ whatever Slack loses (notify/conversation.py keeps the records, notify/slack_api
   what the one before recorded (rounds).
 - A parent (an opener, a group) is claimed in each conversation it opens before it is posted; a notifier that
   loses a claim waits for the winner's ts and replies in its thread. A reply or digest takes a lease on its
-  notice first. Told notices are added to a set; a group's rows are written over the version read, and retried.
+  notice first, and so does each row of a group of news (a lease it leaves unsure names that group's post). Told
+  notices are added to a set; a group's rows are written over the version read, and retried.
 - Each post carries its key (the notice's id, a group's id) in its metadata. A post whose answer was lost (a reset,
   a timeout after Slack took it) is not retried blindly: it is looked for (conversations.history, .replies) and
   adopted if there; so is one left unsure by a notifier that stopped mid-post (its claim or lease, taken over).
@@ -24,6 +26,9 @@ whatever Slack loses (notify/conversation.py keeps the records, notify/slack_api
   update for good parks the notice, as a refused post does.
 - No post starts unless the Lambda's remaining time covers the call and its worst back-off: what is left goes
   back to the queue untouched (NotStartedError).
+- Slack takes about one message a second per channel: the conversations a stop is told in go first, in every
+  destination, and a post Slack's limit still refuses after the client's retries waits its turn again while the
+  invocation has time (_send_in_turn), rather than going back to the queue for its visibility timeout.
 - Slack refusing the app itself (invalid_auth, token_revoked, account_inactive, missing_scope..., or its own
   ``ratelimited`` past the retries) stops the batch: the rest is parked (or, rate limited, retried) without
   another call, and the refusal is told once on the ops topic (``tell_ops_app_refused``) with what to fix.
@@ -51,7 +56,7 @@ from costguard.aws import clients
 from costguard.clock import now as clock_now
 from costguard.interact.offers import PERMISSIONS as OFFER_PERMISSIONS
 from costguard.interact.offers import offered_in, record_offers
-from costguard.model import ResourceKind
+from costguard.model import Action, ResourceKind
 from costguard.notify.conversation import PERMISSIONS as CONVERSATION_PERMISSIONS
 from costguard.notify.conversation import (
     Claim,
@@ -96,7 +101,7 @@ from costguard.notify.notice import (
     totals_without,
 )
 from costguard.notify.routing import SlackRoutes
-from costguard.notify.slack_api import RATE_LIMITED_ERRORS, ApiOutcomeUnknown
+from costguard.notify.slack_api import RATE_LIMITED_ERRORS, ApiDeliveryError, ApiOutcomeUnknown
 from costguard.observability import logger, metrics, tracer
 from costguard.permissions import needs
 from costguard.settings import Settings
@@ -146,11 +151,12 @@ def _place(notice: AnyNotice) -> tuple[str | None, str | None]:
 class Post:
     """One message to send: an opener, a group, or a reply in a conversation's thread."""
 
-    kind: str  # "opener" | "group" | "digest" | "reply"
-    members: list[str]  # the SQS message ids it carries
+    kind: str  # "opener" | "group" | "digest" | "reply" | "news"
+    members: list[str]  # the SQS message ids it carries (news: one per notice, in step with ``notices``)
     notices: list[Notice] = field(default_factory=list)  # the notices it tells (a group's rows)
     group: GroupNotice | None = None
     conversation: Conversation | None = None  # the one replied in
+    threads: list[Conversation] = field(default_factory=list)  # news: each notice's open conversation
 
 
 def plan(
@@ -199,7 +205,7 @@ def plan(
             replies.append(Post("reply", [mid], [notice], conversation=conversation))
         else:
             openers.append((mid, notice))
-    posts = list(replies)
+    posts = _news(replies, above, routing_tag_key) if threads else list(replies)
     # A budget alert or an anomaly is always its own message; the rest are grouped per resource kind when more
     # than ``above`` of them arrive (or a producer grouped them), a kind with one notice still told on its own.
     loose = [(mid, n) for mid, n in openers if not stands_alone(n)]
@@ -233,6 +239,37 @@ def plan(
         merged = _merge([g for _, g in same_kind], [], routing_tag_key, digest=True)
         posts.append(Post("digest", [mid for mid, _ in same_kind], group=merged))
     return posts, told
+
+
+def _news(replies: list[Post], above: int, routing_tag_key: str) -> list[Post]:
+    """Replies, or, when more than ``above`` of them arrive at once (an organization's sweeps stopping what they
+    marked, say), one group message of news per resource kind: Slack takes about one message a second per
+    channel. Each notice is still recorded in its conversation and shown by its parent (_tell_news). A budget
+    alert or an anomaly stays a reply in its thread, and so does a kind with one notice."""
+    loose = [p for p in replies if not stands_alone(p.notices[0])]
+    if len(loose) <= above:
+        return replies
+    posts = [p for p in replies if stands_alone(p.notices[0])]
+    kinds: dict[ResourceKind, list[tuple[str, Notice, Conversation]]] = {}
+    for reply in loose:
+        notice, conversation = reply.notices[0], reply.conversation
+        assert conversation is not None  # a reply's
+        kinds.setdefault(notice.decision.resource.kind, []).append((reply.members[0], notice, conversation))
+    for same in kinds.values():
+        notices = [n for _, n, _ in same]
+        if len(same) == 1:
+            posts.extend(Post("reply", [m], [n], conversation=c) for m, n, c in same)
+            continue
+        posts.append(
+            Post(
+                "news",
+                [m for m, _, _ in same],
+                notices,
+                group=group(notices, routing_tag_key=routing_tag_key),
+                threads=[c for _, _, c in same],
+            )
+        )
+    return posts
 
 
 def _split(
@@ -381,6 +418,12 @@ _REPLANS = 4
 # Waiting for another notifier's claim or lease: pauses between looks (about 5 s in all).
 _PAUSES = (0.05, 0.1, 0.2, 0.4, 0.8, 1.0, 1.0, 1.5)
 _RENDERS = 3  # a parent rendered again while newer news keeps arriving
+# Slack takes about one chat.postMessage a second per channel (replies included), whoever posts: a post still
+# refused with a 429 after the client's retries (the other notifier posting there too) waits its turn again, up
+# to this many times while the invocation has time, instead of going back to the queue, whose visibility timeout
+# would hold it (a stop among them) for many minutes.
+_LIMITED_TURNS = 10
+_CHANNEL_INTERVAL_SECONDS = 1.0
 
 
 def _pause(seconds: float) -> None:
@@ -436,8 +479,10 @@ def deliver_batch(
     PermanentDeliveryError is parked by the caller, anything else retried).
 
     Per destination, the notices of one conversation are told one after another (the oldest first), each seeing
-    what the one before recorded. With a ``deadline`` (the Lambda context's), no post starts unless the call's
-    worst case (its timeouts and back-off) still fits: the rest is returned as NotStartedError, untouched."""
+    what the one before recorded. The conversations a stop is told in go first, in every destination, then the
+    rest: Slack takes about one message a second per channel, and a stop waits for no finding. With a
+    ``deadline`` (the Lambda context's), no post starts unless the call's worst case (its timeouts and back-off)
+    still fits: the rest is returned as NotStartedError, untouched."""
     try:
         routes = routes_for(settings)
     except Exception as error:  # unfilled, malformed or unreadable: every notice meets the same
@@ -449,11 +494,14 @@ def deliver_batch(
         destination = routes.channel_for(_tags(notice), settings.routing_tag_key, *_place(notice))
         by_destination.setdefault(destination, []).append((mid, notice))
     with within(run.deadline):
-        for destination, members in by_destination.items():
-            sender = Sender(destination, api, buttons=settings.slack_buttons)
-            # A webhook has no thread to continue: its batch is told at once, grouped as it comes.
-            for batch in _rounds(members) if sender.threads else [members]:
-                _deliver_round(batch, sender, run)
+        for stops in (True, False):
+            for destination, members in by_destination.items():
+                sender = Sender(destination, api, buttons=settings.slack_buttons)
+                first = _stops_of(members)
+                part = [m for m in members if (id(m[1]) in first) is stops]
+                # A webhook has no thread to continue: its batch is told at once, grouped as it comes.
+                for batch in _rounds(part) if sender.threads else [part] if part else []:
+                    _deliver_round(batch, sender, run)
     if run.not_started:
         logger.warning(
             "batch cut short: the rest goes back to the queue",
@@ -476,6 +524,24 @@ def _keys(notice: AnyNotice) -> set[str]:
     if isinstance(notice, GroupNotice):
         return set() if notice.digest else {r.decision.finding.conversation for r in notice.rows}
     return {notice.decision.finding.conversation}
+
+
+def _stops_of(members: Sequence[tuple[str, AnyNotice]]) -> set[int]:
+    """The notices (their id()) of the conversations a stop is told in, every notice of each: the order of a
+    conversation's notices is kept."""
+    keys: set[str] = set()
+    for _, notice in members:
+        rows = notice.rows if isinstance(notice, GroupNotice) else [notice]
+        if any(r.decision.action is Action.STOP and not r.decision.dry_run for r in rows):
+            keys |= _keys(notice)
+    found: set[int] = set()
+    while True:  # a producer's group spans conversations: what shares one with a stop goes with it
+        more = [n for _, n in members if id(n) not in found and _keys(n) & keys]
+        if not more:
+            return found
+        for notice in more:
+            found.add(id(notice))
+            keys |= _keys(notice)
 
 
 def _oldest(notice: AnyNotice) -> datetime:
@@ -553,11 +619,25 @@ def _deliver_once(
             )
             continue
         try:
-            if _send(planned, sender, run):
+            if _send_in_turn(planned, sender, run):
                 again.extend(member for member in members if member[0] in planned.members)
         except Exception as error:
             run.fail(planned.members, error)
     return again
+
+
+def _send_in_turn(planned: Post, sender: Sender, run: _Run) -> bool:
+    """_send, tried again while Slack's rate limit (HTTP 429) keeps refusing it and the invocation has time (each
+    try is idempotent: what was posted is found by its lease or claim). Slack's ``ok: false ratelimited`` (the app
+    throttled across the workspace) is not waited for here: it stops the batch (_Run.fail)."""
+    for _ in range(_LIMITED_TURNS):
+        try:
+            return _send(planned, sender, run)
+        except ApiDeliveryError as error:
+            if error.status != 429 or not run.deadline.allows(_CHANNEL_INTERVAL_SECONDS + sender.worst):
+                raise
+        time.sleep(_CHANNEL_INTERVAL_SECONDS)
+    return _send(planned, sender, run)
 
 
 def _catch_up(
@@ -596,6 +676,9 @@ def _send(planned: Post, sender: Sender, run: _Run) -> bool:
         return False
     if planned.kind == "digest":
         _digest(planned, sender, run, now)
+        return False
+    if planned.kind == "news":
+        _tell_news(planned, sender, run, now)
         return False
     if not sender.threads:
         _tell_webhook(planned, sender, run, now)
@@ -666,6 +749,9 @@ def _post_leased(
     ``recorded`` (a conversation key), the post is recorded as told there; the lease keeps its ts only when that
     record fails (a redelivery then finds it in the lease instead)."""
     lease = _take_lease(run, sender, where, key, now)
+    if lease is not None and lease.unsure and lease.post:  # the earlier try told it in a group of news
+        found = _look_for_news(run, sender, where, key, lease.post)
+        lease = Lease(False, ts=found) if found else Lease(True)  # there, or surely not: post it, no look
     if lease is not None and lease.ts:
         if recorded is not None:
             _quietly(run.store.add_told, where, recorded, [key], now, ts=thread_ts)
@@ -724,15 +810,111 @@ def _reply(planned: Post, sender: Sender, run: _Run, now: datetime) -> None:
     where = destination_id(sender.destination)
     message = build_reply(notice, owner=sender.owner(notice))
     _post_leased(run, sender, where, notice.id, message, now, conversation.ts, recorded=conversation.key)
+    _show(conversation, notice, sender, run, now)
+
+
+def _show(conversation: Conversation, notice: Notice, sender: Sender, run: _Run, now: datetime) -> None:
+    """The parent of a conversation with news shows it: its row of a group, or the whole single parent."""
     if conversation.grouped:
         _update_row(conversation, notice, sender, run, now)
         return
     try:
-        state = run.store.set_parent(where, conversation.key, notice)
+        state = run.store.set_parent(destination_id(sender.destination), conversation.key, notice)
     except Exception as error:
         logger.warning("parent state not recorded", extra={"cause": type(error).__name__})
         return
     _render_parent(conversation, sender, run, now, state)
+
+
+# A group of news is posted under this prefix and its rows' ids (its rows are kept under that key).
+NEWS_PREFIX = "news-"
+
+
+def _tell_news(planned: Post, sender: Sender, run: _Run, now: datetime) -> None:
+    """News of many open conversations at once, as one group message. Each notice is told under the lease its
+    reply would take (one telling whichever way a redelivery tells it: a lease already done is not told again,
+    one left unsure is looked for first); then, as after a reply, its conversation records it and its parent
+    shows it. A notice another notifier is telling, or whose parent update fails, is handed back alone."""
+    where = destination_id(sender.destination)
+    tell: list[tuple[str, Notice, Conversation]] = []
+    told: list[tuple[str, Notice, Conversation]] = []
+    leased: set[str] = set()
+    for mid, notice, conversation in zip(planned.members, planned.notices, planned.threads, strict=True):
+        try:
+            lease = run.store.begin(where, notice.id, run.until(), now)
+        except Exception as error:  # the state table cannot be written: told anyway, twice rather than never
+            logger.warning("post not leased", extra={"cause": type(error).__name__})
+            tell.append((mid, notice, conversation))
+            continue
+        if lease.busy:
+            run.fail([mid], PostBusyError("another notifier is posting this notice"))
+            continue
+        found = lease.ts
+        if lease.unsure:  # an earlier try may have told it: its own reply, or a group of news
+            try:
+                found = _look_for_news(run, sender, where, notice.id, lease.post, conversation.ts)
+            except Exception as error:
+                run.fail([mid], error)
+                continue
+        if found:
+            told.append((mid, notice, conversation))
+            continue
+        leased.add(notice.id)
+        tell.append((mid, notice, conversation))
+    if tell:
+        body = group([n for _, n, _ in tell], routing_tag_key=run.settings.routing_tag_key)
+        key = NEWS_PREFIX + body.id
+        _quietly(run.store.put_group, where, key, body, now)  # what it tells, kept under its key
+        message = _group_message(body, sender, interactive=sender.interactive)
+        try:
+            ts = sender.send(message, key=key)
+        except ApiOutcomeUnknown:
+            for notice_id in leased:  # the next try looks for this post first
+                run.store.abandon_lease(where, notice_id, _grace(sender), post=key)
+            raise
+        except Exception:
+            for notice_id in leased:
+                run.store.release_lease(where, notice_id)
+            raise
+        assert ts is not None
+        for notice_id in leased:
+            _quietly(run.store.finish, where, notice_id, ts)
+        _offered(run.settings, sender.channel, ts, body.rows, message, now)
+    groups: dict[str, tuple[str, GroupState, list[str]]] = {}  # a group's item: its ts, state, members
+    for mid, notice, conversation in [*tell, *told]:
+        try:
+            run.store.add_told(where, conversation.key, [notice.id], now, ts=conversation.ts)
+        except Exception as error:  # its lease keeps it: a redelivery finds it told there
+            logger.warning("conversation not recorded", extra={"cause": type(error).__name__})
+        try:  # told: a parent not shown is rendered by the redelivery (_catch_up)
+            if not conversation.grouped:
+                _show(conversation, notice, sender, run, now)
+            elif (written := _write_row(conversation, notice, run, where)) is not None and conversation.ts:
+                item, state = written
+                groups[item] = (conversation.ts, state, [*groups.get(item, ("", state, []))[2], mid])
+        except Exception as error:
+            run.fail([mid], error)
+    for item, (ts, state, mids) in groups.items():  # each group rendered once, with all its rows' news
+        try:
+            _render_group(item, ts, sender, run, now, state)
+        except Exception as error:
+            run.fail(mids, error)
+
+
+def _look_for_news(
+    run: _Run, sender: Sender, where: str, key: str, post: str | None, thread_ts: str | None = None
+) -> str | None:
+    """Where an earlier try, gone with its outcome unknown, told notice ``key``: the group of news ``post``, or
+    (none) its own reply in the thread at ``thread_ts``. Found, its lease is done; a look that fails leaves the
+    lease unsure, still pointing at ``post``, and is raised."""
+    try:
+        found = sender.find(post) if post else sender.find(key, thread_ts)
+    except Exception:
+        run.store.abandon_lease(where, key, _grace(sender), post=post)
+        raise
+    if found:
+        _quietly(run.store.finish, where, key, found)
+    return found
 
 
 def _render_parent(
@@ -770,16 +952,28 @@ def _render_parent(
 
 
 def _update_row(conversation: Conversation, notice: Notice, sender: Sender, run: _Run, now: datetime) -> None:
-    """A group message whose row has news: the row shows the newest notice (and who asked for it), written over
-    the version it was read at (another notifier may be updating another row), then the message is rendered."""
-    item = group_item(destination_id(sender.destination), conversation)
+    """A group message whose row has news: the row shows the newest notice (_write_row), then the message is
+    rendered."""
+    written = _write_row(conversation, notice, run, destination_id(sender.destination))
+    if written is not None and conversation.ts is not None:
+        item, state = written
+        _render_group(item, conversation.ts, sender, run, now, state, changed=notice.decision.resource.key)
+
+
+def _write_row(
+    conversation: Conversation, notice: Notice, run: _Run, where: str
+) -> tuple[str, GroupState] | None:
+    """The row of a group message with news shows the newest notice (and who asked for it), written over the
+    version it was read at (another notifier may be updating another row): the group's item and state, None
+    when nothing is kept of it."""
+    item = group_item(where, conversation)
     if item is None or conversation.ts is None:
-        return
+        return None
     fresh = notice.slim(run.settings.routing_tag_key)
     for _ in range(_VERSION_TRIES):
         state = run.store.group(item)
         if state is None:
-            return  # nothing kept of it: no row to update
+            return None  # nothing kept of it: no row to update
         mine = [r for r in state.body.rows if r.decision.finding.conversation == conversation.key]
         if not mine or order_of(mine[0]) >= order_of(fresh):
             break  # not a row of it, or it shows newer news already
@@ -792,7 +986,7 @@ def _update_row(conversation: Conversation, notice: Notice, sender: Sender, run:
             break
     else:
         raise ParentChangedError("the group kept changing while its row was updated")
-    _render_group(item, conversation.ts, sender, run, now, state, changed=notice.decision.resource.key)
+    return item, state
 
 
 def _render_group(

@@ -5,15 +5,19 @@ Web API faults can be injected per call (``fault``): a 429 with Retry-After, a 5
 ``ok: false, error: ratelimited`` (HTTP 200), a stall past the client's timeout or a connection reset, each either
 before the call is acted on or after it (``stall_after``, ``reset_after``: Slack took the post, the answer is
 lost). ``api_error`` answers every Web API call with one refusal (``invalid_auth``: the app is gone).
+``post_interval`` plays Slack's limit on ``chat.postMessage`` per channel (about one a second, thread replies
+included): a post sooner than that after the channel's last one is answered 429 with Retry-After.
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
+import math
 import socket
 import struct
 import threading
+import time
 from collections import Counter, deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -129,6 +133,13 @@ class SlackSink:
     faults: Counter[str] = field(default_factory=Counter)  # the faults injected, by kind
     # Every Web API call (a valid token or not) is refused with this error: the app uninstalled, say.
     api_error: str | None = None
+    # Slack's limit on chat.postMessage per channel: at most one post each ``post_interval`` seconds of ``clock``
+    # (a test's played clock); a post sooner is answered 429 with Retry-After, in whole seconds as Slack sends
+    # them. 0: no limit. ``limited`` counts the 429s so answered, by channel.
+    post_interval: float = 0.0
+    clock: Callable[[], float] = time.monotonic
+    limited: Counter[str] = field(default_factory=Counter)
+    _free_at: dict[str, float] = field(default_factory=dict)
     _current: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
     _posted: int = 0
     _server: ThreadingHTTPServer | None = None
@@ -197,6 +208,22 @@ class SlackSink:
                 for m in self.messages
                 if m.get("method") == "chat.postMessage" and m.get("channel") == channel
             ]
+
+    def _limited_api(
+        self, method: str, params: dict[str, Any], token: str | None
+    ) -> tuple[int, dict[str, Any], str | None, float | None]:
+        """_api behind Slack's per-channel limit on chat.postMessage (the lock is held), and the Retry-After of a
+        429 it answers (None: the call went through, and a post makes its channel busy for ``post_interval``)."""
+        if method == "chat.postMessage" and self.post_interval > 0:
+            channel, now = str(params.get("channel", "")), self.clock()
+            free_at = self._free_at.get(channel, now)
+            if now < free_at:
+                self.limited[channel] += 1
+                self.refused.append((429, "ratelimited", params))
+                wait = float(max(1, math.ceil(free_at - now)))  # whole seconds, as Slack sends them
+                return 429, {"ok": False, "error": "ratelimited"}, None, wait
+            self._free_at[channel] = now + self.post_interval
+        return (*self._api(method, params, token), None)
 
     def _api(
         self, method: str, params: dict[str, Any], token: str | None
@@ -361,7 +388,7 @@ class SlackSink:
                 token = token or (params.pop("token", None) or None)
                 params.pop("token", None)  # never recorded
                 with sink._lock:
-                    status, answer, then = sink._api(method, params, token)
+                    status, answer, then, wait = sink._limited_api(method, params, token)
                     sink.requests.append((self.path, status))
                 if then == "reset":
                     self._reset()
@@ -371,7 +398,7 @@ class SlackSink:
                     if status == 0:
                         status, answer = 504, {"ok": False, "error": "request_timeout"}
                 try:
-                    self._answer(status, json.dumps(answer).encode(), "application/json; charset=utf-8")
+                    self._answer(status, json.dumps(answer).encode(), "application/json; charset=utf-8", wait)
                 except OSError:  # the client gave up waiting
                     self.close_connection = True
 
@@ -382,11 +409,11 @@ class SlackSink:
                 self.close_connection = True
                 self.connection.close()
 
-            def _answer(self, status: int, reply: bytes, content_type: str) -> None:
+            def _answer(self, status: int, reply: bytes, kind: str, wait: float | None = None) -> None:
                 self.send_response(status)
                 if status == 429 or b'"ratelimited"' in reply:
-                    self.send_header("Retry-After", f"{sink.retry_after_seconds:g}")
-                self.send_header("Content-Type", content_type)
+                    self.send_header("Retry-After", f"{sink.retry_after_seconds if wait is None else wait:g}")
+                self.send_header("Content-Type", kind)
                 self.end_headers()
                 self.wfile.write(reply)
 

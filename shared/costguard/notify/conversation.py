@@ -106,12 +106,14 @@ class Claim:
 @dataclass(frozen=True)
 class Lease:
     """A lease on one post's key. ``ts``: posted already. ``busy``: another notifier is posting it now.
-    ``unsure``: taken over from a notifier that stopped mid-post: look for the post before making it."""
+    ``unsure``: taken over from a notifier that stopped mid-post: look for the post before making it; ``post``:
+    the post to look for when it was not its own (a group of news, flows/notifier.py)."""
 
     won: bool
     ts: str | None = None
     busy: bool = False
     unsure: bool = False
+    post: str | None = None
 
 
 @dataclass(frozen=True)
@@ -600,20 +602,24 @@ class DynamoConversationStore:
             ts = held.get("ts", {}).get("S")
             return Lease(False, ts=ts if isinstance(ts, str) else None, busy=not isinstance(ts, str))
         old = answer.get("Attributes") or {}
-        return Lease(True, unsure=bool(old) and not old.get("released", {}).get("BOOL", False))
+        unsure = bool(old) and not old.get("released", {}).get("BOOL", False)
+        post = old.get("post", {}).get("S") if unsure else None
+        return Lease(True, unsure=unsure, post=post if isinstance(post, str) else None)
 
     def finish(self, where: str, key: str, ts: str) -> None:
         e = _Expression()
         self._update(lease_id(where, key), f"SET {e.name('ts')} = {e.value('ts', {'S': ts})}", e)
 
-    def abandon_lease(self, where: str, key: str, grace: float) -> None:
-        """Given up with the post's outcome unknown: another may take the lease after ``grace`` (and look first)."""
+    def abandon_lease(self, where: str, key: str, grace: float, *, post: str | None = None) -> None:
+        """Given up with the post's outcome unknown: another may take the lease after ``grace`` (and look first,
+        for ``post`` when it was told in another post than its own: a group of news)."""
         e = _Expression()
         until = e.value("until", {"N": f"{time.time() + grace:.3f}"})
+        also = f", {e.name('post')} = {e.value('post', {'S': post})}" if post else ""
         try:
             self._update(
                 lease_id(where, key),
-                f"SET {e.name('until')} = {until}",
+                f"SET {e.name('until')} = {until}{also}",
                 e,
                 f"attribute_not_exists({e.name('ts')})",
             )
