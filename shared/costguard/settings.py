@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import re
 from enum import StrEnum
 from functools import lru_cache
 
@@ -11,10 +10,10 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from costguard.detect.escalation import DEFAULT_ESCALATION, parse_levels
 from costguard.policy import parse_reason_modes, parse_scope
+from costguard.pricing.bedrock import parse_rates
 
 ENV_PREFIX = "COSTGUARD_"
 # One of COSTGUARD_BEDROCK_THROUGHPUT_PRICES' entries: model-id[@commitment]=usd.
-_RATE = re.compile(r"[^=@,\s]+(@[A-Za-z]+)?\s*=\s*[0-9]+(\.[0-9]+)?")
 # The states of a future-dated capacity reservation that EventBridge reports ("EC2 Capacity Reservation <State>").
 CAPACITY_STATES = ("scheduled", "active", "delayed", "unsupported", "failed", "expired", "cancelled")
 
@@ -197,10 +196,7 @@ class Settings(BaseModel):
     @field_validator("bedrock_throughput_prices")
     @classmethod
     def _valid_rates(cls, value: str) -> str:
-        # The shape pricing/bedrock.parse_rates reads: a bad rate fails at cold start, named.
-        bad = [e for e in (p.strip() for p in value.split(",")) if e and not _RATE.fullmatch(e)]
-        if bad:
-            raise ValueError(f"not model-id[@commitment]=usd: {bad[:3]}")
+        parse_rates(value)  # read as pricing/bedrock.py reads it: a bad rate fails at cold start, named
         return value
 
     @field_validator("budget_escalation")

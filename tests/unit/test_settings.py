@@ -64,3 +64,21 @@ def test_regions_are_split_on_commas_and_stripped(monkeypatch: pytest.MonkeyPatc
 def test_empty_region_items_are_dropped(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("COSTGUARD_REGIONS", " eu-west-1 ,, ")
     assert parse_settings().regions == ("eu-west-1",)
+
+
+@pytest.mark.parametrize("rates", ["m", "m=", "=2", "m=-1", "m=nan", "m=inf", "m=ten", "m@OneMonth=1,n"])
+def test_a_bedrock_rate_pricing_could_not_read_fails_at_start_named(rates: str) -> None:
+    with pytest.raises(SettingsError, match="COSTGUARD_BEDROCK_THROUGHPUT_PRICES"):
+        parse_settings(bedrock_throughput_prices=rates)
+
+
+def test_the_bedrock_rates_the_settings_accept_are_those_pricing_reads() -> None:
+    from costguard.pricing.bedrock import NO_COMMITMENT, parse_rates
+
+    settings = parse_settings(
+        bedrock_throughput_prices=" amazon.titan-text-express-v1=20.5, m@SixMonths=35 ,"
+    )
+    assert parse_rates(settings.bedrock_throughput_prices) == {
+        ("amazon.titan-text-express-v1", NO_COMMITMENT): 20.5,
+        ("m", "SixMonths"): 35.0,
+    }

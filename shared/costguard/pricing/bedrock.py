@@ -5,6 +5,7 @@ unknown (None), never zero and never borrowed from another model or commitment."
 from __future__ import annotations
 
 import json
+import math
 from functools import cache
 from importlib import resources
 from typing import Any
@@ -33,7 +34,7 @@ def parse_rates(text: str) -> dict[tuple[str, str], float]:
             value = float(usd)
         except ValueError:
             value = -1.0
-        if not sep or not model or value < 0:
+        if not sep or not model.strip() or not math.isfinite(value) or value < 0:
             raise ValueError(f"not model-id[@commitment]=usd: {entry!r}")
         rates[(model.strip(), commitment.strip() or NO_COMMITMENT)] = value
     return rates
