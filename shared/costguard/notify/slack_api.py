@@ -74,8 +74,8 @@ WHOLE_APP_ERRORS = frozenset(
     }
 )
 # Calls another try would repeat (a second message): never retried once sent.
-_NOT_IDEMPOTENT = frozenset({"chat.postMessage", "chat.postEphemeral"})
-_MAX_RETRIES = 2
+NOT_IDEMPOTENT = frozenset({"chat.postMessage", "chat.postEphemeral"})
+MAX_RETRIES = 2
 _MAX_BODY = 200
 # Each post carries its key in the message metadata (``event_payload.post``) under this event type.
 METADATA_EVENT = "costguard_post"
@@ -83,16 +83,16 @@ METADATA_EVENT = "costguard_post"
 FIND_PAGES = 5
 FIND_PAGE_SIZE = 200
 # slack_sdk's back-off before retry n (0-based): 0.5 * 2**n seconds plus up to 1 s of jitter.
-_BACKOFF_FACTOR = 0.5
-_JITTER = 1.0
+BACKOFF_FACTOR = 0.5
+JITTER = 1.0
 # A 429's Retry-After as Slack usually sends it (a longer one is waited for only if the deadline allows it).
 _RETRY_AFTER = 1.0
 
 
 def worst_call_seconds(timeout: float) -> float:
     """The longest one call may take with its retries: every try timing out, each wait the longest."""
-    waits = sum(max(_BACKOFF_FACTOR * 2.0**n, _RETRY_AFTER) + _JITTER for n in range(_MAX_RETRIES))
-    return float((1 + _MAX_RETRIES) * timeout + waits)
+    waits = sum(max(BACKOFF_FACTOR * 2.0**n, _RETRY_AFTER) + JITTER for n in range(MAX_RETRIES))
+    return float((1 + MAX_RETRIES) * timeout + waits)
 
 
 # Like delivery.redact: a URL keeps its scheme and host only (a response_url's path is a credential too), but a
@@ -156,11 +156,11 @@ class ApiPermanentError(PermanentDeliveryError):
         return self.error in WHOLE_APP_ERRORS
 
 
-def _method_of(url: str) -> str:
+def method_of(url: str) -> str:
     return urlsplit(url).path.rsplit("/", 1)[-1]
 
 
-def _unsent(error: BaseException) -> bool:
+def unsent(error: BaseException) -> bool:
     """The request surely never reached Slack: the connection was refused, or the host not found."""
     from urllib.error import URLError
 
@@ -168,7 +168,7 @@ def _unsent(error: BaseException) -> bool:
     return isinstance(reason, ConnectionRefusedError | socket.gaierror)
 
 
-def _retry_after(response: HttpResponse) -> float:
+def retry_after(response: HttpResponse) -> float:
     for name, values in response.headers.items():
         if name.lower() == "retry-after":
             value = values[0] if isinstance(values, list) and values else values
@@ -179,7 +179,7 @@ def _retry_after(response: HttpResponse) -> float:
     return 1.0
 
 
-def _fits(seconds: float) -> bool:
+def fits(seconds: float) -> bool:
     return current_deadline().allows(seconds)
 
 
@@ -192,7 +192,7 @@ def _retry_handlers(timeout: float) -> list[RetryHandler]:
 
 
 # Set by the rate-limit handler when a call was still limited after its last retry (read by _refused).
-_limited_past_retries: ContextVar[bool] = ContextVar("costguard_slack_limited_past_retries", default=False)
+limited_past_retries: ContextVar[bool] = ContextVar("costguard_slack_limited_past_retries", default=False)
 
 
 def _refused(method: str, error: SlackApiError) -> NoReturn:
@@ -203,7 +203,7 @@ def _refused(method: str, error: SlackApiError) -> NoReturn:
     cause = f"Slack {method} refused: {code}" + (f" ({status})" if status and status != 200 else "")
     if code in _TRANSIENT_ERRORS or status == 429 or (status is not None and status >= 500):
         raise ApiDeliveryError(
-            cause, error=code, status=status, past_retries=_limited_past_retries.get()
+            cause, error=code, status=status, past_retries=limited_past_retries.get()
         ) from None
     raise ApiPermanentError(cause, error=code, status=status) from None
 
@@ -261,13 +261,13 @@ class SlackApi:
         deadline = current_deadline()
         if not deadline.allows(self._timeout):
             raise ApiNotStarted(f"Slack {method} not tried: {deadline.left():.1f} s left")
-        _limited_past_retries.set(False)
+        limited_past_retries.set(False)
         try:
             return call()
         except SlackApiError as error:
             _refused(method, error)
         except Exception as error:  # connection errors that outlived the retries
-            if method in _NOT_IDEMPOTENT and not _unsent(error):
+            if method in NOT_IDEMPOTENT and not unsent(error):
                 raise ApiOutcomeUnknown(
                     f"Slack {method} sent, no answer: {type(error).__name__}", error=type(error).__name__
                 ) from None

@@ -17,36 +17,36 @@ from slack_sdk.http_retry.response import HttpResponse
 from slack_sdk.http_retry.state import RetryState
 
 from costguard.notify.slack_api import (
-    _BACKOFF_FACTOR,
-    _JITTER,
-    _MAX_RETRIES,
-    _NOT_IDEMPOTENT,
+    BACKOFF_FACTOR,
+    JITTER,
+    MAX_RETRIES,
+    NOT_IDEMPOTENT,
     RATE_LIMITED_ERRORS,
-    _fits,
-    _limited_past_retries,
-    _method_of,
-    _retry_after,
-    _unsent,
+    fits,
+    limited_past_retries,
+    method_of,
+    retry_after,
+    unsent,
 )
 
 
 def backoff(state: RetryState) -> float:
     """The longest wait before the next try after ``state``'s attempts (jitter included)."""
-    return _BACKOFF_FACTOR * 2.0 ** int(state.current_attempt) + _JITTER
+    return BACKOFF_FACTOR * 2.0 ** int(state.current_attempt) + JITTER
 
 
 class Backoff(RetryIntervalCalculator):
     """slack_sdk's exponential back-off with jitter, from slack_api's figures (the deadline's too)."""
 
     def calculate_sleep_duration(self, current_attempt: int) -> float:
-        return _BACKOFF_FACTOR * 2.0**current_attempt + random.random() * _JITTER  # noqa: S311
+        return BACKOFF_FACTOR * 2.0**current_attempt + random.random() * JITTER  # noqa: S311
 
 
 class RateLimited(RateLimitErrorRetryHandler):
     """A 429, or the Web API's ``ok: false, error: ratelimited`` answered with HTTP 200: after Retry-After.
     Limited still once every retry is spent (not merely cut short by the deadline), the call says so."""
 
-    def __init__(self, timeout: float, max_retry_count: int = _MAX_RETRIES) -> None:
+    def __init__(self, timeout: float, max_retry_count: int = MAX_RETRIES) -> None:
         super().__init__(max_retry_count=max_retry_count)
         self.timeout = timeout
 
@@ -66,9 +66,9 @@ class RateLimited(RateLimitErrorRetryHandler):
         if not limited or response is None:
             return False
         if state.current_attempt >= self.max_retry_count:
-            _limited_past_retries.set(True)
+            limited_past_retries.set(True)
             return False
-        return _fits(_retry_after(response) + _JITTER + self.timeout)
+        return fits(retry_after(response) + JITTER + self.timeout)
 
     def prepare_for_next_attempt(
         self,
@@ -79,15 +79,15 @@ class RateLimited(RateLimitErrorRetryHandler):
         error: Exception | None = None,
     ) -> None:
         state.next_attempt_requested = True
-        wait = _retry_after(response) if response is not None else 1.0
-        time.sleep(wait + random.random() * _JITTER)  # noqa: S311
+        wait = retry_after(response) if response is not None else 1.0
+        time.sleep(wait + random.random() * JITTER)  # noqa: S311
         state.increment_current_attempt()
 
 
 class ServerError(ServerErrorRetryHandler):
     """A 5xx: after a back-off, when it and the call fit the deadline."""
 
-    def __init__(self, timeout: float, max_retry_count: int = _MAX_RETRIES) -> None:
+    def __init__(self, timeout: float, max_retry_count: int = MAX_RETRIES) -> None:
         super().__init__(max_retry_count=max_retry_count, interval_calculator=Backoff())
         self.timeout = timeout
 
@@ -99,7 +99,7 @@ class ServerError(ServerErrorRetryHandler):
         response: HttpResponse | None = None,
         error: Exception | None = None,
     ) -> bool:
-        return super()._can_retry(state=state, request=request, response=response, error=error) and _fits(
+        return super()._can_retry(state=state, request=request, response=response, error=error) and fits(
             backoff(state) + self.timeout
         )
 
@@ -107,7 +107,7 @@ class ServerError(ServerErrorRetryHandler):
 class Connection(RetryHandler):
     """A broken connection or a read timeout; a post only when it surely never reached Slack."""
 
-    def __init__(self, timeout: float, max_retry_count: int = _MAX_RETRIES) -> None:
+    def __init__(self, timeout: float, max_retry_count: int = MAX_RETRIES) -> None:
         super().__init__(max_retry_count=max_retry_count, interval_calculator=Backoff())
         self.timeout = timeout
 
@@ -123,9 +123,9 @@ class Connection(RetryHandler):
             return False
         if not isinstance(error, URLError | ConnectionError | RemoteDisconnected | TimeoutError):
             return False
-        if _method_of(request.url) in _NOT_IDEMPOTENT and not _unsent(error):
+        if method_of(request.url) in NOT_IDEMPOTENT and not unsent(error):
             return False
-        return _fits(backoff(state) + self.timeout)
+        return fits(backoff(state) + self.timeout)
 
 
 def handlers(timeout: float) -> list[RetryHandler]:
