@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 
 from costguard import clock
-from costguard.act import shadow
+from costguard.act import UnsupportedAction, shadow
 from costguard.aws import bedrock, capacity, clients, inventory, sagemaker
 from costguard.aws.bedrock import ProvisionedThroughputs
 from costguard.aws.capacity import CapacityReservations
@@ -36,10 +36,6 @@ def permissions_for(*kinds: ResourceKind) -> Permissions:
     what notify mode's marks of them need (act/shadow.py: kept in the state table, read back before judging)."""
     found = NONE.union(*(_PERMISSIONS_BY_KIND.get(kind, NONE) for kind in kinds))
     return found | shadow.PERMISSIONS if found else found
-
-
-class UnsupportedAction(RuntimeError):
-    """costguard has no safe way to do this to this kind of resource."""
 
 
 class AwsRemediator:

@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Protocol
 
+from costguard.act import UnsupportedAction
 from costguard.act.shadow import ShadowMarks
 from costguard.aws import clients
 from costguard.model import Resource, ResourceKind
@@ -79,7 +80,7 @@ class EksRemediator:
 
     def _check(self, resource: Resource) -> None:
         if resource.kind is not ResourceKind.EKS_WORKLOAD:
-            raise RuntimeError(f"costguard does not act on {resource.kind} {resource.id}")
+            raise UnsupportedAction(f"costguard does not act on {resource.kind} {resource.id}")
 
     def mark(self, resource: Resource, at: datetime, reason: str | None = None) -> None:
         self._check(resource)
@@ -94,7 +95,7 @@ class EksRemediator:
         self._check(resource)
         cluster, namespace, kind, name = workload_of(resource)
         if kind not in ("Deployment", "StatefulSet"):
-            raise RuntimeError(f"costguard never scales a {kind}")
+            raise UnsupportedAction(f"costguard never scales a {kind}")
         scaler = self.scalers[cluster]
         previous = scaler.replicas(kind, namespace, name)
         from costguard import clock
