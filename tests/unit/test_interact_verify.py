@@ -143,3 +143,19 @@ class _At:
 
     def now(self) -> float:
         return self.at.timestamp()
+
+
+@pytest.mark.parametrize(
+    ("body", "signature"),
+    [
+        (form_body(PAYLOAD).encode(), "v0=\u00e9" + "0" * 63),  # a forged header of non-ASCII characters
+        (form_body(PAYLOAD).encode(), "v0=\udcff"),  # a lone surrogate, as a header decoder may leave one
+        (b"\xff\xfepayload=x", None),  # a body that is not UTF-8, under a signature of something else
+    ],
+)
+def test_a_forged_signature_or_body_of_any_bytes_is_a_bad_signature_not_an_error(
+    body: bytes, signature: str | None
+) -> None:
+    stamp = int(NOW.timestamp())
+    with pytest.raises(BadSignature):
+        verify_body(body, str(stamp), signature or sign("payload=x", stamp, SECRET), SECRET, NOW)

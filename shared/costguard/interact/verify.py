@@ -144,7 +144,9 @@ def verify_body(body: bytes, stamp: str, signature: str, signing_secret: str, at
     timestamp = int(stamp)
     if abs(at.timestamp() - timestamp) > MAX_AGE_SECONDS:
         raise StaleRequest(f"the request timestamp is {int(at.timestamp() - timestamp)} seconds from then")
-    if not hmac.compare_digest(_signature(stamp, body, signing_secret), signature):
+    # Compared as bytes: a forged header of any characters is a mismatch, never an error.
+    given = signature.encode("utf-8", "surrogatepass")
+    if not hmac.compare_digest(_signature(stamp, body, signing_secret).encode(), given):
         raise BadSignature("the signature does not match the body")
     try:
         body.decode("ascii")  # Slack's form body is URL-encoded ASCII; the queue carries it as text
@@ -176,9 +178,12 @@ def sign(body: str, timestamp: int, signing_secret: str) -> str:
 
 def _signature(stamp: str, body: str | bytes, signing_secret: str) -> str:
     """Slack's v0 signature: ``v0=`` and the hex HMAC-SHA256, keyed with the signing secret, of
-    ``v0:<timestamp>:<body>``. A blank secret is refused with slack_sdk's own ValueError."""
+    ``v0:<timestamp>:<body>`` (the body's bytes as received: one that is not UTF-8 only fails to match). A blank
+    secret is refused with slack_sdk's own ValueError."""
     if not signing_secret.strip():
         raise ValueError("signing_secret must not be empty.")
-    text = body.decode("utf-8") if isinstance(body, bytes) else body
-    digest = hmac.new(signing_secret.encode(), f"v0:{stamp}:{text}".encode(), hashlib.sha256).hexdigest()
+    raw = body if isinstance(body, bytes) else body.encode()
+    digest = hmac.new(
+        signing_secret.encode(), b"v0:" + stamp.encode() + b":" + raw, hashlib.sha256
+    ).hexdigest()
     return f"v0={digest}"
