@@ -621,8 +621,8 @@ def _better_stop(
     steps = range(5, int(params.lookahead.total_seconds() // 60) + 1, 5)
     best, at = cost(idle), None
     for t in (idle + w for w in steps):
-        if cost(t) < best:
-            best, at = cost(t), t
+        if (then := cost(t)) < best:
+            best, at = then, t
     return at
 
 
