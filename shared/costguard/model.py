@@ -291,6 +291,16 @@ class Resource(BaseModel):
         default=None,
         description="Why stopping it is not safe or not possible (an Auto Scaling group would replace it, say)",
     )
+    started: datetime | None = Field(
+        default=None,
+        description="When its current run began (an instance's LaunchTime, a job's start): a mark older than it "
+        "was about an earlier run (act/marks.py)",
+    )
+    mark_void: str | None = Field(
+        default=None,
+        description="What mark tag it carried that costguard could not vouch for, and why (act/marks.py): "
+        "decided as unmarked",
+    )
 
     @property
     def key(self) -> str:
@@ -320,6 +330,11 @@ class Finding(BaseModel):
     )
     cancels_mark: bool = Field(
         default=False, description="The resource is working again: any pending stop is off"
+    )
+    armed_by: dict[str, str] = Field(
+        default_factory=dict,
+        description="The owner's tags or labels that armed this finding's action (a ceiling, an opt-in), as read "
+        "now: it acts only when costguard's record of them as first seen agrees (act/arming.py)",
     )
     repeat_scope: str | None = Field(
         default=None,

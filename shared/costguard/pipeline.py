@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from costguard.act.executor import Outcome, Remediator, StopBlockerReader, StopLimiter, execute
+from costguard.act.marks import MarkRecords, vouched
 from costguard.act.shadow import Shadow, ShadowMarks, marked_tags, read_marks, shown_tags
 from costguard.model import MARK_TAG_KEY, Action, Decision, Finding, Reason
 from costguard.notify.dedupe import RepeatGate, Sighting
@@ -167,13 +168,24 @@ def act_on(
     group_above: int = GROUP_ABOVE,
     mutes: MuteReader | None = None,
     shadow: ShadowMarks | None = None,
+    records: MarkRecords | None = None,
 ) -> Report:
     """Decide, act, and queue what is news: the first sighting of an episode (and any failure), one message
     per channel when a run has many; what stays open past a day goes in that channel's daily digest.
 
     A dry run with ``shadow`` decides on the marks it kept there, and keeps its marks, stops and unmarks there
-    (act/shadow.py): what it says it would do is what a live run does."""
+    (act/shadow.py): what it says it would do is what a live run does.
+
+    With ``records`` (act/marks.py), a mark tag counts only when costguard's record of writing it matches: any
+    other is decided as no mark, and the live marks made here are recorded there."""
     marks: dict[str, Shadow] = {}
+    if records is not None:
+        own: dict[str, Shadow] = {}
+        if shadow is not None and policy.may_dry_run:
+            own = read_marks(
+                shadow, [f.resource.key for f in findings if MARK_TAG_KEY in f.resource.tags], now
+            )
+        findings = vouched(findings, records, now, own)
     if shadow is not None and policy.may_dry_run:
         findings, marks = with_shadow_marks(findings, shadow, now, policy if policy.graded else None)
     stopped = frozenset(key for key, mark in marks.items() if mark.stopped is not None)
@@ -182,7 +194,7 @@ def act_on(
     gated: list[tuple[Notice, str | None]] = []  # in decision order; None: always told
     windows: dict[str, timedelta] = {}
     for decision in decide_all(findings, policy, now, stopped):
-        outcome = execute(decision, remediator, limiter, shadow)
+        outcome = execute(decision, remediator, limiter, shadow, records)
         report.decisions.append(decision)
         report.outcomes.append(outcome)
         if decision.action is Action.NONE:

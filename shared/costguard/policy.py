@@ -293,9 +293,10 @@ def _choose(finding: Finding, policy: Policy, now: datetime) -> tuple[Action, st
         return Action.NOTIFY, f"not stopped: {resource.stop_blocker}", None
     mark = marked_at(resource.tags)
     if mark is None:
+        void = f" ({resource.mark_void})" if resource.mark_void else ""
         return (
             Action.MARK,
-            f"marked now; stopped after a {_minutes(policy.grace)} grace period",
+            f"marked now{void}; stopped after a {_minutes(policy.grace)} grace period",
             now + policy.grace,
         )
     due = mark + policy.grace
@@ -405,6 +406,8 @@ def decide_requested_stop(finding: Finding, policy: Policy, now: datetime) -> De
         note = f"not stopped: {resource.stop_blocker}"
     elif marked_at(resource.tags) is None:
         note = "not stopped: costguard stops only what it has marked idle, and this is not marked"
+        if resource.mark_void:
+            note += f" ({resource.mark_void})"
     else:
         return _decision(
             finding, policy, now, Action.STOP, "stopped now on request (grace period skipped)", now

@@ -13,6 +13,7 @@ from costguard.act.aws import AwsRemediator
 from costguard.act.executor import Remediator, StopLimiter
 from costguard.act.limits import PERMISSIONS as STOP_CAP_PERMISSIONS
 from costguard.act.limits import DynamoStopLimiter
+from costguard.act.marks import PERMISSIONS as MARK_RECORD_PERMISSIONS
 from costguard.aws.organization import PLACE_PERMISSIONS as ACCOUNT_PLACE_PERMISSIONS
 from costguard.aws.organization import AccountLabels, OrganizationLabels
 from costguard.model import Finding, Reason
@@ -30,6 +31,7 @@ from costguard.reads import Reads
 from costguard.settings import Settings, get_settings
 
 if TYPE_CHECKING:
+    from costguard.act.marks import MarkRecords
     from costguard.act.shadow import ShadowMarks
     from costguard.aws.idle_history import IdleHistories
     from costguard.aws.read_plan import ReadPlans
@@ -42,6 +44,7 @@ ACT_PERMISSIONS = (
     | STOP_CAP_PERMISSIONS
     | MUTE_PERMISSIONS
     | ACCOUNT_PLACE_PERMISSIONS
+    | MARK_RECORD_PERMISSIONS
 )
 PRICES_PERMISSIONS = LIVE_PRICE_PERMISSIONS  # Runtime.prices, when the price source is live
 
@@ -61,6 +64,8 @@ class Runtime:
     # The dry runs' marks (act/shadow.py): None when no decision can be one (remediate mode, every reason and
     # resource in it)
     shadow_marks: ShadowMarks | None = None
+    # costguard's records of the live marks it wrote (act/marks.py): a mark tag without one is void
+    mark_records: MarkRecords | None = None
     # What the flows read (inventory, metrics, SageMaker, budgets): AWS, or in-memory twins in a unit test.
     reads: Reads = field(default_factory=Reads)
 
@@ -98,6 +103,7 @@ class Runtime:
             mutes=self.mutes,
             source=os.environ.get("AWS_LAMBDA_LOG_GROUP_NAME"),
             shadow=self.shadow_marks,
+            records=self.mark_records,
         )
 
 
@@ -116,6 +122,7 @@ def runtime() -> Runtime:
         idle_histories=_idle_histories(settings),
         read_plans=_read_plans(settings),
         shadow_marks=_shadow_marks(settings),
+        mark_records=_mark_records(settings),
     )
 
 
@@ -135,6 +142,15 @@ def _read_plans(settings: Settings) -> ReadPlans | None:
     from costguard.aws.read_plan import DynamoReadPlans
 
     return DynamoReadPlans(settings.state_table)
+
+
+def _mark_records(settings: Settings) -> MarkRecords | None:
+    """The records of the live marks, wherever a mark tag may be read: every deployment with a state table."""
+    if not settings.state_table:
+        return None
+    from costguard.act.marks import DynamoMarkRecords
+
+    return DynamoMarkRecords(settings.state_table)
 
 
 def _shadow_marks(settings: Settings) -> ShadowMarks | None:

@@ -11,6 +11,7 @@ from costguard.model import Action, Decision, Reason, Resource
 from costguard.observability import logger
 
 if TYPE_CHECKING:
+    from costguard.act.marks import MarkRecords
     from costguard.act.shadow import ShadowMarks
 
 _VERBS = {
@@ -83,9 +84,11 @@ def execute(
     remediator: Remediator,
     limiter: StopLimiter | None = None,
     shadow: ShadowMarks | None = None,
+    records: MarkRecords | None = None,
 ) -> Outcome:
     """Carry a decision out; a dry run walks the same path and stops just short of the API call, where it keeps
-    the mark (or the stop, or the unmark) in ``shadow`` instead, when given (act/shadow.py)."""
+    the mark (or the stop, or the unmark) in ``shadow`` instead, when given (act/shadow.py). A live mark made is
+    recorded in ``records``, and the record deleted when the mark ends (an unmark, a stop): act/marks.py."""
     resource = decision.resource
     if decision.action not in _VERBS:
         return Outcome(done=False, detail="no change to the resource")
@@ -138,7 +141,25 @@ def execute(
             error=str(error)[:500],
             refused=code,
         )
+    if records is not None:
+        _keep_record(decision, records)
     return Outcome(done=True, detail=f"{done} {resource.display_name}")
+
+
+def _keep_record(decision: Decision, records: MarkRecords) -> None:
+    """The record of a live mark, after the tag: not kept (the table unreachable), the next run finds a tag it
+    cannot vouch for and marks afresh, with a new grace period: the safe side. Logged."""
+    try:
+        if decision.action is Action.MARK:
+            records.mark(decision.resource, decision.decided_at, _mark_reason(decision))
+        else:  # the mark ended: unmarked, or the resource stopped (a run after a restart is another run)
+            records.unmark(decision.resource)
+    except Exception:
+        logger.warning(
+            "mark record not kept",
+            extra={"decision_id": decision.id, "action": decision.action.value},
+            exc_info=True,
+        )
 
 
 def _keep_shadow(decision: Decision, shadow: ShadowMarks) -> None:

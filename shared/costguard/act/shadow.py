@@ -25,6 +25,7 @@ its mark and writes nothing.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -43,6 +44,9 @@ from costguard.permissions import needs
 PERMISSIONS = needs("dynamodb:BatchGetItem", "dynamodb:PutItem", "dynamodb:DeleteItem")
 
 PREFIX = "shadow-mark#"
+# DynamoDB refuses a partition key over 2,048 bytes on every read and write; a resource key built from a hostile
+# id (a 10,000-character name) can be longer. Such a key is kept under its SHA-256.
+MAX_KEY_BYTES = 1024
 # How long an item is kept after its write. A live mark stays until the resource works again; a shadow mark
 # outlives any grace period and snooze, and a resource left idle after its would-be stop is marked anew a month
 # later: told again, rather than never.
@@ -141,8 +145,19 @@ class _Remembered:
         raise NotImplementedError
 
 
+def table_id(prefix: str, key: str) -> str:
+    """The state table's id of a resource key's item under ``prefix``: the key itself, or its SHA-256 when the key
+    is too long for DynamoDB."""
+    encoded = key.encode("utf-8", "surrogatepass")
+    if len(encoded) <= MAX_KEY_BYTES:
+        return prefix + key
+    return f"{prefix}sha256:{hashlib.sha256(encoded).hexdigest()}"
+
+
 class DynamoShadowMarks(_Remembered):
     """The shadow marks in the state table."""
+
+    prefix = PREFIX
 
     def __init__(self, table: str) -> None:
         super().__init__()
@@ -150,12 +165,14 @@ class DynamoShadowMarks(_Remembered):
 
     def _fetch(self, keys: Sequence[str], now: datetime) -> dict[str, Shadow]:
         # Consistent: a mark written by another function a moment ago (an alarm's, before the sweep) is seen.
-        items = batch_get(clients.client("dynamodb"), self.table, [PREFIX + k for k in keys], consistent=True)
+        ids = {table_id(self.prefix, k): k for k in keys}
+        items = batch_get(clients.client("dynamodb"), self.table, list(ids), consistent=True)
         found = {}
         for item in items:
             shadow = _shadow_of(item, now)
-            if shadow is not None:
-                found[item["id"]["S"].removeprefix(PREFIX)] = shadow
+            key = ids.get(item["id"]["S"])
+            if shadow is not None and key is not None:
+                found[key] = shadow
         return found
 
     def _put_new(self, key: str, mark: str, at: datetime) -> bool:
@@ -163,20 +180,24 @@ class DynamoShadowMarks(_Remembered):
         try:
             dynamodb.put_item(
                 TableName=self.table,
-                Item=_item(key, Shadow(mark=mark), at),
+                Item=_item(table_id(self.prefix, key), Shadow(mark=mark), at),
                 ConditionExpression="attribute_not_exists(id) OR expiration <= :now",
                 ExpressionAttributeValues={":now": {"N": str(int(at.timestamp()))}},
             )
         except dynamodb.exceptions.ConditionalCheckFailedException:
-            logger.info("shadow mark kept already", extra={"resource": key})
+            logger.info("shadow mark kept already", extra={"resource": key[:300]})
             return False
         return True
 
     def _put(self, key: str, shadow: Shadow, at: datetime) -> None:
-        clients.client("dynamodb").put_item(TableName=self.table, Item=_item(key, shadow, at))
+        clients.client("dynamodb").put_item(
+            TableName=self.table, Item=_item(table_id(self.prefix, key), shadow, at)
+        )
 
     def _delete(self, key: str) -> None:
-        clients.client("dynamodb").delete_item(TableName=self.table, Key={"id": {"S": PREFIX + key}})
+        clients.client("dynamodb").delete_item(
+            TableName=self.table, Key={"id": {"S": table_id(self.prefix, key)}}
+        )
 
 
 class MemoryShadowMarks(_Remembered):
@@ -207,8 +228,8 @@ class MemoryShadowMarks(_Remembered):
         self.items.pop(key, None)
 
 
-def _item(key: str, shadow: Shadow, at: datetime) -> dict[str, Any]:
-    item: dict[str, Any] = {"id": {"S": PREFIX + key}, "expiration": {"N": str(int((at + KEPT).timestamp()))}}
+def _item(item_id: str, shadow: Shadow, at: datetime) -> dict[str, Any]:
+    item: dict[str, Any] = {"id": {"S": item_id}, "expiration": {"N": str(int((at + KEPT).timestamp()))}}
     if shadow.mark is not None:
         item["mark"] = {"S": shadow.mark}
     if shadow.stopped is not None:

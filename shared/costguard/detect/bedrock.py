@@ -38,6 +38,7 @@ def throughput_resource(throughput: ProvisionedThroughput) -> Resource:
         instance_type=f"{throughput.base_model} model unit",
         instance_count=throughput.model_units,
         tags=throughput.tags,
+        started=throughput.created,
     )
 
 

@@ -288,6 +288,7 @@ def instance_resource(instance: Ec2Instance) -> Resource:
         instance_type=instance.type,
         tags=instance.tags,
         stop_blocker=blocker,
+        started=instance.launch_time,
     )
 
 

@@ -126,6 +126,7 @@ def job_resource(job: TrainingJob) -> Resource:
         instance_type=job.instance_type,
         instance_count=job.instance_count,
         tags=job.tags,
+        started=job.started,
     )
 
 

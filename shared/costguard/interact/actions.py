@@ -26,6 +26,7 @@ from aws_lambda_powertools.metrics import MetricUnit
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from costguard.act.executor import Outcome, Remediator, StopBlockerReader, StopLimiter, execute
+from costguard.act.marks import MarkRecords, vouched
 from costguard.aws import clients
 from costguard.interact import resources, state
 from costguard.interact.authorize import OWNER_TAG_KEY, Allowed, SlackDirectory, refusal
@@ -161,6 +162,8 @@ class Interactions:
     offers: OfferBook
     rejudge: Rejudge | None = None  # None: Stop now is refused (it cannot be judged again at the click)
     limiter: StopLimiter | None = None
+    # costguard's records of its live marks (act/marks.py): Stop now stops only what costguard itself marked
+    records: MarkRecords | None = None
 
 
 @dataclass(frozen=True)
@@ -299,6 +302,9 @@ def _stop(click: Click, resource: Resource, deps: Interactions, now: datetime) -
     if deps.policy.max_stops < 1:
         return _refuse(click, deps, "costguard's stop cap per run is 0: it stops nothing.")
     finding = _finding(click, resource, deps, now, "stop requested in Slack")
+    if deps.records is not None:  # a mark tag costguard did not write starts no stop
+        [finding] = vouched([finding], deps.records, now)
+        resource = finding.resource
     decision = decide_requested_stop(finding, deps.policy, now)
     if decision.action is Action.STOP and isinstance(deps.remediator, StopBlockerReader):
         try:
@@ -322,7 +328,7 @@ def _stop(click: Click, resource: Resource, deps: Interactions, now: datetime) -
         return _refuse(
             click, deps, f"{resource.display_name} was not stopped: {why_not}. Nothing was changed."
         )
-    outcome = execute(decision, deps.remediator, deps.limiter)
+    outcome = execute(decision, deps.remediator, deps.limiter, records=deps.records)
     deps.queue.send(
         [
             Notice(

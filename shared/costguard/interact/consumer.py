@@ -10,6 +10,8 @@ from typing import Any
 from costguard.act.aws import AwsRemediator
 from costguard.act.limits import PERMISSIONS as STOP_CAP_PERMISSIONS
 from costguard.act.limits import DynamoStopLimiter
+from costguard.act.marks import PERMISSIONS as MARK_RECORD_PERMISSIONS
+from costguard.act.marks import DynamoMarkRecords
 from costguard.aws import inventory
 from costguard.aws.sagemaker import STOP_TRAINING_JOB_PERMISSIONS
 from costguard.detect.gpu import thresholds_from
@@ -35,6 +37,7 @@ STOP_PERMISSIONS = (
     | STOP_TRAINING_JOB_PERMISSIONS
     | inventory.STOP_PROTECTION_PERMISSIONS
     | STOP_CAP_PERMISSIONS
+    | MARK_RECORD_PERMISSIONS
 )
 PERMISSIONS = (
     SECRET_PERMISSIONS  # the bot token: replies, owner and user group look-ups
@@ -86,6 +89,7 @@ def interactions(settings: Settings, allowed: Allowed) -> Interactions:
         limiter=DynamoStopLimiter(settings.state_table, settings.max_stops_per_hour),
         offers=DynamoOffers(settings.state_table),
         rejudge=SweepRejudge(thresholds_from(settings)),
+        records=DynamoMarkRecords(settings.state_table),
     )
 
 

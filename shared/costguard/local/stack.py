@@ -38,6 +38,7 @@ from costguard.local.sink import SlackSink
 from costguard.local.template import Function, Template, resolve
 from costguard.local.training_health import seed_training_health
 from costguard.local.world import Endpoint, GpuMetrics, Instance, World, gpu_series
+from costguard.model import MARK_TAG_KEY, ResourceKind
 
 PROJECT_ROOT = Path(__file__).resolve().parents[3]
 DEFAULT_TEMPLATE = PROJECT_ROOT / "template.yaml"
@@ -160,6 +161,8 @@ class LocalStack:
         for place in self.world.places():  # the hub's account and region, then each member's
             seed_world(place, self.until)
         seed_buckets(self.world)  # where the training jobs' inputs live (data_cross_region)
+        for place in self.world.places():
+            seed_mark_records(place)
         self._seed_eks()  # clusters in the embedded EKS, their API on the local Kubernetes responder
         clock.freeze(self.world.now)
         clients.calls.clear()
@@ -533,6 +536,27 @@ def seed_world(world: World, until: datetime | None = None) -> None:
             gpu_info[spec.type] = described[0].get("GpuInfo", {}) if described else {}
     publish_metrics(world, gpu_info, until or world.now)
     publish_usage_history(world, gpu_info)  # the audit's hourly history (local/history.py)
+
+
+def seed_mark_records(world: World) -> None:
+    """A mark tag the world file gives a resource is one costguard wrote earlier: its record, as costguard keeps it
+    (act/marks.py). A mark written after the stack starts, through the API, has none (as anyone else's has none)."""
+    from costguard.act.marks import DynamoMarkRecords
+    from costguard.act.shadow import Shadow, key_of
+
+    kinds = (
+        (ResourceKind.EC2_INSTANCE, [(i.id, i.tags) for i in world.instances]),
+        (ResourceKind.TRAINING_JOB, [(j.name, j.tags) for j in world.training_jobs]),
+        (ResourceKind.NOTEBOOK, [(n.name, n.tags) for n in world.notebooks]),
+        (ResourceKind.CAPACITY_RESERVATION, [(c.id, c.tags) for c in world.capacity_reservations]),
+        (ResourceKind.PROVISIONED_THROUGHPUT, [(p.name, p.tags) for p in world.provisioned_throughputs]),
+    )
+    records = DynamoMarkRecords(TABLE)
+    for kind, specs in kinds:
+        for resource_id, tags in specs:
+            if MARK_TAG_KEY in tags:
+                key = key_of(world.account, world.region, kind, resource_id)
+                records._put(key, Shadow(mark=tags[MARK_TAG_KEY]), world.now)
 
 
 def _ran(spec: Instance, now: datetime, until: datetime) -> Callable[[datetime], bool]:
