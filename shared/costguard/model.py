@@ -225,6 +225,7 @@ class CapacityReservation:
     arn: str | None = None
     tags: dict[str, str] = field(default_factory=dict)
     start: datetime | None = None  # StartDate: when it became (or becomes) active
+    created: datetime | None = None  # CreateDate: when it was created (act/arming.py: first seen since)
     end: datetime | None = None  # EndDate: None for an open-ended ODCR
 
     @property

@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
+from costguard.act.arming import ArmingRecords, vouch
 from costguard.act.executor import Outcome, Remediator, StopBlockerReader, StopLimiter, execute
 from costguard.act.marks import MarkRecords, vouched
 from costguard.act.shadow import Shadow, ShadowMarks, marked_tags, read_marks, shown_tags
@@ -169,6 +170,7 @@ def act_on(
     mutes: MuteReader | None = None,
     shadow: ShadowMarks | None = None,
     records: MarkRecords | None = None,
+    arming: ArmingRecords | None = None,
 ) -> Report:
     """Decide, act, and queue what is news: the first sighting of an episode (and any failure), one message
     per channel when a run has many; what stays open past a day goes in that channel's daily digest.
@@ -177,8 +179,11 @@ def act_on(
     (act/shadow.py): what it says it would do is what a live run does.
 
     With ``records`` (act/marks.py), a mark tag counts only when costguard's record of writing it matches: any
-    other is decided as no mark, and the live marks made here are recorded there."""
+    other is decided as no mark, and the live marks made here are recorded there. With ``arming``
+    (act/arming.py), a finding armed by an owner's tag acts only when the tag is as costguard first saw it."""
     marks: dict[str, Shadow] = {}
+    if arming is not None:
+        findings = vouch(findings, arming, now)
     if records is not None:
         own: dict[str, Shadow] = {}
         if shadow is not None and policy.may_dry_run:

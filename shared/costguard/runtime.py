@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
+from costguard.act.arming import PERMISSIONS as ARMING_PERMISSIONS
+from costguard.act.arming import ArmingRecords, DynamoArmingRecords, Sighting, observe, scope_of
 from costguard.act.aws import AwsRemediator
 from costguard.act.executor import Remediator, StopLimiter
 from costguard.act.limits import PERMISSIONS as STOP_CAP_PERMISSIONS
@@ -16,7 +18,7 @@ from costguard.act.limits import DynamoStopLimiter
 from costguard.act.marks import PERMISSIONS as MARK_RECORD_PERMISSIONS
 from costguard.aws.organization import PLACE_PERMISSIONS as ACCOUNT_PLACE_PERMISSIONS
 from costguard.aws.organization import AccountLabels, OrganizationLabels
-from costguard.model import Finding, Reason
+from costguard.model import Finding, Reason, ResourceKind
 from costguard.notify.dedupe import PERMISSIONS as REPEAT_GATE_PERMISSIONS
 from costguard.notify.dedupe import DynamoRepeatGate, RepeatGate
 from costguard.notify.mutes import PERMISSIONS as MUTE_PERMISSIONS
@@ -38,14 +40,16 @@ if TYPE_CHECKING:
 
 # Runtime.act: notices queued, repeats gated, stops counted against the hourly cap. What the remediator calls
 # depends on the kinds of resource a flow may remediate (act.aws.permissions_for).
-ACT_PERMISSIONS = (
+# A flow whose findings are never remediable (nothing it tells is marked, stopped or armed by a tag) needs only
+# REPORT_PERMISSIONS: the records of marks and arming tags are written only for what may be acted on.
+REPORT_PERMISSIONS = (
     QUEUE_PERMISSIONS
     | REPEAT_GATE_PERMISSIONS
     | STOP_CAP_PERMISSIONS
     | MUTE_PERMISSIONS
     | ACCOUNT_PLACE_PERMISSIONS
-    | MARK_RECORD_PERMISSIONS
 )
+ACT_PERMISSIONS = REPORT_PERMISSIONS | MARK_RECORD_PERMISSIONS | ARMING_PERMISSIONS
 PRICES_PERMISSIONS = LIVE_PRICE_PERMISSIONS  # Runtime.prices, when the price source is live
 
 
@@ -66,6 +70,8 @@ class Runtime:
     shadow_marks: ShadowMarks | None = None
     # costguard's records of the live marks it wrote (act/marks.py): a mark tag without one is void
     mark_records: MarkRecords | None = None
+    # costguard's records of the arming tags as first seen (act/arming.py): a tag added later only notifies
+    arming: ArmingRecords | None = None
     # What the flows read (inventory, metrics, SageMaker, budgets): AWS, or in-memory twins in a unit test.
     reads: Reads = field(default_factory=Reads)
 
@@ -84,6 +90,14 @@ class Runtime:
     @property
     def repeat_window(self) -> timedelta:
         return timedelta(minutes=self.settings.dedupe_window_minutes)
+
+    def observe(
+        self, account: str, region: str, kind: ResourceKind, sightings: Iterable[Sighting], now: datetime
+    ) -> None:
+        """A sweep's census of every resource of a kind it listed: the arming tags of each, as first seen, kept
+        (act/arming.py) before its findings are decided."""
+        if self.arming is not None:
+            observe(self.arming, scope_of(account, region, kind), sightings, now)
 
     def act(self, findings: list[Finding], now: datetime) -> Report:
         """The decide-then-act path with this process's policy, executor and notifier."""
@@ -104,6 +118,7 @@ class Runtime:
             source=os.environ.get("AWS_LAMBDA_LOG_GROUP_NAME"),
             shadow=self.shadow_marks,
             records=self.mark_records,
+            arming=self.arming,
         )
 
 
@@ -123,6 +138,7 @@ def runtime() -> Runtime:
         read_plans=_read_plans(settings),
         shadow_marks=_shadow_marks(settings),
         mark_records=_mark_records(settings),
+        arming=DynamoArmingRecords(settings.state_table) if settings.state_table else None,
     )
 
 

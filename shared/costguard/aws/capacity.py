@@ -42,6 +42,7 @@ def from_api(item: dict[str, Any], account: str, region: str) -> CapacityReserva
         arn=item.get("CapacityReservationArn"),
         tags={t["Key"]: t["Value"] for t in item.get("Tags", [])},
         start=_aware(item.get("StartDate")),
+        created=_aware(item.get("CreateDate")),
         end=_aware(item.get("EndDate")),
     )
 

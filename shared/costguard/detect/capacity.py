@@ -176,6 +176,9 @@ def sweep_findings(
             hourly_usd=hourly,
             cost_usd=wasted,
             remediable=opted_in(reservation.tags),
+            armed_by={AUTO_CANCEL_TAG: reservation.tags[AUTO_CANCEL_TAG]}
+            if opted_in(reservation.tags)
+            else {},
             event_id=event_id,
         )
     ]

@@ -307,8 +307,10 @@ def cost_findings(
     if not shares:
         return []  # only a dollar ceiling, and no price: nothing can be said
     share = max(shares)
+    armed_by: dict[str, str] = {}
     if share >= 1:
         reason, remediable, verb = Reason.JOB_COST_CEILING, True, "is over"
+        armed_by = _armed_by(detail.Tags, ceiling, spent, hours)
     elif share >= warning_share:
         reason, remediable, verb = Reason.JOB_COST_WARNING, False, "is nearing"
     else:
@@ -344,9 +346,25 @@ def cost_findings(
             hourly_usd=hourly_usd(price, resource.instance_count),
             cost_usd=spent,
             remediable=remediable,
+            armed_by=armed_by,
             evidence=evidence,
         )
     ]
+
+
+def _armed_by(tags: dict[str, str], ceiling: Ceiling, spent: float | None, hours: float) -> dict[str, str]:
+    """The job's own ceiling tags it is over (act/arming.py checks them against the tags as first seen); none
+    when a ceiling from the settings is over too: the deployment's own setting arms the stop."""
+    over_usd = ceiling.max_usd is not None and spent is not None and spent >= ceiling.max_usd
+    over_hours = ceiling.max_hours is not None and hours >= ceiling.max_hours
+    if (over_usd and ceiling.source_usd == "setting") or (over_hours and ceiling.source_hours == "setting"):
+        return {}
+    armed = {}
+    if over_usd:
+        armed[MAX_USD_TAG] = tags[MAX_USD_TAG]
+    if over_hours:
+        armed[MAX_HOURS_TAG] = tags[MAX_HOURS_TAG]
+    return armed
 
 
 # --- launch hygiene ------------------------------------------------------------------------------

@@ -289,6 +289,7 @@ def diverged_finding(
         event_id=event_id,
         hourly_usd=hourly,
         remediable=tagged and doubted is None,
+        armed_by={STOP_ON_DIVERGENCE_TAG: detail.Tags[STOP_ON_DIVERGENCE_TAG]} if tagged else {},
         report_note=(
             None
             if doubted is None

@@ -23,6 +23,7 @@ def training_job_resource(detail: TrainingJobDetail, *, account: str, region: st
         instance_type=config.InstanceType if config else None,
         instance_count=config.InstanceCount if config else 1,
         tags=detail.Tags,
+        started=detail.CreationTime,
     )
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import datetime, timedelta
 
+from costguard.act.arming import Sighting
 from costguard.act.aws import permissions_for
 from costguard.act.shadow import key_of, overlay
 from costguard.aws import capacity, metrics
@@ -152,6 +153,16 @@ def evaluate(
         dry=runtime.dry_for(Reason.CAPACITY_RESERVATION_IDLE),
     )
     blocks = [r for r in active if r.is_capacity_block]
+    runtime.observe(
+        account,
+        region,
+        ResourceKind.CAPACITY_RESERVATION,
+        [
+            Sighting(key_of(r.account, r.region, ResourceKind.CAPACITY_RESERVATION, r.id), r.created, r.tags)
+            for r in odcrs
+        ],
+        now,
+    )
     window = window_of(runtime)
     data = read_utilization(region, odcrs, window, now)
     findings: list[Finding] = []

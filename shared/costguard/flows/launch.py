@@ -20,10 +20,11 @@ from costguard.events.ec2 import InstanceStateChange
 from costguard.model import Ec2Instance
 from costguard.observability import tracer
 from costguard.reads import Inventory
-from costguard.runtime import ACT_PERMISSIONS, PRICES_PERMISSIONS, Runtime
+from costguard.runtime import PRICES_PERMISSIONS, REPORT_PERMISSIONS, Runtime
 
 # untagged_at_launch: the instance (DescribeInstances, DescribeInstanceTypes), its price, and the notice.
-LAUNCH_PERMISSIONS = inventory.PERMISSIONS | ACT_PERMISSIONS | PRICES_PERMISSIONS
+# untagged_gpu_spend only reports: nothing a launch tells is marked, stopped or armed by a tag.
+LAUNCH_PERMISSIONS = inventory.PERMISSIONS | REPORT_PERMISSIONS | PRICES_PERMISSIONS
 
 
 @dataclass

@@ -9,6 +9,7 @@ from datetime import datetime, timedelta
 from botocore.exceptions import BotoCoreError, ClientError
 from pydantic import ValidationError
 
+from costguard.act.arming import Sighting
 from costguard.act.aws import permissions_for
 from costguard.act.shadow import key_of, overlay
 from costguard.aws import buckets, checkpoints, clients, metrics, sagemaker, training_metrics, training_state
@@ -313,6 +314,20 @@ def sweep_region(
     """One account and region: its ceilings, its jobs' health, and yesterday's digest at the day's first run."""
     state = state or TrainingState(runtime.settings.state_table)
     jobs = with_marks(judged_jobs(region), region, runtime, now)
+    runtime.observe(
+        account,
+        region,
+        ResourceKind.TRAINING_JOB,
+        [
+            Sighting(
+                key_of(_account(j), region, ResourceKind.TRAINING_JOB, j.TrainingJobName),
+                j.CreationTime,
+                j.Tags,
+            )
+            for j in jobs
+        ],
+        now,
+    )
     findings = ceiling_findings(jobs, region, runtime, now, event_id)
     held = {f.resource.id for f in findings if f.remediable}
     findings += divergence_findings(jobs, region, runtime, now, event_id, held)

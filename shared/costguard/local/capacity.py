@@ -23,6 +23,10 @@ METRICS_LOOKBACK = timedelta(hours=48)  # how far back a reservation's series st
 PERIOD = timedelta(minutes=5)
 
 
+# How long before it became active (or before the world's now) a reservation of the world file was created.
+CREATED_BEFORE_START = timedelta(days=1)
+
+
 class LocalCapacityError(RuntimeError):
     """What EC2 would answer (an unknown reservation, one that is not active)."""
 
@@ -70,6 +74,8 @@ class WorldCapacity:
             "AvailabilityZone": spec.availability_zone,
             "Tags": [{"Key": k, "Value": v} for k, v in self.tags[spec.id].items()],
         }
+        # EC2 always answers a CreateDate; the world file gives when it became active, so it was created before.
+        item["CreateDate"] = (spec.start or world.now) - CREATED_BEFORE_START
         if spec.start:
             item["StartDate"] = spec.start
         if spec.end:

@@ -163,6 +163,7 @@ class LocalStack:
         seed_buckets(self.world)  # where the training jobs' inputs live (data_cross_region)
         for place in self.world.places():
             seed_mark_records(place)
+            seed_arming_records(place)
         self._seed_eks()  # clusters in the embedded EKS, their API on the local Kubernetes responder
         clock.freeze(self.world.now)
         clients.calls.clear()
@@ -557,6 +558,34 @@ def seed_mark_records(world: World) -> None:
             if MARK_TAG_KEY in tags:
                 key = key_of(world.account, world.region, kind, resource_id)
                 records._put(key, Shadow(mark=tags[MARK_TAG_KEY]), world.now)
+
+
+# When costguard last listed the world's resources before the stack starts: every resource of the world file
+# was there, with the tags it gives it.
+LAST_CENSUS = timedelta(minutes=15)
+
+
+def seed_arming_records(world: World) -> None:
+    """The world file's resources are ones costguard has watched (act/arming.py): each kind's census, and the arming
+    tags the file gives a resource as costguard first saw them. A tag added through the API after the stack starts
+    was added later, as anyone's would be."""
+    from costguard.act.arming import DynamoArmingRecords, FirstSeen, arming_tags, scope_of
+    from costguard.act.shadow import key_of
+
+    kinds = (
+        (ResourceKind.TRAINING_JOB, [(j.name, j.tags) for j in world.training_jobs]),
+        (ResourceKind.CAPACITY_RESERVATION, [(c.id, c.tags) for c in world.capacity_reservations]),
+        (ResourceKind.PROVISIONED_THROUGHPUT, [(p.name, p.tags) for p in world.provisioned_throughputs]),
+    )
+    records = DynamoArmingRecords(TABLE)
+    seen = world.now - LAST_CENSUS
+    for kind, specs in kinds:
+        records.census(scope_of(world.account, world.region, kind), seen)
+        for resource_id, tags in specs:
+            armed = arming_tags(tags)
+            if armed:
+                key = key_of(world.account, world.region, kind, resource_id)
+                records.keep(key, FirstSeen(tags=armed, seen=seen), seen)
 
 
 def _ran(spec: Instance, now: datetime, until: datetime) -> Callable[[datetime], bool]:
