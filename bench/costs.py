@@ -151,6 +151,12 @@ ASSUMPTIONS: dict[str, float | bool] = {
     # the items with an entry changed (each read may change its instance's entry: an upper bound).
     "read_schedule_shards": 64,
     "read_schedule_entry_bytes": 60,
+    # Evidence records (act/arming.py, act/marks.py): this share of the fleet carries an arming tag (a ceiling, an
+    # opt-in), each such resource new every day (an upper bound: its record written once a day); every other
+    # scheduled run takes one census (UpdateItem) and reads every armed resource's record (consistent, 1 RRU).
+    "armed_share": 0.1,
+    # A live mark's record: written with the mark tag, deleted with the unmark or the stop.
+    "mark_record_writes_per_episode": 2,
 }
 
 # Every instance read at every sweep: what the sweep did before the read schedule.
@@ -572,6 +578,28 @@ def _state_and_queues(bill: Bill, m: Month) -> None:
     )
 
 
+def _evidence_records(bill: Bill, m: Month) -> None:
+    """What costguard keeps so that a stop rests on evidence it can vouch for: the census of each sweep of an
+    armable kind, the arming tags as first seen, and the record of each live mark."""
+    a = ASSUMPTIONS
+    runs = sum(m.other_schedules().values())
+    armed = m.instances * float(a["armed_share"])
+    writes = runs + armed * MONTH_DAYS + m.episodes * float(a["mark_record_writes_per_episode"])
+    bill.line(
+        "DynamoDB writes: evidence records",
+        writes,
+        "dynamodb_write_request_unit",
+        f"{runs:,.0f} scheduled runs x 1 census + {armed:,.0f} armed resources x {MONTH_DAYS} days (a new record a"
+        f" day) + {m.episodes:,.0f} episodes x {a['mark_record_writes_per_episode']} (mark record kept, deleted)",
+    )
+    bill.line(
+        "DynamoDB reads: evidence records",
+        runs * armed,
+        "dynamodb_read_request_unit",
+        f"{runs:,.0f} scheduled runs x {armed:,.0f} armed resources' records (consistent, one BatchGetItem a 100)",
+    )
+
+
 def _audit(bill: Bill, m: Month) -> None:
     transitions = audit_transitions()
     bill.line(
@@ -595,7 +623,13 @@ def _audit(bill: Bill, m: Month) -> None:
     )
 
 
-PARTS: tuple[Callable[[Bill, Month], None], ...] = (_lambda, _cloudwatch, _state_and_queues, _audit)
+PARTS: tuple[Callable[[Bill, Month], None], ...] = (
+    _lambda,
+    _cloudwatch,
+    _state_and_queues,
+    _evidence_records,
+    _audit,
+)
 
 
 def monthly_cost(
