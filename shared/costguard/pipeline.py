@@ -9,7 +9,7 @@ from datetime import datetime, timedelta
 from costguard.act.arming import ArmingRecords, vouch
 from costguard.act.executor import Outcome, Remediator, StopBlockerReader, StopLimiter, execute
 from costguard.act.marks import MarkRecords, vouched
-from costguard.act.shadow import Shadow, ShadowMarks, marked_tags, read_marks, shown_tags
+from costguard.act.shadow import STOPPED_TAG_KEY, Shadow, ShadowMarks, marked_tags, read_marks, shown_tags
 from costguard.model import MARK_TAG_KEY, Action, Decision, Finding, Reason
 from costguard.notify.dedupe import RepeatGate, Sighting
 from costguard.notify.mutes import MuteReader
@@ -25,7 +25,7 @@ from costguard.notify.notice import (
 )
 from costguard.notify.queue import NoticeQueue
 from costguard.observability import logger
-from costguard.policy import SNOOZE_TAG_KEY, Policy, decide_all, snoozed_until, stop_candidates
+from costguard.policy import SNOOZE_TAG_KEY, Policy, decide_all, marked_at, snoozed_until, stop_candidates
 
 # Findings that say the same thing for as long as nothing changes: alerted once (per 30 days).
 ALERT_ONCE = {Reason.GPU_METRICS_MISSING, Reason.EKS_CLUSTER_UNREACHABLE}
@@ -99,6 +99,13 @@ def with_shadow_marks(
         and (policy is None or policy.dry_run_for(f))
     ]
     marks = read_marks(shadow, keys, now)
+    # A shadow mark belongs to the run it was made in: one older than the resource's current run (an instance
+    # started again since, a new LaunchTime) is about an earlier run, and the new run is marked afresh.
+    started = {f.resource.key: f.resource.started for f in findings if f.resource.started is not None}
+    stale = {k: m for k, m in marks.items() if _before_run(m, started.get(k))}
+    if stale:
+        findings = [_without_stale(f, shadow, stale.get(f.resource.key)) for f in findings]
+        marks = {k: m for k, m in marks.items() if k not in stale}
     if not marks:
         return list(findings), marks
     out = []
@@ -113,6 +120,27 @@ def with_shadow_marks(
             )
         out.append(finding)
     return out, marks
+
+
+def _without_stale(finding: Finding, shadow: ShadowMarks, stale: Shadow | None) -> Finding:
+    """The finding without a shadow mark of an earlier run (the flow may have overlaid it as its tag), the mark
+    deleted so that the new run's is kept."""
+    if stale is None:
+        return finding
+    resource = finding.resource
+    try:
+        shadow.unmark(resource)
+    except Exception:
+        logger.warning("stale shadow mark not deleted", extra={"resource": resource.key[:300]}, exc_info=True)
+    if resource.tags.get(MARK_TAG_KEY) != stale.mark:
+        return finding
+    tags = {k: v for k, v in resource.tags.items() if k not in (MARK_TAG_KEY, STOPPED_TAG_KEY)}
+    return finding.model_copy(update={"resource": resource.model_copy(update={"tags": tags})})
+
+
+def _before_run(mark: Shadow, started: datetime | None) -> bool:
+    at = marked_at({MARK_TAG_KEY: mark.mark}) if mark.mark else None
+    return started is not None and at is not None and at < started
 
 
 def with_stop_blockers(

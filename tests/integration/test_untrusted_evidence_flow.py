@@ -139,3 +139,26 @@ def test_a_mark_from_before_a_restart_is_void_so_the_restarted_instance_is_marke
         assert decision["action"] == "mark"  # told again, a grace period again: not stopped on the old mark
         assert "was ignored" in decision["note"]
         assert ec2_instance(IDLE)["State"]["Name"] == "running"
+
+
+def test_a_shadow_mark_from_before_a_restart_is_void_so_notify_mode_tells_the_new_run(
+    sink: SlackSink, sleeps: list[float], tmp_path: Path
+) -> None:
+    restarted = NOW + timedelta(minutes=30)
+    end = restarted + timedelta(minutes=70)
+    with LocalStack(world(instances=[idle(IDLE)]), sink=sink, mode="notify", until=end) as stack:
+        results = replay(
+            stack, [sweep_at(tmp_path, NOW, 1), sweep_at(tmp_path, NOW + timedelta(minutes=20), 2)]
+        )
+        assert [(d["action"], d["dry_run"]) for d in decided(results, IDLE)] == [("mark", True), ("stop", True)]
+
+        from moto.ec2.models import ec2_backends
+
+        backend_instance = ec2_backends[ACCOUNT][REGION].get_instance_by_id(IDLE)
+        assert backend_instance is not None
+        backend_instance.launch_time = restarted.isoformat()  # its owner stopped and started it at 12:30
+
+        after = replay(stack, [sweep_at(tmp_path, restarted + timedelta(minutes=35), 3)])
+        assert all(r.ok for r in after), [r.error for r in after]
+        [decision] = decided(after, IDLE)
+        assert (decision["action"], decision["dry_run"]) == ("mark", True)  # the new run: marked and told anew
