@@ -22,10 +22,15 @@ from costguard.model import MARK_TAG_KEY, Finding, Reason, Resource, ResourceKin
 from costguard.policy import SNOOZE_TAG_KEY
 
 GPU_RESOURCE = "nvidia.com/gpu"
-# Opt-in to scale-to-zero, on the Deployment or StatefulSet or on its namespace: nothing else is ever scaled.
+# Opt-in to scale-to-zero, on the workload's pod template (a StatefulSet's own labels too) or on its namespace: what
+# the workload's owner wrote. Never read from a pod's own labels (anyone allowed `kubectl label pod` writes those).
+# Nothing else is ever scaled.
 SCALE_TO_ZERO_LABEL = "costguard.io/scale-to-zero"
-# A Kubernetes label key cannot hold a colon: costguard's tags are read from these on a workload or its namespace.
+# A Kubernetes label key cannot hold a colon: costguard's tags are read from these. Protect counts from any source:
+# a pod, the workload's template or own labels, its namespace.
 PROTECT_LABEL = "costguard.io/protect"
+# costguard's own labels: a pod whose value of one differs from its template's was relabelled since it was made.
+COSTGUARD_LABELS = (SCALE_TO_ZERO_LABEL, PROTECT_LABEL)
 SNOOZE_ANNOTATION = "costguard.io/snooze-until"
 SCALABLE_KINDS = ("Deployment", "StatefulSet")
 _TRUE = {"true", "yes", "1", "on"}
@@ -88,6 +93,16 @@ class Controller:
     owner_name: str | None = None
     labels: dict[str, str] = field(default_factory=dict)
     annotations: dict[str, str] = field(default_factory=dict)
+    # Its pod template's labels (spec.template.metadata.labels), what each pod it makes carries; None: not listed.
+    template_labels: dict[str, str] | None = None
+    # metadata.creationTimestamp (a Deployment makes a new ReplicaSet for each template it is given)
+    created: datetime | None = None
+
+    @property
+    def template(self) -> dict[str, str]:
+        """Its pod template's labels; for a listing without the template, its own (a Deployment's controller
+        copies the template's labels to the ReplicaSet's)."""
+        return self.template_labels if self.template_labels is not None else self.labels
 
 
 @dataclass(frozen=True)
@@ -101,6 +116,12 @@ class Workload:
     managed_by: str | None = None  # a controller above it that would undo a scale (a notebook CR, say)
     labels: dict[str, str] = field(default_factory=dict)
     annotations: dict[str, str] = field(default_factory=dict)
+    # What its owner wrote for its pods (the pod template's labels) and where it was read ("ReplicaSet ns/name"):
+    # None when no controller of it was listed (a bare pod, a Job, an owner not read).
+    template: dict[str, str] | None = None
+    template_from: str | None = None
+    # When its controller (ReplicaSet or StatefulSet) was created: what costguard's arming census compares.
+    created: datetime | None = None
 
 
 @dataclass(frozen=True)
@@ -132,6 +153,7 @@ class ClusterView:
             own = self.controllers.get((pod.owner_kind, pod.namespace, pod.owner_name))
             if own is None:
                 return Workload(pod.owner_kind, pod.namespace, pod.owner_name)
+            where = f"{own.kind} {own.namespace}/{own.name}"
             if own.kind == "ReplicaSet" and own.owner_kind == "Deployment" and own.owner_name:
                 return Workload(
                     "Deployment",
@@ -140,13 +162,33 @@ class ClusterView:
                     own.replicas,
                     labels=own.labels,
                     annotations=own.annotations,
+                    template=own.template,
+                    template_from=where,
+                    created=own.created,
                 )
             if own.kind == "StatefulSet" and own.owner_kind and own.owner_name:
                 # A notebook CR (Kubeflow's Notebook, say) owns its StatefulSet: the notebook is the workload,
                 # and only its controller may stop it.
-                return Workload(own.owner_kind, pod.namespace, own.owner_name, labels=own.labels)
+                return Workload(
+                    own.owner_kind,
+                    pod.namespace,
+                    own.owner_name,
+                    labels=own.labels,
+                    template=own.template,
+                    template_from=where,
+                    created=own.created,
+                )
             return Workload(
-                own.kind, pod.namespace, own.name, own.replicas, None, own.labels, own.annotations
+                own.kind,
+                pod.namespace,
+                own.name,
+                own.replicas,
+                None,
+                own.labels,
+                own.annotations,
+                template=own.template,
+                template_from=where,
+                created=own.created,
             )
         return Workload(pod.owner_kind, pod.namespace, pod.owner_name)
 
@@ -205,6 +247,8 @@ def pod_of(item: Mapping[str, Any]) -> Pod:
 def controller_of(kind: str, item: Mapping[str, Any]) -> Controller:
     meta, spec = item.get("metadata") or {}, item.get("spec") or {}
     owner = next(iter(meta.get("ownerReferences") or []), None)
+    template = spec.get("template")
+    created = meta.get("creationTimestamp")
     return Controller(
         kind=kind,
         namespace=str(meta.get("namespace", "")),
@@ -212,10 +256,16 @@ def controller_of(kind: str, item: Mapping[str, Any]) -> Controller:
         replicas=spec.get("replicas"),
         owner_kind=owner.get("kind") if owner else None,
         owner_name=owner.get("name") if owner else None,
-        # A ReplicaSet carries its pod template's labels: the Deployment's own are what the user set for it, but
-        # the template's are where a team label lives in practice; both are read by labels_of.
+        # A ReplicaSet carries its pod template's labels (copied by the Deployment's controller) and the template
+        # itself: the template is what its owner wrote for its pods, read for the opt-in and protect labels.
         labels=dict(meta.get("labels") or {}),
         annotations=dict(meta.get("annotations") or {}),
+        created=to_datetime(created) if created else None,
+        template_labels=(
+            dict((template.get("metadata") or {}).get("labels") or {})
+            if isinstance(template, Mapping)
+            else None
+        ),
     )
 
 
@@ -236,6 +286,117 @@ def workload_id(cluster: str, namespace: str, kind: str, name: str) -> str:
     return f"{cluster}/{namespace}/{kind}/{name}"
 
 
+@dataclass(frozen=True)
+class Provenance:
+    """Where a workload's protect and scale-to-zero labels were read, as said in its message.
+
+    ``protected_by``: each source that says protect=true (a pod counts only where it differs from its template:
+    the others repeat the template). ``opt_in``: the scale-to-zero value as its owner wrote it (the pod template,
+    a StatefulSet's own labels, else the namespace), ``opt_in_from`` where. ``disagreements``: pods whose
+    costguard labels differ from their template's (relabelled since they were made): they arm nothing.
+    ``template_known``: the workload's pod template was listed (else nothing about it can be compared)."""
+
+    protected_by: tuple[str, ...] = ()
+    opt_in: str | None = None
+    opt_in_from: str | None = None
+    disagreements: tuple[str, ...] = ()
+    template_known: bool = True
+
+    @property
+    def opted_in(self) -> bool:
+        return _true(self.opt_in)
+
+
+def _some(items: Sequence[str], most: int = 3) -> str:
+    shown = "; ".join(items[:most])
+    return shown + (f"; and {len(items) - most} more" if len(items) > most else "")
+
+
+def provenance(workload: Workload, pods: Sequence[Pod], namespace_labels: Mapping[str, str]) -> Provenance:
+    """Where the workload's protect and opt-in labels come from. Pure.
+
+    Protect counts from any source: any of its pods, its pod template, its own labels, its namespace. The opt-in
+    counts only from what its owner wrote: the pod template (a StatefulSet's own labels too), else the namespace;
+    never from a pod's own labels, which anyone allowed ``kubectl label pod`` can write."""
+    template = workload.template
+    in_template = (
+        f"its pod template ({workload.template_from})" if workload.template_from else "its pod template"
+    )
+    own_from = f"the {workload.kind}'s own labels"
+    namespace_from = f"namespace {workload.namespace}"
+    protected: list[str] = []
+    disagreements: list[str] = []
+    if template is not None and _true(template.get(PROTECT_LABEL)):
+        protected.append(f"{PROTECT_LABEL}={template[PROTECT_LABEL]} on {in_template}")
+    own = workload.labels
+    repeated = workload.kind == "Pod" or (
+        template is not None and own.get(PROTECT_LABEL) == template.get(PROTECT_LABEL)
+    )
+    if _true(own.get(PROTECT_LABEL)) and not repeated:
+        protected.append(f"{PROTECT_LABEL}={own[PROTECT_LABEL]} on {own_from}")
+    if _true(namespace_labels.get(PROTECT_LABEL)):
+        protected.append(f"{PROTECT_LABEL}={namespace_labels[PROTECT_LABEL]} on {namespace_from}")
+    for pod in pods:
+        value = pod.labels.get(PROTECT_LABEL)
+        if _true(value) and (template is None or value != template.get(PROTECT_LABEL)):
+            protected.append(f"{PROTECT_LABEL}={value} on pod {pod.name}")
+        if template is None:
+            continue
+        for key in COSTGUARD_LABELS:
+            if pod.labels.get(key) != template.get(key):
+                disagreements.append(
+                    f"pod {pod.name} has "
+                    + (f"{key}={pod.labels[key]}" if key in pod.labels else f"no {key}")
+                    + ", its template "
+                    + (f"{key}={template[key]}" if key in template else "none")
+                )
+    opt_in: str | None = None
+    opt_in_from: str | None = None
+    sources: list[tuple[str, Mapping[str, str]]] = [(in_template, template or {})]
+    if workload.kind == "StatefulSet":
+        sources.append((own_from, own))
+    sources.append((namespace_from, namespace_labels))
+    for where, labels in sources:
+        if SCALE_TO_ZERO_LABEL in labels:
+            opt_in = labels[SCALE_TO_ZERO_LABEL]
+            opt_in_from = f"{SCALE_TO_ZERO_LABEL}={opt_in} on {where}"
+            break
+    return Provenance(tuple(protected), opt_in, opt_in_from, tuple(disagreements), template is not None)
+
+
+def provenance_said(said: Provenance) -> str:
+    """The sentence of a workload's message that says where its protect or opt-in was read."""
+    if said.protected_by:
+        text = f" Protected by {_some(said.protected_by)}: never scaled."
+    elif said.opted_in and said.opt_in_from:
+        text = f" Opted in to scale-to-zero by {said.opt_in_from}."
+    else:
+        text = ""
+    if said.disagreements:
+        text += (
+            f" Its pods' costguard labels disagree with its pod template's ({_some(said.disagreements)}): a pod's "
+            "own labels never opt it in or arm anything."
+        )
+    return text
+
+
+def gpu_workloads(view: ClusterView) -> list[tuple[Workload, list[Pod]]]:
+    """The workloads of the cluster's running GPU pods, each with its pods."""
+    grouped: dict[tuple[str, str, str], tuple[Workload, list[Pod]]] = {}
+    for pod in view.gpu_pods:
+        workload = view.workload_of(pod)
+        grouped.setdefault((workload.kind, workload.namespace, workload.name), (workload, []))[1].append(pod)
+    return list(grouped.values())
+
+
+def arming_labels(view: ClusterView, workload: Workload, pods: Sequence[Pod]) -> dict[str, str]:
+    """The owner's labels that arm a scale to zero, as read from its pod template or namespace (never a pod's):
+    what the arming census records (act/arming.py), whatever their value; a finding's ``armed_by`` names it when
+    it opts in."""
+    said = provenance(workload, pods, view.namespaces.get(workload.namespace, {}))
+    return {SCALE_TO_ZERO_LABEL: said.opt_in} if said.opt_in is not None else {}
+
+
 def workload_resource(
     view: ClusterView,
     workload: Workload,
@@ -245,9 +406,9 @@ def workload_resource(
     protect_tag_key: str,
     marks: Mapping[str, str],
 ) -> Resource:
-    """The workload as costguard's decisions see it: its team as the routing tag, its protect label and snooze
-    annotation as costguard's tags, its mark (kept in the state table) as the mark tag, and why it may not be
-    scaled, if it may not."""
+    """The workload as costguard's decisions see it: its team as the routing tag, its protect label (from any
+    source) and snooze annotation as costguard's tags, its mark (kept in the state table) as the mark tag, and why
+    it may not be scaled, if it may not."""
     namespace_labels = view.namespaces.get(workload.namespace, {})
     labels = {**namespace_labels, **workload.labels, **(pods[0].labels if pods else {})}
     tags: dict[str, str] = {}
@@ -257,9 +418,8 @@ def workload_resource(
         tags[team_label] = team
     if owner := labels.get("owner"):
         tags["owner"] = owner
-    # A Deployment's own labels do not reach its ReplicaSets: its pod template's do (on them and on its pods).
-    own_labels = {**workload.labels, **(pods[0].labels if pods else {})}
-    if _true(own_labels.get(PROTECT_LABEL)) or _true(namespace_labels.get(PROTECT_LABEL)):
+    said = provenance(workload, pods, namespace_labels)
+    if said.protected_by:
         tags[protect_tag_key] = "true"
     if snooze := workload.annotations.get(SNOOZE_ANNOTATION):
         tags[SNOOZE_TAG_KEY] = snooze
@@ -274,18 +434,17 @@ def workload_resource(
         instance_type=next((n.instance_type for p in pods if (n := view.node(p.node))), None),
         instance_count=max(1, len(pods)),
         tags=tags,
-        stop_blocker=scale_blocker(workload, own_labels, namespace_labels),
+        stop_blocker=scale_blocker(workload, said),
     )
     if mark := marks.get(resource.key):
         resource = resource.model_copy(update={"tags": {**tags, MARK_TAG_KEY: mark}})
     return resource
 
 
-def scale_blocker(
-    workload: Workload, labels: Mapping[str, str], namespace_labels: Mapping[str, str]
-) -> str | None:
-    """Why costguard may not scale this workload to zero: it scales opted-in Deployments and StatefulSets that
-    no other controller manages, and nothing else. ``labels``: the workload's and its pod template's."""
+def scale_blocker(workload: Workload, said: Provenance) -> str | None:
+    """Why costguard may not scale this workload to zero: it scales Deployments and StatefulSets that no other
+    controller manages, that nothing protects, whose owner opted them in (template or namespace) and whose pods'
+    costguard labels agree with their template's; nothing else."""
     if workload.kind == "Notebook":
         return (
             "a notebook is stopped by its own controller, never by costguard (Kubeflow: annotate the Notebook "
@@ -298,12 +457,22 @@ def scale_blocker(
         )
     if workload.managed_by:
         return f"managed by {workload.managed_by}, which would scale it back: stop it there"
-    opted = labels.get(SCALE_TO_ZERO_LABEL) or namespace_labels.get(SCALE_TO_ZERO_LABEL)
-    if not _true(opted):
+    if said.protected_by:
+        return f"protected by {_some(said.protected_by)}"
+    if not said.template_known:
+        return f"its {workload.kind}'s pod template could not be read, so neither could its opt-in"
+    disagree = (
+        f"its pods' costguard labels disagree with its pod template's ({_some(said.disagreements)}): costguard "
+        "scales only on what its owner wrote, in the pod template or the namespace"
+    )
+    if not said.opted_in:
         return (
             f"not opted in to scale-to-zero (label the {workload.kind}'s pod template or its namespace "
-            f"{SCALE_TO_ZERO_LABEL}=true)"
+            f"{SCALE_TO_ZERO_LABEL}=true; a pod's own labels do not count)"
+            + (f"; {disagree}" if said.disagreements else "")
         )
+    if said.disagreements:
+        return disagree
     return None
 
 
@@ -341,20 +510,17 @@ def workload_findings(
 ) -> list[Finding]:
     """At most one verdict per workload of GPU pods (idle, starved, partial), plus a cancelled mark when a marked
     one works again."""
-    grouped: dict[tuple[str, str, str], tuple[Workload, list[Pod]]] = {}
-    for pod in view.gpu_pods:
-        workload = view.workload_of(pod)
-        grouped.setdefault((workload.kind, workload.namespace, workload.name), (workload, []))[1].append(pod)
     findings: list[Finding] = []
-    for workload, pods in grouped.values():
+    for workload, pods in gpu_workloads(view):
         resource = workload_resource(
             view, workload, pods, team_label=team_label, protect_tag_key=protect_tag_key, marks=marks or {}
         )
         judged = [readings.get(p.key) for p in pods if not pod_starting(p, thresholds, now)]
         if len(judged) < len(pods) or any(r is None for r in judged):
             continue  # a pod still starting, or one read no series for: the workload is not judged this time
+        said = provenance(workload, pods, view.namespaces.get(workload.namespace, {}))
         found = _verdict(
-            view, workload, pods, [r for r in judged if r is not None], resource, price_of, thresholds
+            view, workload, pods, [r for r in judged if r is not None], resource, said, price_of, thresholds
         )
         shares = [pod_share_usd(view, p, price_of) for p in pods]
         hourly = (
@@ -382,6 +548,13 @@ def workload_findings(
                     event_id=event_id,
                     hourly_usd=hourly,
                     remediable=remediable,
+                    # The owner's label that arms a scale to zero, as read from the template or the namespace
+                    # (act/arming.py vouches for it against its value as costguard first saw it).
+                    armed_by=(
+                        {SCALE_TO_ZERO_LABEL: said.opt_in}
+                        if reason is Reason.POD_GPU_IDLE and remediable and said.opted_in and said.opt_in
+                        else {}
+                    ),
                     repeat_scope=str(extra.pop("repeat_scope")) if "repeat_scope" in extra else None,
                     evidence=evidence | extra,
                 )
@@ -412,6 +585,7 @@ def _verdict(
     pods: Sequence[Pod],
     readings: Sequence[GpuReading],
     resource: Resource,
+    said: Provenance,
     price_of: Callable[[str | None], float | None],
     thresholds: Thresholds,
 ) -> _Verdict | None:
@@ -432,12 +606,15 @@ def _verdict(
             f"{resource.display_name} holds {gpus} GPU(s) in pod(s) {pod_names}, and every one stayed under "
             f"{thresholds.idle_percent:g}% for {window} minutes (busiest peaked at {busiest:.1f}%). Its requests "
             "keep its node(s) alive: Karpenter and the cluster autoscaler consolidate on requests, never on "
-            f"use.{after}",
+            f"use.{provenance_said(said)}{after}",
             {
                 "busiest_gpu_percent": busiest,
                 "window_minutes": window,
                 "replicas": workload.replicas,
                 "restore": restore,
+                **({"protected_by": list(said.protected_by)} if said.protected_by else {}),
+                **({"scale_to_zero_from": said.opt_in_from} if said.opt_in_from else {}),
+                **({"labels_disagree": list(said.disagreements)} if said.disagreements else {}),
             },
             True,
         )

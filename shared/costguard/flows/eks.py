@@ -17,7 +17,8 @@ from typing import Any
 
 from costguard.act import eks as act_eks
 from costguard.act import shadow
-from costguard.act.shadow import DynamoShadowMarks, MemoryShadowMarks, ShadowMarks, read_marks
+from costguard.act.arming import Sighting
+from costguard.act.shadow import DynamoShadowMarks, MemoryShadowMarks, ShadowMarks, key_of, read_marks
 from costguard.aws import clients, inventory, metrics
 from costguard.aws import eks as aws_eks
 from costguard.aws.eks import ClusterUnreachable, EksCluster, KubeApi
@@ -101,6 +102,7 @@ def evaluate(
         apis[cluster.name] = api
     store = marks_store(runtime)
     if views:
+        census(region, views, runtime, now)
         findings += judge(region, views, runtime, thresholds, now, event_id, store)
     records: act_eks.ScaleRecords = (
         act_eks.DynamoScaleRecords(runtime.settings.state_table)
@@ -109,6 +111,26 @@ def evaluate(
     )
     acting = dataclasses.replace(runtime, remediator=act_eks.EksRemediator(apis, store, records))
     return acting.act(findings, now)
+
+
+def census(region: str, views: Sequence[eks.ClusterView], runtime: Runtime, now: datetime) -> None:
+    """The arming census of the region's GPU workloads (act/arming.py): each one's scale-to-zero opt-in as read
+    from its pod template or namespace, kept as costguard first saw it, before its findings are decided. A
+    workload is new when its ReplicaSet or StatefulSet is (a Deployment makes a ReplicaSet per template)."""
+    sightings: dict[str, list[Sighting]] = {view.account: [] for view in views}
+    for view in views:
+        for workload, pods in eks.gpu_workloads(view):
+            key = key_of(
+                view.account,
+                view.region,
+                ResourceKind.EKS_WORKLOAD,
+                eks.workload_id(view.name, workload.namespace, workload.kind, workload.name),
+            )
+            sightings[view.account].append(
+                Sighting(key, workload.created, eks.arming_labels(view, workload, pods))
+            )
+    for account, seen in sightings.items():
+        runtime.observe(account, region, ResourceKind.EKS_WORKLOAD, seen, now)
 
 
 def read_cluster(cluster: EksCluster, api: Any) -> eks.ClusterView:

@@ -45,8 +45,14 @@ class EksWorkload(_Strict):
     replicas: int = Field(default=1, ge=0)
     gpus_per_pod: int = Field(default=1, ge=0)
     nodes: list[str] = Field(min_length=1)
+    # Its pod template's labels (a StatefulSet's own labels too): what its owner wrote, on each of its pods.
     labels: dict[str, str] = Field(default_factory=dict)
     annotations: dict[str, str] = Field(default_factory=dict)
+    pod_labels: dict[int, dict[str, str]] = Field(
+        default_factory=dict,
+        description="labels set on one of its pods since (kubectl label pod --overwrite), by the pod's index: "
+        "over its template's on that pod alone",
+    )
     gpu_pattern: Pattern = "busy"
     running_minutes: int = Field(default=600, ge=0, description="how long its pods have run")
     ready: bool = True
@@ -127,11 +133,14 @@ def api_objects(cluster: EksCluster, now: datetime) -> dict[str, list[dict[str, 
     for workload in cluster.workloads:
         objects["pods"] += [pod for pod in _pods(workload, now)]
         owner = {"kind": workload.kind, "name": workload.name, "controller": True}
+        # The pod template (spec.template.metadata.labels): what each new pod is labelled with.
+        template = {"metadata": {"labels": dict(workload.labels)}}
+        created = (now - timedelta(minutes=workload.running_minutes)).strftime("%Y-%m-%dT%H:%M:%SZ")
         if workload.kind == "Deployment":
             objects["deployments"].append(
                 {
                     "metadata": _meta(workload.name, workload.namespace, labels=workload.labels),
-                    "spec": {"replicas": workload.replicas},
+                    "spec": {"replicas": workload.replicas, "template": template},
                 }
             )
             objects["replicasets"].append(
@@ -142,8 +151,9 @@ def api_objects(cluster: EksCluster, now: datetime) -> dict[str, list[dict[str, 
                         labels=workload.labels,
                         annotations=workload.annotations,
                         ownerReferences=[owner],
+                        creationTimestamp=created,
                     ),
-                    "spec": {"replicas": workload.replicas},
+                    "spec": {"replicas": workload.replicas, "template": template},
                 }
             )
         elif workload.kind in ("StatefulSet", "Notebook"):
@@ -161,8 +171,9 @@ def api_objects(cluster: EksCluster, now: datetime) -> dict[str, list[dict[str, 
                         labels=workload.labels,
                         annotations=workload.annotations,
                         ownerReferences=[notebook] if workload.kind == "Notebook" else None,
+                        creationTimestamp=created,
                     ),
-                    "spec": {"replicas": workload.replicas},
+                    "spec": {"replicas": workload.replicas, "template": template},
                 }
             )
     return objects
@@ -172,11 +183,12 @@ def _pods(workload: EksWorkload, now: datetime) -> list[dict[str, Any]]:
     started = (now - timedelta(minutes=workload.running_minutes)).strftime("%Y-%m-%dT%H:%M:%SZ")
     gpus = {"nvidia.com/gpu": str(workload.gpus_per_pod)} if workload.gpus_per_pod else {}
     out = []
-    for name, node, owner_kind, owner_name in pods_of(workload):
+    for n, (name, node, owner_kind, owner_name) in enumerate(pods_of(workload)):
         owners = [{"kind": owner_kind, "name": owner_name, "controller": True}] if owner_kind else None
+        labels = {**workload.labels, **workload.pod_labels.get(n, {})}
         out.append(
             {
-                "metadata": _meta(name, workload.namespace, labels=workload.labels, ownerReferences=owners),
+                "metadata": _meta(name, workload.namespace, labels=labels, ownerReferences=owners),
                 "spec": {
                     "nodeName": node,
                     "containers": [{"name": "main", "resources": {"requests": gpus, "limits": gpus}}],
