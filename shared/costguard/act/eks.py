@@ -25,6 +25,8 @@ from costguard.permissions import needs
 PERMISSIONS = needs("dynamodb:PutItem")
 SCALED_PREFIX = "eks-scaled#"
 SCALED_KEPT_DAYS = 90
+# Tries at clearing the mark once the workload is scaled (the client's own retries are inside each).
+UNMARK_ATTEMPTS = 3
 
 
 class Scaler(Protocol):
@@ -84,6 +86,8 @@ class EksRemediator:
 
     def mark(self, resource: Resource, at: datetime, reason: str | None = None) -> None:
         self._check(resource)
+        if resource.mark_void:  # a mark of an earlier run (or not costguard's) stands in the store: replaced
+            self.marks.unmark(resource)
         self.marks.mark(resource, at, reason)
 
     def unmark(self, resource: Resource) -> None:
@@ -104,5 +108,19 @@ class EksRemediator:
         self.records.record(resource, previous, at)
         scaler.scale(kind, namespace, name, 0)
         logger.info("scaled to zero", extra={"resource": resource.key, "previous_replicas": previous})
-        # A new episode if it is scaled back up and idles again: a fresh mark and a fresh grace period.
-        self.marks.unmark(resource)
+        # A new episode if it is scaled back up and idles again: a fresh mark and a fresh grace period. The scale
+        # is done: a mark that cannot be cleared now does not make it a failure (it is tried again; left behind,
+        # it is older than the pods of a scale back up, and void then: act/marks.py).
+        self._end_mark(resource)
+
+    def _end_mark(self, resource: Resource) -> None:
+        for attempt in range(1, UNMARK_ATTEMPTS + 1):
+            try:
+                self.marks.unmark(resource)
+                return
+            except Exception:
+                logger.warning(
+                    "mark not cleared after the scale to zero",
+                    extra={"resource": resource.key[:300], "attempt": attempt, "of": UNMARK_ATTEMPTS},
+                    exc_info=attempt == UNMARK_ATTEMPTS,
+                )

@@ -86,7 +86,12 @@ def void_reason(value: str, record: Shadow | None, started: datetime | None, now
         return None  # unreadable: the policy marks afresh anyway
     if at > now + CLOCK_SKEW:
         return f"it is dated {utc_text(at)}, ahead of now"
-    if started is not None and at < started:
+    return _before_run(value, started)
+
+
+def _before_run(value: str, started: datetime | None) -> str | None:
+    at = marked_at({MARK_TAG_KEY: value})
+    if started is not None and at is not None and at < started:
         return f"it is older than the resource's current run (started {utc_text(started)})"
     return None
 
@@ -108,10 +113,10 @@ def vouched(
         return shadow is not None and shadow.mark == finding.resource.tags.get(MARK_TAG_KEY)
 
     checked = [f for f in findings if MARK_TAG_KEY in f.resource.tags and not own_shadow(f)]
-    if not checked:
+    if not any(MARK_TAG_KEY in f.resource.tags for f in findings):
         return list(findings)
     try:
-        found = records.read([f.resource.key for f in checked], now)
+        found = records.read([f.resource.key for f in checked], now) if checked else {}
     except Exception:  # the state table is unreachable: no mark can be vouched for, so none stops anything
         logger.warning("mark records unreadable: marked resources not stopped", extra={"keys": len(checked)})
         blocked = {f.resource.key for f in checked}
@@ -125,11 +130,12 @@ def vouched(
     for finding in findings:
         resource = finding.resource
         value = resource.tags.get(MARK_TAG_KEY)
-        why = (
-            void_reason(value, found.get(resource.key), resource.started, now)
-            if value is not None and not own_shadow(finding)
-            else None
-        )
+        if value is None:
+            why = None
+        elif own_shadow(finding):  # costguard's own store: only a mark from an earlier run is void
+            why = _before_run(value, resource.started)
+        else:
+            why = void_reason(value, found.get(resource.key), resource.started, now)
         if why is None:
             out.append(finding)
             continue

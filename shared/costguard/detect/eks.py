@@ -435,6 +435,8 @@ def workload_resource(
         instance_count=max(1, len(pods)),
         tags=tags,
         stop_blocker=scale_blocker(workload, said),
+        # Its current run: since its oldest pod started (a mark from before a scale to zero and back up is void).
+        started=min((p.started for p in pods if p.started is not None), default=None),
     )
     if mark := marks.get(resource.key):
         resource = resource.model_copy(update={"tags": {**tags, MARK_TAG_KEY: mark}})
