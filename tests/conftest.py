@@ -151,6 +151,16 @@ def _fast_moto_responses() -> Iterator[None]:
         yield
 
 
+@pytest.fixture(autouse=True, scope="session")
+def _dynamodb_key_limits() -> Iterator[None]:
+    """moto's DynamoDB refuses a key over DynamoDB's limits on every call, as DynamoDB does, not on PutItem only
+    (costguard/local/dynamo_limits.py): every test that keeps state runs under the real limit."""
+    from costguard.local.dynamo_limits import key_limits
+
+    with key_limits():
+        yield
+
+
 @pytest.fixture(autouse=True)
 def _isolated_environment(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     """No test sees the developer's AWS profile or costguard variables, and none can reach AWS."""

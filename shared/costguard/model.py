@@ -266,6 +266,12 @@ class Endpoint:
     created: datetime | None
     variants: tuple[EndpointVariant, ...] = ()
     tags: dict[str, str] = field(default_factory=dict)
+    # Its endpoint configuration has an AsyncInferenceConfig: it publishes InvocationsProcessed and
+    # ApproximateBacklogSize, never Invocations.
+    asynchronous: bool = False
+    # The inference components it hosts (ListInferenceComponents): their Invocations are published per
+    # InferenceComponentName, not per endpoint and variant.
+    inference_components: tuple[str, ...] = ()
 
     @property
     def has_gpu(self) -> bool:
@@ -296,6 +302,11 @@ class Resource(BaseModel):
         default=None,
         description="When its current run began (an instance's LaunchTime, a job's start): a mark older than it "
         "was about an earlier run (act/marks.py)",
+    )
+    grace_ends: datetime | None = Field(
+        default=None,
+        description="When its grace period ends, where a policy ends it before the mark's own grace period "
+        "(detect/adaptive.py): the mark stays as costguard wrote it",
     )
     mark_void: str | None = Field(
         default=None,

@@ -300,6 +300,8 @@ def _choose(finding: Finding, policy: Policy, now: datetime) -> tuple[Action, st
             now + policy.grace,
         )
     due = mark + policy.grace
+    if resource.grace_ends is not None:
+        due = min(due, resource.grace_ends)
     if now < due:
         return Action.NONE, f"in its grace period until {due.isoformat()}", due
     return Action.STOP, f"grace period over since {due.isoformat()}", due

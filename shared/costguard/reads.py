@@ -61,6 +61,10 @@ class SageMakerReads(Protocol):
 
     def in_service_endpoints(self, region: str) -> list[Endpoint]: ...
 
+    def inference_components(self, region: str) -> dict[str, tuple[str, ...]]:
+        """The InService inference components, by the name of the endpoint hosting them."""
+        ...
+
     def instance_accelerators(
         self, region: str, instance_types: Sequence[str]
     ) -> dict[str, Accelerators | None]:
@@ -121,6 +125,11 @@ class AwsSageMaker:
         from costguard.aws import sagemaker
 
         return sagemaker.in_service_endpoints(region)
+
+    def inference_components(self, region: str) -> dict[str, tuple[str, ...]]:
+        from costguard.aws import inference_components
+
+        return inference_components.in_service(region)
 
     def instance_accelerators(
         self, region: str, instance_types: Sequence[str]

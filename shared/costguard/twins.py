@@ -124,6 +124,11 @@ class MemorySageMaker:
         self.calls.append(("in_service_endpoints", region))
         return [e for e in self.endpoints if e.region == region]
 
+    def inference_components(self, region: str) -> dict[str, tuple[str, ...]]:
+        """The endpoints' own ``inference_components``."""
+        self.calls.append(("inference_components", region))
+        return {e.name: e.inference_components for e in self.endpoints if e.region == region}
+
     def instance_accelerators(
         self, region: str, instance_types: Sequence[str]
     ) -> dict[str, Accelerators | None]:

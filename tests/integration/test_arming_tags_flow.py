@@ -115,3 +115,36 @@ def test_an_opt_in_added_later_to_an_idle_reservation_never_cancels_it(
         assert mine and {d["action"] for d in mine} == {"notify"}
         assert "costguard:auto-cancel=true was added after costguard first saw it" in mine[0]["note"]
         assert stack.capacity.states[target] == "active"
+
+
+def test_an_auto_delete_opt_in_added_to_another_teams_throughput_never_deletes_it(
+    world: World, sink: SlackSink, sleeps: list[float], tmp_path: Path
+) -> None:
+    legal = {
+        "name": "legal-review-pt",  # idle since the 17th, no commitment, never opted in by its team
+        "model": "amazon.titan-text-express-v1",
+        "model_units": 1,
+        "created": "2026-11-01T00:00:00Z",
+        "invocations_per_hour": 30,
+        "invocations_model_id": "arn",
+        "invoked_until": "2026-11-17T12:00:00Z",
+        "tags": {"team": "legal"},
+    }
+    sweep = EVENTS / "schedule-capacity-sweep.json"
+    place = World.model_validate(
+        world.model_dump()
+        | {"provisioned_throughputs": [*world.model_dump()["provisioned_throughputs"], legal]}
+    )
+    with LocalStack(place, sink=sink, mode="remediate", until=place.now + timedelta(hours=2)) as stack:
+        [arn] = [a for a, (_, spec) in stack.bedrock.by_arn.items() if spec.name == "legal-review-pt"]
+        # The door: bedrock:TagResource, which another team's role has on the account's throughputs.
+        stack.bedrock.tags[arn]["costguard:auto-delete"] = "true"
+        results = replay(stack, [sweep, later(sweep, tmp_path, 60)])
+        assert all(r.ok for r in results), [r.error for r in results]
+        mine = [d for r in results for d in r.decisions if d["resource_id"] == "legal-review-pt"]
+        assert mine and {d["action"] for d in mine} == {"notify"}  # never marked, never deleted
+        assert "costguard:auto-delete=true was added after costguard first saw it" in mine[0]["note"]
+        assert arn not in stack.bedrock.deleted
+        # Its neighbour, opted in by its own team from the start, is still deleted after the grace period.
+        deleted = {stack.bedrock.by_arn[a][1].name for a in stack.bedrock.deleted}
+        assert deleted == {"support-bot-ft-pt"}

@@ -21,6 +21,7 @@ WRITTEN = re.compile(r"^  wrote (.+/report\.json)$", re.MULTILINE)
 WINDOW = timedelta(days=Settings.model_fields["audit_lookback_days"].default)  # the demo audit's window
 NO_AGENT = "i-0a1f00000000000a5"  # gpu_metrics_missing: it has never published a GPU series
 SPOT_TRAIN = "i-0a1f00000000000b1"  # spot_interruption: launched at 07:30 for the day's training job
+GPU2_SILENT = "i-0a1f00000000000a8"  # gpu_metrics_partial: GPU 2 of its 4 publishes nothing
 
 
 def flagged_instances(demo_output: str) -> dict[str, set[str]]:
@@ -66,7 +67,9 @@ def test_the_demo_audit_judges_every_instance_the_live_demo_flagged(demo_output:
     assert skipped[NO_AGENT]["why"].startswith("too little GPU data (0 h observed")
     assert skipped[SPOT_TRAIN]["why"].startswith("too little GPU data (4 h observed")
 
-    judged = set(flagged) - cannot
+    # The one whose GPU 2 publishes nothing, as the live demo says: judged whole or not at all, so not judged.
+    assert skipped[GPU2_SILENT]["why"].startswith("GPU 2 of 4 published no data over the window")
+    judged = set(flagged) - cannot - {GPU2_SILENT}
     # Every other flagged instance runs, so the audit lists it, and has enough history to be judged: a
     # recommendation, or none because nothing cheaper carries its work, but never "too little GPU data".
     assert judged <= running

@@ -137,7 +137,7 @@ def test_sweep_reads_in_batches(stack: LocalStack) -> None:
     assert calls[("sagemaker", "ListEndpoints")] == 1
     in_progress = sum(1 for j in stack.world.training_jobs if j.status == "InProgress")
     assert calls[("sagemaker", "DescribeTrainingJob")] == in_progress  # the in-progress jobs only
-    assert calls[("sagemaker", "DescribeEndpoint")] == 3
+    assert calls[("sagemaker", "DescribeEndpoint")] == len(stack.world.endpoints)
 
 
 def test_remediate_mode_marks_then_stops_the_job_and_the_notebook(

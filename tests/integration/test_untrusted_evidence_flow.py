@@ -150,7 +150,10 @@ def test_a_shadow_mark_from_before_a_restart_is_void_so_notify_mode_tells_the_ne
         results = replay(
             stack, [sweep_at(tmp_path, NOW, 1), sweep_at(tmp_path, NOW + timedelta(minutes=20), 2)]
         )
-        assert [(d["action"], d["dry_run"]) for d in decided(results, IDLE)] == [("mark", True), ("stop", True)]
+        assert [(d["action"], d["dry_run"]) for d in decided(results, IDLE)] == [
+            ("mark", True),
+            ("stop", True),
+        ]
 
         from moto.ec2.models import ec2_backends
 
@@ -161,4 +164,7 @@ def test_a_shadow_mark_from_before_a_restart_is_void_so_notify_mode_tells_the_ne
         after = replay(stack, [sweep_at(tmp_path, restarted + timedelta(minutes=35), 3)])
         assert all(r.ok for r in after), [r.error for r in after]
         [decision] = decided(after, IDLE)
-        assert (decision["action"], decision["dry_run"]) == ("mark", True)  # the new run: marked and told anew
+        assert (decision["action"], decision["dry_run"]) == (
+            "mark",
+            True,
+        )  # the new run: marked and told anew

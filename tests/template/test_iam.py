@@ -54,6 +54,7 @@ EVERY_RESOURCE_ALLOWED = {
     "sagemaker:ListTrainingJobs",
     "sagemaker:ListNotebookInstances",
     "sagemaker:ListEndpoints",
+    "sagemaker:ListInferenceComponents",
     # Asked of whatever the list calls return, which may be any job, notebook or endpoint of the account.
     "sagemaker:DescribeTrainingJob",
     "sagemaker:DescribeEndpoint",

@@ -112,10 +112,12 @@ def test_stops_early_after_a_long_job_and_says_why() -> None:
         "idle 35 min after a 9 h job ended; on this instance such idle periods lasted 6 h (median) in the last "
         "14 days"
     )
-    # In its grace period: the mark is read as a grace period old, so the unchanged policy stops it now.
-    marked = finding({MARK_TAG_KEY: (at - timedelta(minutes=5)).isoformat()})
-    adapted = adapt(marked, advice, at, P)
-    assert adapted.resource.tags[MARK_TAG_KEY] == (at - P.grace).isoformat()
+    # In its grace period: the grace period ends now, so the unchanged policy stops it now; the mark stays as
+    # costguard wrote it (its record must still match it: act/marks.py).
+    mark = (at - timedelta(minutes=5)).isoformat()
+    adapted = adapt(finding({MARK_TAG_KEY: mark}), advice, at, P)
+    assert adapted.resource.tags[MARK_TAG_KEY] == mark
+    assert adapted.resource.grace_ends == at
     assert advice.why in adapted.summary
 
 

@@ -257,7 +257,8 @@ def test_team_totals_count_resources_instances_and_cost() -> None:
         730,
     )
     assert teams == {
-        "(untagged)": {"resources": 1, "instances": 1, "monthly_cost_usd": 0.0},  # no price: not $0 known
+        # No price: not $0 known, and counted as unpriced.
+        "(untagged)": {"resources": 1, "instances": 1, "monthly_cost_usd": 0.0, "unpriced": 1},
         "vision": {"resources": 2, "instances": 3, "monthly_cost_usd": round((5.0 + 40.0) * 730, 2)},
     }
 
@@ -362,6 +363,8 @@ def test_the_report_step_names_a_failed_item_by_account(monkeypatch: pytest.Monk
     monkeypatch.setattr(store, "get_json", lambda bucket, key: json.loads(json.dumps(stored[key])))
     monkeypatch.setattr(store, "put_json", lambda bucket, key, value: written.setdefault(key, value) and key)
     monkeypatch.setattr(store, "put_html", lambda bucket, key, text: key)
+    monkeypatch.setattr(store, "put_csv", lambda bucket, key, text: key)
+    monkeypatch.setattr(store, "get_json_if_present", lambda bucket, key: None)  # no previous report
     monkeypatch.setattr(store, "presigned_link", lambda bucket, key, hours: f"https://s3/{key}")
     step_ = ReportInput(
         run="r1",

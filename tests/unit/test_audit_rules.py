@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -337,7 +338,10 @@ def test_report_totals_groups_and_failed_regions() -> None:
     page = render_html(report)
     assert 'id="failed-regions"' in page
     assert page.count('<tr class="finding"') == 1
-    assert "<script" not in page and "http" not in page.split("<body>", 1)[1]  # self-contained
+    # Self-contained: no script, nothing fetched; its only addresses are links to the AWS console.
+    body = page.split("<body>", 1)[1]
+    assert "<script" not in page and "src=" not in body
+    assert set(re.findall(r'href="(https://[^/"]+)/', body)) == {"https://us-east-1.console.aws.amazon.com"}
 
 
 def test_html_escapes_what_users_named() -> None:

@@ -117,7 +117,7 @@ def test_remediator_marks_deletes_and_unmarks_a_throughput(
     remediator.unmark(resource)
 
 
-def test_a_sweep_of_three_throughputs_makes_one_list_one_metric_read_and_three_tag_reads(
+def test_a_sweep_of_three_throughputs_makes_one_list_one_series_walk_one_metric_read_and_three_tag_reads(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     made = {"bedrock": client("bedrock"), "cloudwatch": client("cloudwatch")}
@@ -131,9 +131,24 @@ def test_a_sweep_of_three_throughputs_makes_one_list_one_metric_read_and_three_t
             {"provisionedModelSummaries": items},
             {"statusEquals": "InService", "maxResults": bedrock.PAGE},
         )
+        # One ListMetrics walk for the region: "idle" and "busy" have a series under their ARN, "young" none.
+        cw.add_response(
+            "list_metrics",
+            {
+                "Metrics": [
+                    {
+                        "Namespace": "AWS/Bedrock",
+                        "MetricName": "Invocations",
+                        "Dimensions": [{"Name": "ModelId", "Value": arn(n)}],
+                    }
+                    for n in ("idle", "busy")
+                ]
+            },
+            {"Namespace": "AWS/Bedrock", "MetricName": "Invocations"},
+        )
         cw.add_response(
             "get_metric_data",
-            {"MetricDataResults": [{"Id": "q2", "Timestamps": [NOW - timedelta(hours=1)], "Values": [40.0]}]},
+            {"MetricDataResults": [{"Id": "q1", "Timestamps": [NOW - timedelta(hours=1)], "Values": [40.0]}]},
             {"MetricDataQueries": ANY, "StartTime": ANY, "EndTime": ANY, "ScanBy": ANY},
         )
         for n in names:
@@ -146,5 +161,5 @@ def test_a_sweep_of_three_throughputs_makes_one_list_one_metric_read_and_three_t
         found = flow.findings_for("us-east-1", ACCOUNT, runtime, NOW, None)  # type: ignore[arg-type]
         br.assert_no_pending_responses()
         cw.assert_no_pending_responses()
-    # "busy" (q2 and q3 are its ARN and its name) served 40 calls; "young" is not a window old.
+    # "busy" (q1, its ARN's series) served 40 calls; "young" is not a window old.
     assert [(f.resource.id, f.hourly_usd, f.cost_usd) for f in found] == [("idle", 20.0, 480.0)]

@@ -91,6 +91,9 @@ def instance_metrics(metrics: MemoryMetrics, instance_id: str, gpu_percent: floa
             minutes(gpu_percent),
         )
     metrics.put(REGION, "AWS/EC2", "CPUUtilization", {"InstanceId": instance_id}, minutes(2.0))
+    # An idle host's traffic (bytes a minute): EC2's own metrics agree with an idle GPU reading.
+    metrics.put(REGION, "AWS/EC2", "NetworkIn", {"InstanceId": instance_id}, minutes(50_000.0))
+    metrics.put(REGION, "AWS/EC2", "NetworkOut", {"InstanceId": instance_id}, minutes(5_000.0))
 
 
 class World:
@@ -130,8 +133,8 @@ def test_an_idle_gpu_instance_is_found_and_marked() -> None:
     assert [(d.action, d.resource.id, d.dry_run) for d in report.decisions] == [(Action.MARK, IDLE, False)]
     assert world.remediator.calls == [("mark", IDLE)]
     assert len(world.queue.sent) == 1
-    # One inventory read, one ListMetrics, one GetMetricData for the whole region's GPU series, and one for the
-    # CPU the idle verdict states.
+    # One inventory read, one ListMetrics, one GetMetricData for the whole region's GPU series, and one for EC2's
+    # own CPU and network, which must agree before an idle verdict marks or stops anything.
     assert inventory.calls == [("describe_gpu_instances", REGION, ())]
     assert [c[0] for c in metrics.calls] == ["list_gpu_series", "get_metric_data", "get_metric_data"]
 
@@ -156,19 +159,23 @@ def queries_read(metrics: MemoryMetrics) -> list[int]:
     return [c[2] for c in metrics.calls if c[0] == "get_metric_data"]
 
 
-def test_an_idle_verdict_reads_its_cpu_alone_and_no_evidence_while_its_stop_waits() -> None:
+def test_an_idle_verdict_reads_ec2s_own_cpu_and_network_at_every_sweep_its_stop_waits() -> None:
     world, inventory, metrics = gpu_world((IDLE, 0.0))
     idle_ahead(metrics, IDLE)
+    for name in ("CPUUtilization", "NetworkIn", "NetworkOut"):  # EC2's own metrics go on, an idle host's
+        ahead = [(NOW + timedelta(minutes=m), 2.0 if name == "CPUUtilization" else 0.0) for m in range(61)]
+        metrics.put(REGION, "AWS/EC2", name, {"InstanceId": IDLE}, ahead)
     first = gpu_flow.evaluate(REGION, world.runtime, NOW)
     assert [d.action for d in first.decisions] == [Action.MARK]
-    assert queries_read(metrics) == [8, 1]  # its 8 GPUs, then the CPU its message states (no network)
+    assert queries_read(metrics) == [8, 3]  # its 8 GPUs, then EC2's CPU, network in and out (one call)
     tags = {**inventory.instances[0].tags, MARK_TAG_KEY: mark_text(NOW)}
     inventory.instances[0] = replace(inventory.instances[0], tags=tags)
-    # In its 15-minute grace period nothing is said of it: its GPUs are read, its CPU is not.
+    # In its 15-minute grace period nothing is said of it, but EC2's own metrics are read at every sweep: an idle
+    # reading of the GPU series alone marks and stops nothing (detect/host_evidence.py).
     for minutes_on, action, queries in (
-        (5, Action.NONE, [8]),
-        (10, Action.NONE, [8]),
-        (15, Action.STOP, [8, 1]),
+        (5, Action.NONE, [8, 3]),
+        (10, Action.NONE, [8, 3]),
+        (15, Action.STOP, [8, 3]),
     ):
         metrics.calls.clear()
         report = gpu_flow.evaluate(REGION, world.runtime, NOW + timedelta(minutes=minutes_on))

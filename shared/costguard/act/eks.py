@@ -17,6 +17,7 @@ from typing import Protocol
 from costguard.act import UnsupportedAction
 from costguard.act.shadow import ShadowMarks
 from costguard.aws import clients
+from costguard.aws.dynamo import table_id
 from costguard.model import Resource, ResourceKind
 from costguard.observability import logger
 from costguard.permissions import needs
@@ -50,7 +51,7 @@ class DynamoScaleRecords:
         clients.client("dynamodb").put_item(
             TableName=self.table,
             Item={
-                "id": {"S": SCALED_PREFIX + resource.key},
+                "id": {"S": table_id(SCALED_PREFIX, resource.key)},
                 "previous_replicas": {"N": str(previous)},
                 "scaled_at": {"S": at.isoformat()},
                 "expiration": {"N": str(expires)},

@@ -25,7 +25,6 @@ its mark and writes nothing.
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -34,7 +33,9 @@ from typing import Any, Protocol, TypeVar
 from pydantic import BaseModel
 
 from costguard.aws import clients
+from costguard.aws.dynamo import MAX_KEY_BYTES as MAX_KEY_BYTES
 from costguard.aws.dynamo import batch_get
+from costguard.aws.dynamo import table_id as table_id
 from costguard.events.common import to_datetime
 from costguard.model import DRY_RUN_STOPPED_TAG_KEY, MARK_TAG_KEY, Resource, ResourceKind, mark_text
 from costguard.observability import logger
@@ -45,8 +46,8 @@ PERMISSIONS = needs("dynamodb:BatchGetItem", "dynamodb:PutItem", "dynamodb:Delet
 
 PREFIX = "shadow-mark#"
 # DynamoDB refuses a partition key over 2,048 bytes on every read and write; a resource key built from a hostile
-# id (a 10,000-character name) can be longer. Such a key is kept under its SHA-256.
-MAX_KEY_BYTES = 1024
+# id (a 10,000-character name) can be longer. Such a key is kept under its SHA-256 (aws/dynamo.table_id, the one
+# key function of the state table; importable from here as before).
 # How long an item is kept after its write. A live mark stays until the resource works again; a shadow mark
 # outlives any grace period and snooze, and a resource left idle after its would-be stop is marked anew a month
 # later: told again, rather than never.
@@ -143,15 +144,6 @@ class _Remembered:
 
     def _delete(self, key: str) -> None:
         raise NotImplementedError
-
-
-def table_id(prefix: str, key: str) -> str:
-    """The state table's id of a resource key's item under ``prefix``: the key itself, or its SHA-256 when the key
-    is too long for DynamoDB."""
-    encoded = key.encode("utf-8", "surrogatepass")
-    if len(encoded) <= MAX_KEY_BYTES:
-        return prefix + key
-    return f"{prefix}sha256:{hashlib.sha256(encoded).hexdigest()}"
 
 
 class DynamoShadowMarks(_Remembered):

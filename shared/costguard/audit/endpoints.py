@@ -168,5 +168,5 @@ def endpoints_section(regions: Sequence[dict[str, Any]]) -> dict[str, Any]:
         "unpriced": sum(1 for r in rows if r["hourly_usd"] is None),
         "with_cheaper_fit": len(fits),
         # Already in the right-sizing total (each is a finding's): never added to it again.
-        "fit_monthly_saving_usd": round(sum(f["monthly_saving_usd"] for f in fits), 2),
+        "fit_monthly_saving_usd": round(sum(f["monthly_saving_usd"] or 0.0 for f in fits), 2),
     }

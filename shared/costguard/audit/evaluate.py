@@ -16,7 +16,7 @@ from typing import Any
 from costguard.audit.fit import Projection, load_percent, project
 from costguard.audit.model import AuditFinding, Subject, TypeOption, Usage, family_of
 from costguard.audit.rules import Rules
-from costguard.model import Reason
+from costguard.model import Reason, ResourceKind
 from costguard.pricing import why_unpriced
 
 RULE_ORDER = (
@@ -68,86 +68,158 @@ class _Hit:
 
 @dataclass(frozen=True)
 class Skipped:
-    """A subject the audit could not judge, and why (unpriced type, too little data), with what it costs."""
+    """A subject the audit could not judge, and why (unpriced type, too little data, silent GPUs), with what it
+    costs over ``cost_hours`` (a month, or the hours it ran in the window: see ``cost_hours``)."""
 
     subject: Subject
     why: str
     hourly_usd: float | None = None  # per hour for all its instances; None: no price known
+    cost_hours: float | None = None  # None: a month (hours_per_month)
+    cost_basis: str = "month"
+
+
+# What a rule may say of a machine whose price is unknown: a stop or fewer GPUs of the same model always spends
+# less; another family or a declared size's band may not.
+UNPRICED_RULES = frozenset({Reason.RIGHTSIZE_IDLE, Reason.RIGHTSIZE_DOWNSIZE})
+
+
+def cost_hours(subject: Subject, window_hours: float, rules: Rules) -> tuple[float, str]:
+    """The hours a resource's cost and saving are figured over, and that basis: a month ("month") where it runs
+    continuously (the whole window, or since a start the audit does not know); the hours it ran in the window
+    ("window") for a training job, which ends by itself, and for anything that did not run the whole window."""
+    ran = subject.running_hours
+    if subject.kind is ResourceKind.TRAINING_JOB:
+        hours = min(ran, window_hours) if ran > 0 and window_hours else (ran or window_hours)
+        if hours > 0:
+            return round(hours, 1), "window"
+    if window_hours and 0 < ran < window_hours * rules.fit.full_window_coverage:
+        return round(ran, 1), "window"
+    return rules.hours_per_month, "month"
+
+
+def silent_gpus(subject: Subject, used: Usage | None) -> list[int]:
+    """The GPUs of a machine that published no datapoint while others did: it cannot be judged whole."""
+    count = subject.facts.accelerator_count if subject.facts else 0
+    if used is None or used.gpus_reporting is None or not used.gpus_reporting or not count:
+        return []
+    return [index for index in range(count) if index not in used.gpus_reporting]
+
+
+def _silent_why(silent: list[int], count: int) -> str:
+    names = ", ".join(str(i) for i in silent)
+    return (
+        f"GPU{'s' if len(silent) > 1 else ''} {names} of {count} published no data over the window: not judged "
+        f"on the other {count - len(silent)} (a silent GPU may carry the work; check its CloudWatch agent)"
+    )
 
 
 def evaluate(
-    subjects: Sequence[Subject], usage: Mapping[str, Usage], catalog: Catalog, rules: Rules
+    subjects: Sequence[Subject],
+    usage: Mapping[str, Usage],
+    catalog: Catalog,
+    rules: Rules,
+    *,
+    window_hours: float | None = None,
 ) -> tuple[list[AuditFinding], list[Skipped]]:
+    """Each subject judged whole: a finding, nothing (nothing cheaper carries it), or skipped with why.
+    ``window_hours``: the lookback (default: each subject's usage's window)."""
     findings: list[AuditFinding] = []
     skipped: list[Skipped] = []
     for subject in subjects:
-        price = catalog.prices.get(subject.instance_type)
-        if price is None:
-            skipped.append(Skipped(subject, why_unpriced(subject.instance_type, subject.region), None))
-            continue
         used = usage.get(subject.key)
-        judged = used is not None and used.gpu_max is not None and used.coverage >= rules.min_coverage
-        measured = used if judged else None
-        hits = [h for h in _tag_hits(subject, measured, price, catalog, rules) if h.hourly_after < price]
-        if measured is not None:
-            hits = [
-                h for h in _usage_hits(subject, measured, price, catalog, rules) if h.hourly_after < price
-            ] + hits
-        if not hits:
-            if not judged and subject.facts is not None and subject.facts.accelerator_kind != "neuron":
-                observed = used.hours_observed if used else 0.0
-                window = used.window_hours if used else 0.0
-                skipped.append(
-                    Skipped(
-                        subject,
-                        f"too little GPU data ({observed:g} h observed of {window:g} h, "
-                        f"{rules.min_coverage:.0%} needed): not judged",
-                        round(price * subject.instance_count, 4),
-                    )
-                )
-            continue
-        findings.append(_finding(subject, used, price, hits, rules))
-    findings.sort(key=lambda f: (-f.monthly_saving_usd, f.subject.key))
+        window = window_hours if window_hours is not None else (used.window_hours if used else 0.0)
+        judged = _judge(subject, used, catalog, rules, window)
+        if isinstance(judged, AuditFinding):
+            findings.append(judged)
+        elif judged is not None:
+            skipped.append(judged)
+    findings.sort(key=lambda f: (f.monthly_saving_usd is None, -(f.monthly_saving_usd or 0.0), f.subject.key))
     return findings, skipped
 
 
+def _judge(
+    subject: Subject, used: Usage | None, catalog: Catalog, rules: Rules, window: float
+) -> AuditFinding | Skipped | None:
+    """One subject's finding, or why it was skipped, or None (judged: nothing cheaper carries its work)."""
+    price = catalog.prices.get(subject.instance_type)
+    hours, basis = cost_hours(subject, window, rules)
+    hourly = None if price is None else round(price * subject.instance_count, 4)
+    if silent := silent_gpus(subject, used):
+        count = subject.facts.accelerator_count if subject.facts else 0
+        return Skipped(subject, _silent_why(silent, count), hourly, hours, basis)
+    judged = used is not None and used.gpu_max is not None and used.coverage >= rules.min_coverage
+    measured = used if judged else None
+    if price is None:
+        # A verdict never waits for a price: an idle or oversized machine is told so, its cost unknown.
+        hits = [] if measured is None else _usage_hits(subject, measured, 0.0, catalog, rules)
+        hits = [h for h in hits if h.reason in UNPRICED_RULES]
+        if not hits:
+            return Skipped(subject, why_unpriced(subject.instance_type, subject.region), None, hours, basis)
+        return _finding(subject, used, None, hits, rules, hours, basis)
+    hits = [h for h in _tag_hits(subject, measured, price, catalog, rules) if h.hourly_after < price]
+    if measured is not None:
+        hits = [
+            h for h in _usage_hits(subject, measured, price, catalog, rules) if h.hourly_after < price
+        ] + hits
+    if hits:
+        return _finding(subject, used, price, hits, rules, hours, basis)
+    if not judged and subject.facts is not None and subject.facts.accelerator_kind != "neuron":
+        observed = used.hours_observed if used else 0.0
+        seen = used.window_hours if used else 0.0
+        return Skipped(
+            subject,
+            f"too little GPU data ({observed:g} h observed of {seen:g} h, "
+            f"{rules.min_coverage:.0%} needed): not judged",
+            hourly,
+            hours,
+            basis,
+        )
+    return None
+
+
 def _finding(
-    subject: Subject, used: Usage | None, price: float, hits: list[_Hit], rules: Rules
+    subject: Subject,
+    used: Usage | None,
+    price: float | None,
+    hits: list[_Hit],
+    rules: Rules,
+    hours: float,
+    basis: str,
 ) -> AuditFinding:
-    monthly = price * subject.instance_count * rules.hours_per_month
+    """The hit that saves the most over ``hours`` (by rule order where the price is unknown), the others as
+    alternatives."""
+    monthly = None if price is None else round(price * subject.instance_count * hours, 2)
 
-    def saving(hit: _Hit) -> float:
-        return round((price - hit.hourly_after) * subject.instance_count * rules.hours_per_month, 2)
+    def saving(hit: _Hit) -> float | None:
+        if price is None:
+            return None
+        return round((price - hit.hourly_after) * subject.instance_count * hours, 2)
 
-    ranked = sorted(hits, key=lambda h: (-saving(h), _RANK[h.reason]))
+    ranked = sorted(hits, key=lambda h: (-(saving(h) or 0.0), _RANK[h.reason]))
     best = ranked[0]
     evidence = dict(best.evidence)
     if best.projection is not None:
         evidence.update(best.projection.evidence())
     evidence["risk"] = best.risk
+    evidence["cost_basis"] = _basis_text(subject, hours, basis)
+    summary = best.summary
+    if price is None:
+        evidence["price"] = why_unpriced(subject.instance_type, subject.region)
+        summary += f" Cost unknown: {evidence['price']}."
     if used is not None:
-        evidence.update(
-            {
-                "gpu_p50_percent": used.gpu_p50,
-                "gpu_p95_percent": used.gpu_p95,
-                "gpu_max_percent": used.gpu_max,
-                "per_gpu_p95_percent": list(used.per_gpu_p95),
-                "gpu_memory_peak_gib": _gib(used.memory_peak_mib),
-                "cpu_p95_percent": used.cpu_p95,
-                "hours_observed": used.hours_observed,
-                "window_hours": used.window_hours,
-            }
-        )
+        evidence.update(_measured(used))
     return AuditFinding(
         reason=best.reason,
         subject=subject,
-        summary=best.summary,
+        summary=summary,
         current_hourly_usd=price,
         recommended_type=best.target,
         recommended_market=best.market,
         recommended_hourly_usd=best.hourly_after if best.target else None,
-        monthly_cost_usd=round(monthly, 2),
+        monthly_cost_usd=monthly,
         monthly_saving_usd=saving(best),
+        cost_basis=basis,
+        cost_hours=hours,
         confidence=best.confidence,
         risk=best.risk,
         projected_gpu_percent=best.projection.percent if best.projection else None,
@@ -166,6 +238,29 @@ def _finding(
         ),
         chart=used.chart if used else (),
     )
+
+
+def _basis_text(subject: Subject, hours: float, basis: str) -> str:
+    if basis == "month":
+        return f"a month ({hours:g} h): it runs continuously"
+    if subject.kind is ResourceKind.TRAINING_JOB:
+        return f"what it spent over the window ({hours:g} h): a job ends by itself, it is not projected"
+    return (
+        f"what it spent over the window ({hours:g} h): it did not run the whole window, it is not projected"
+    )
+
+
+def _measured(used: Usage) -> dict[str, Any]:
+    return {
+        "gpu_p50_percent": used.gpu_p50,
+        "gpu_p95_percent": used.gpu_p95,
+        "gpu_max_percent": used.gpu_max,
+        "per_gpu_p95_percent": list(used.per_gpu_p95),
+        "gpu_memory_peak_gib": _gib(used.memory_peak_mib),
+        "cpu_p95_percent": used.cpu_p95,
+        "hours_observed": used.hours_observed,
+        "window_hours": used.window_hours,
+    }
 
 
 def _pct(value: float | None) -> str:

@@ -98,7 +98,8 @@ def commitments(
     the window (instance-hours / window hours), less the share Savings Plans already cover in its family
     (``covered``: family -> share; None, or no entry for the family: unknown, nothing is taken as covered), priced
     under each plan. The headline saving is ``rules.commitment``'s plan and term. ``exclude``: instances the
-    audit recommends stopping (``rightsize_idle``): a commitment must not pay for them."""
+    audit tells to stop, resize or move (any finding): a commitment is sized on the fleet as it would be after
+    the report's own advice, and must not pay for what that advice removes."""
     rows = []
     for instance_type, steady in sorted(_steady_by_type(subjects, window_hours, rules, exclude).items()):
         on_demand = prices.get(instance_type)
@@ -198,6 +199,40 @@ def _commitment_row(
         "monthly_on_demand_usd": monthly_on_demand_usd,
         "coverage_known": coverage_known,
     }
+
+
+def left_out(
+    subjects: Sequence[Subject],
+    findings: Sequence[AuditFinding],
+    prices: Mapping[str, float],
+    *,
+    window_hours: float,
+    rules: Rules,
+) -> list[dict[str, Any]]:
+    """The steady on-demand EC2 instances the commitments leave out because this report tells them to stop,
+    resize or move: commit for their new type once it has run steadily, not before."""
+    advised = {f.subject.id: f for f in findings if f.subject.kind is ResourceKind.EC2_INSTANCE}
+    steady = _steady_by_type(subjects, window_hours, rules, frozenset())
+    rows = []
+    for instance_type, members in sorted(steady.items()):
+        for subject in members:
+            finding = advised.get(subject.id)
+            if finding is None:
+                continue
+            target = finding.recommended_type
+            rows.append(
+                {
+                    "id": subject.id,
+                    "name": subject.name,
+                    "account": subject.account,
+                    "region": subject.region,
+                    "instance_type": instance_type,
+                    "on_demand_usd_per_hour": prices.get(instance_type),
+                    "reason": finding.reason.value,
+                    "advice": "stop" if target is None else f"{target} ({finding.recommended_market})",
+                }
+            )
+    return rows
 
 
 # -- orphaned_storage ----------------------------------------------------------------------------------------
@@ -326,16 +361,19 @@ def untagged(
     *,
     hours_per_month: float,
     team_tag: str,
+    hours_of: Callable[[Subject], float] | None = None,
 ) -> list[dict[str, Any]]:
     """Every GPU or accelerator resource lacking one of the ``required`` tags (an empty value counts as
-    missing), with what it costs a month at its current price (None: no price known)."""
+    missing), with what it costs at its current price over ``hours_of`` it (default: a month; the audit's own
+    basis: what a job or anything that did not run the whole window spent over it); None: no price known."""
     rows = []
     for subject in subjects:
         missing = [key for key in required if not str(subject.tags.get(key, "")).strip()]
         if not missing:
             continue
         hourly = prices.get(subject.instance_type)
-        monthly = None if hourly is None else round(hourly * subject.instance_count * hours_per_month, 2)
+        hours = hours_per_month if hours_of is None else hours_of(subject)
+        monthly = None if hourly is None else round(hourly * subject.instance_count * hours, 2)
         rows.append(
             {
                 "reason": Reason.UNTAGGED_GPU_SPEND.value,
@@ -349,6 +387,8 @@ def untagged(
                 "instance_count": subject.instance_count,
                 "missing_tags": missing,
                 "monthly_cost_usd": monthly,
+                "cost_basis": "month" if hours == hours_per_month else "window",
+                "cost_hours": hours,
             }
         )
     return sorted(rows, key=by_cost)
@@ -365,6 +405,10 @@ def _costguard_view(finding: AuditFinding | None) -> tuple[str, str | None]:
         return "stop", None
     if finding.recommended_type == finding.subject.instance_type:
         return "keep", finding.recommended_type  # the same type on spot: no change of size
+    if finding.current_hourly_usd is None:  # price unknown: fewer GPUs of the same model is all it says
+        return (
+            "smaller" if finding.reason is Reason.RIGHTSIZE_DOWNSIZE else "other"
+        ), finding.recommended_type
     if (
         finding.recommended_hourly_usd is not None
         and finding.recommended_hourly_usd < finding.current_hourly_usd
@@ -478,6 +522,7 @@ def region_sections(
     required_tags: Sequence[str],
     team_tag: str,
     accelerated: Callable[[str], bool],
+    hours_of: Callable[[Subject], float] | None = None,
 ) -> dict[str, Any]:
     """An (account, region)'s commitments, orphaned storage, untagged GPU spend and Compute Optimizer comparison,
     as its result.json carries them. ``coverage``: Cost Explorer's covered share per family (None: unknown) and
@@ -502,7 +547,7 @@ def region_sections(
         rules=rules,
         gb_month=lambda kind: holding_rates.s3_gb_month(kind, region),
     )
-    idle = frozenset(f.subject.id for f in findings if f.reason is Reason.RIGHTSIZE_IDLE)
+    advised = frozenset(f.subject.id for f in findings)
     return {
         "commitments": {
             "rows": commitments(
@@ -512,8 +557,9 @@ def region_sections(
                 window_hours=window_hours,
                 rules=rules,
                 rate=holding_rates.savings_plan_rate,
-                exclude=idle,
+                exclude=advised,
             ),
+            "left_out": left_out(subjects, findings, prices, window_hours=window_hours, rules=rules),
             "coverage_note": coverage_note,
             "assumptions": holding_rates.savings_plan_assumptions(),
         },
@@ -525,7 +571,12 @@ def region_sections(
         "untagged": {
             "required_tags": list(required_tags),
             "rows": untagged(
-                subjects, prices, required_tags, hours_per_month=rules.hours_per_month, team_tag=team_tag
+                subjects,
+                prices,
+                required_tags,
+                hours_per_month=rules.hours_per_month,
+                team_tag=team_tag,
+                hours_of=hours_of,
             ),
         },
         "compute_optimizer": optimizer_comparison(subjects, findings, recommended, unavailable=unavailable),

@@ -50,10 +50,35 @@ def commitments_html(section: dict[str, Any] | None) -> str:
         f"{escape(str(assumptions.get('payment', '')))}, {escape(str(assumptions.get('operating_system', '')))}"
         f" (as of {escape(str(assumptions.get('as_of', '')))}). Commit "
         f"{_money(section['commitment_usd_per_hour'], '/h')} in all.</p>"
+        + _after_advice(section)
         + (f"<ul class='failed'>{unknown}</ul>" if unknown else "")
         + '<table id="commitment-rows"><tr><th>Type</th><th class="num">Steady instances</th>'
         '<th class="num">Covered</th><th class="num">On demand</th><th>Plan</th>'
         f'<th class="num">Monthly saving</th><th>Other plans</th></tr>{rows}</table>'
+    )
+
+
+def _after_advice(section: dict[str, Any]) -> str:
+    """What the commitments leave out: the steady instances this report tells to stop, resize or move."""
+    if not section.get("sized_after_advice"):
+        return ""
+    left = section.get("left_out") or []
+    items = "".join(
+        f"<li>{escape(str(r.get('name') or r['id']))} ({escape(r['instance_type'])}, "
+        f"{_money(r.get('on_demand_usd_per_hour'), '/h')}): <code>{escape(r['reason'])}</code> &rarr; "
+        f"{escape(r['advice'])}</li>"
+        for r in left
+    )
+    return (
+        '<p id="commitments-after-advice">Sized on the fleet as it would be after this report\'s own stop and '
+        "resize advice: "
+        + (
+            f"{len(left)} steady instance{'s' if len(left) != 1 else ''} it tells to stop, resize or move "
+            f"{'are' if len(left) != 1 else 'is'} left out; commit for the new type once it has run steadily.</p>"
+            f'<ul class="muted" id="commitments-left-out">{items}</ul>'
+            if left
+            else "no steady instance had to be left out.</p>"
+        )
     )
 
 

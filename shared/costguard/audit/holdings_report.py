@@ -26,10 +26,15 @@ def commitments_section(regions: Sequence[dict[str, Any]]) -> dict[str, Any]:
         for r, p in parts
         if p.get("coverage_note")
     ]
+    left_out = [row for _, p in parts for row in p.get("left_out", [])]
     return {
         "rows": rows,
         "monthly_saving_usd": _money(rows, "monthly_saving_usd"),
         "commitment_usd_per_hour": round(sum(r["commitment_usd_per_hour"] for r in rows), 4),
+        # Sized after the report's own advice: the steady instances it tells to stop, resize or move are not
+        # committed for (a plan for them would pay for what the advice removes).
+        "sized_after_advice": True,
+        "left_out": left_out,
         "assumptions": parts[0][1].get("assumptions") if parts else None,
         "coverage_unknown": notes,
     }

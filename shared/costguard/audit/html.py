@@ -1,4 +1,5 @@
-"""The audit report as one self-contained HTML page: inline styles and SVG charts, no script, no fetches."""
+"""The audit report as one self-contained HTML page: inline styles and SVG charts, no script, no fetches (its
+links to the AWS console are links: nothing is loaded from them)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,19 @@ from html import escape
 from typing import Any
 
 from costguard.audit.holdings_html import holdings_html
+from costguard.audit.html_finance import (
+    SORT_STYLE,
+    comparison_html,
+    cost_box,
+    headline,
+    legend,
+    linked,
+    money,
+    money_and_unknown,
+    sort_ranks,
+    sorter,
+    tier_line,
+)
 from costguard.audit.report import failed_items
 
 _STYLE = """
@@ -30,7 +44,7 @@ THRESHOLD_PERCENT = 80.0
 
 
 def _money(value: float | None) -> str:
-    return "unknown" if value is None else f"${value:,.2f}"
+    return money(value)
 
 
 def _moment(value: str | datetime | None) -> datetime | None:
@@ -137,9 +151,13 @@ def _risk(finding: dict[str, Any]) -> str:
 
 
 def _finding_row(
-    finding: dict[str, Any], window_start: str | None, accounts: dict[str, str] | None = None
+    finding: dict[str, Any],
+    window_start: str | None,
+    accounts: dict[str, str] | None = None,
+    ranks: str = "",
 ) -> str:
-    """One finding; ``accounts`` (id -> label) when the report covers several, to say whose it is."""
+    """One finding; ``accounts`` (id -> label) when the report covers several, to say whose it is; ``ranks``:
+    its place under each sort key (CSS custom properties)."""
     resource = finding["resource"]
     where = escape(resource["region"])
     if accounts is not None:
@@ -156,21 +174,31 @@ def _finding_row(
         finding.get("chart_start") or window_start,
         float(finding.get("chart_step_hours") or 6),
     )
+    saving = finding["monthly_saving_usd"]
     return (
         f'<tr class="finding" data-reason="{escape(finding["reason"])}" '
-        f'data-saving="{finding["monthly_saving_usd"]:.2f}">'
-        f"<td>{escape(name)}<div class='muted'>{escape(resource['id'])} · {where} · "
-        f"{escape(resource['team'])}</div></td>"
+        f'data-saving="{"" if saving is None else f"{saving:.2f}"}" data-tier="{escape(str(finding.get("tier")))}"'
+        f' style="{ranks}">'
+        f"<td>{linked(escape(name), finding.get('console_url'))}<div class='muted'>{escape(resource['id'])} · "
+        f"{where} · {escape(resource['team'])}</div></td>"
         f"<td><code>{escape(finding['reason'])}</code><div class='muted'>{escape(finding['confidence'])} "
-        f"confidence</div></td>"
+        f"confidence</div>{tier_line(finding)}</td>"
         f"<td>{escape(finding['current_type'])} &times; {finding['instance_count']}"
-        f"<div class='muted'>{_money(finding['current_hourly_usd'])}/h</div></td>"
+        f"<div class='muted'>{_money(finding['current_hourly_usd'])}"
+        f"{'' if finding['current_hourly_usd'] is None else '/h'}</div></td>"
         f"<td>{escape(target)}<div class='muted'>{after}</div></td>"
         f"{_risk(finding)}"
-        f"<td class='num'>{_money(finding['monthly_saving_usd'])}</td>"
+        f"<td class='num'>{_money(saving)}<div class='muted'>{_basis(finding)}</div></td>"
         f"<td>{chart}</td>"
         f"<td>{escape(finding['summary'])}</td></tr>"
     )
+
+
+def _basis(row: dict[str, Any]) -> str:
+    """The hours a figure is over: a month, or the hours it ran in the window (jobs, what did not run all of it)."""
+    if row.get("cost_basis", "month") == "month":
+        return "a month"
+    return f"spent in {row.get('cost_hours') or 0:g} h run"
 
 
 def _per_1000(value: float | None, row: dict[str, Any]) -> str:
@@ -227,11 +255,12 @@ def _skipped_row(skipped: dict[str, Any]) -> str:
     hourly = skipped.get("hourly_usd")
     monthly = skipped.get("monthly_cost_usd")
     return (
-        f'<tr class="skipped"><td>{escape(str(name))}<div class="muted">{escape(skipped["id"])} · '
+        f'<tr class="skipped"><td>{linked(escape(str(name)), skipped.get("console_url"))}'
+        f'<div class="muted">{escape(skipped["id"])} · '
         f"{escape(skipped['region'])} · {escape(str(skipped.get('team') or ''))}</div></td>"
         f"<td>{escape(skipped['instance_type'])} &times; {skipped.get('instance_count', 1)}</td>"
         f"<td class='num'>{_money(hourly)}{'/h' if hourly is not None else ''}</td>"
-        f"<td class='num'>{_money(monthly)}</td>"
+        f"<td class='num'>{_money(monthly)}<div class='muted'>{_basis(skipped)}</div></td>"
         f"<td>{escape(skipped['why'])}</td></tr>"
     )
 
@@ -240,7 +269,7 @@ def _group_table(title: str, css: str, groups: dict[str, dict[str, Any]]) -> str
     ordered = sorted(groups.items(), key=lambda kv: (-kv[1]["monthly_saving_usd"], kv[0]))
     rows = "".join(
         f'<tr class="{css}"><td>{escape(name)}</td><td class="num">{g["findings"]}</td>'
-        f'<td class="num">{_money(g["monthly_saving_usd"])}</td></tr>'
+        f'<td class="num">{money_and_unknown(g["monthly_saving_usd"], g.get("unpriced_findings", 0))}</td></tr>'
         for name, g in ordered
     )
     return (
@@ -253,8 +282,9 @@ def _team_table(teams: dict[str, dict[str, Any]]) -> str:
     """Per team (the routing tag), across accounts and regions: what it runs and what it could save."""
     rows = "".join(
         f'<tr class="by-team"><td>{escape(name)}</td><td class="num">{t.get("resources", 0)}</td>'
-        f'<td class="num">{_money(t.get("monthly_cost_usd", 0.0))}</td><td class="num">{t["findings"]}</td>'
-        f'<td class="num">{_money(t["monthly_saving_usd"])}</td></tr>'
+        f'<td class="num">{money_and_unknown(t.get("monthly_cost_usd", 0.0), t.get("unpriced", 0))}</td>'
+        f'<td class="num">{t["findings"]}</td>'
+        f'<td class="num">{money_and_unknown(t["monthly_saving_usd"], t.get("unpriced_findings", 0))}</td></tr>'
         for name, t in teams.items()
     )
     return (
@@ -308,16 +338,57 @@ def _region_row(region: dict[str, Any], several_accounts: bool) -> str:
     )
 
 
-def render_html(report: dict[str, Any]) -> str:
+def _findings_table(report: dict[str, Any], labels: dict[str, str] | None) -> str:
+    """The findings, largest saving first, sortable by the buttons above them (CSS: no script), with the legend."""
     totals = report["totals"]
+    findings = sorted(
+        report["findings"],
+        key=lambda f: (f["monthly_saving_usd"] is None, -(f["monthly_saving_usd"] or 0.0)),
+    )
+    ranks = sort_ranks(findings)
+    rows = "".join(
+        _finding_row(f, report["window"].get("start"), labels, rank)
+        for f, rank in zip(findings, ranks, strict=True)
+    )
+    if totals.get("insufficient_data"):
+        empty = (
+            '<p id="no-findings">Insufficient data: nothing could be judged, so nothing is said to be saved; the '
+            "resources not judged are listed below.</p>"
+        )
+    else:
+        empty = '<p id="no-findings">No recommendation.</p>' if not findings else ""
+    table = (
+        '<table id="findings" class="sortable"><tr><th>Resource</th><th>Rule</th><th>Now</th><th>Recommended</th>'
+        '<th class="num">Projected p95 per GPU</th><th class="num">Saving</th><th>Busiest GPU</th><th>Why</th>'
+        f"</tr>{rows}</table>"
+    )
+    return f"<h2>Findings, largest saving first</h2>{legend()}{empty}{sorter(table)}"
+
+
+def _totals_html(report: dict[str, Any], accounts: list[dict[str, Any]]) -> str:
+    totals = report["totals"]
+    skipped_cost = f"{_money(totals.get('skipped_monthly_cost_usd', 0.0))}"
+    if totals.get("skipped_unpriced", 0):
+        skipped_cost += f", {totals['skipped_unpriced']} of unknown price"
+    several = len(accounts) > 1
+    return (
+        '<div class="totals">'
+        + headline(totals, bool(totals.get("insufficient_data")))
+        + f'<div class="total">Findings<b id="total-findings">{totals["findings"]}</b></div>'
+        + (f'<div class="total">Accounts<b id="total-accounts">{len(accounts)}</b></div>' if several else "")
+        + f'<div class="total">Resources audited<b id="total-resources">{totals["resources"]}</b></div>'
+        + cost_box(totals)
+        + f'<div class="total">Not judged<b id="total-skipped">{totals.get("skipped", len(report.get("skipped", [])))}'
+        f'</b><span class="muted">costing {skipped_cost}</span></div></div>'
+    )
+
+
+def render_html(report: dict[str, Any]) -> str:
     window = report["window"]
-    findings = sorted(report["findings"], key=lambda f: -f["monthly_saving_usd"])
     accounts = report.get("accounts") or []
     several = len(accounts) > 1
     labels = {str(a["account"]): a.get("name") or str(a["account"]) for a in accounts} if several else None
-    rows = "".join(_finding_row(f, window.get("start"), labels) for f in findings)
-    skipped = report.get("skipped", [])
-    skipped_rows = "".join(_skipped_row(s) for s in skipped)
+    skipped_rows = "".join(_skipped_row(s) for s in report.get("skipped", []))
     failed = failed_items(report)
     warning = (
         '<p class="failed" id="failed-regions">Not audited (failed): '
@@ -326,48 +397,24 @@ def render_html(report: dict[str, Any]) -> str:
         if failed
         else ""
     )
-    insufficient = bool(totals.get("insufficient_data"))
-    saving = "Insufficient data" if insufficient else _money(totals["monthly_saving_usd"])
-    skipped_count = totals.get("skipped", len(skipped))
-    unpriced = totals.get("skipped_unpriced", 0)
-    skipped_cost = f"{_money(totals.get('skipped_monthly_cost_usd', 0.0))}/month"
-    if unpriced:
-        skipped_cost += f", {unpriced} of unknown price"
-    no_findings = (
-        '<p id="no-findings">Insufficient data: nothing could be judged, so nothing is said to be saved; the '
-        "resources not judged are listed below.</p>"
-        if insufficient
-        else ('<p id="no-findings">No recommendation.</p>' if not findings else "")
-    )
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><title>costguard right-sizing audit</title>
-<style>{_STYLE}</style></head><body>
+<style>{_STYLE}{SORT_STYLE}</style></head><body>
 <h1>Right-sizing audit</h1>
 <p class="muted">Run {escape(report["run"])}, generated {when(report["generated_at"])};
 usage from {when(window["start"])} to {when(window["end"])} ({window["days"]:g} days).</p>
 {warning}
-<div class="totals">
-<div class="total">Monthly saving<b id="total-saving">{saving}</b></div>
-<div class="total">Findings<b id="total-findings">{totals["findings"]}</b></div>
-{f'<div class="total">Accounts<b id="total-accounts">{len(accounts)}</b></div>' if several else ""}
-<div class="total">Resources audited<b id="total-resources">{totals["resources"]}</b></div>
-<div class="total">Their monthly cost<b id="total-cost">{_money(totals["monthly_cost_usd"])}</b></div>
-<div class="total">Not judged<b id="total-skipped">{skipped_count}</b>
-<span class="muted">costing {skipped_cost}</span></div>
-</div>
+{_totals_html(report, accounts)}
+{comparison_html(report.get("comparison"), when)}
 {_account_table(accounts)}
 {_group_table("Savings by rule", "by-rule", report["by_rule"])}
 {_team_table(report["by_team"])}
-<h2>Findings, largest saving first</h2>
-{no_findings}
-<table id="findings"><tr><th>Resource</th><th>Rule</th><th>Now</th><th>Recommended</th>
-<th class="num">Projected p95 per GPU</th><th class="num">Monthly saving</th><th>Busiest GPU</th><th>Why</th></tr>
-{rows}</table>
+{_findings_table(report, labels)}
 {_endpoints_html(report.get("endpoints"))}
 {holdings_html(report)}
 <h2>Not judged, costliest first</h2>
 <table id="skipped"><tr><th>Resource</th><th>Type</th><th class="num">Hourly cost</th>
-<th class="num">Monthly cost</th><th>Why</th></tr>{skipped_rows}</table>
+<th class="num">Cost</th><th>Why</th></tr>{skipped_rows}</table>
 <h2>{"Accounts and regions" if several else "Regions"}</h2>
 <table id="regions"><tr>{"<th>Account</th>" if several else ""}<th>Region</th><th>Status</th>
 <th class="num">Resources</th><th class="num">Findings</th><th>Error</th></tr>

@@ -84,6 +84,9 @@ class Usage(_Frozen):
     # An endpoint variant's requests over the window (AWS/SageMaker Invocations, Sum); None: no datapoint at all,
     # which SageMaker's per-minute metric means no traffic; always None for what serves no requests.
     invocations: float | None = None
+    # The GPUs (by index) that published any utilization datapoint; None: not known (a usage written before it was
+    # recorded). A machine with fewer than its type's GPUs here is not judged: the silent ones may carry the work.
+    gpus_reporting: tuple[int, ...] | None = None
 
     @property
     def coverage(self) -> float:
@@ -96,12 +99,16 @@ class AuditFinding(_Frozen):
     reason: Reason
     subject: Subject
     summary: str
-    current_hourly_usd: float
+    current_hourly_usd: float | None  # None: no price known for the type in the region ("cost unknown")
     recommended_type: str | None  # None: stop it
     recommended_market: str = "on-demand"  # or "spot"
     recommended_hourly_usd: float | None = None
-    monthly_cost_usd: float
-    monthly_saving_usd: float
+    # Over ``cost_hours``: a month (hours_per_month) for what runs continuously, the hours it ran in the window for
+    # a job or anything that did not run the whole window (``cost_basis`` "month" or "window"). None: cost unknown.
+    monthly_cost_usd: float | None
+    monthly_saving_usd: float | None
+    cost_basis: str = "month"
+    cost_hours: float = 730.0
     confidence: str  # high | medium | low
     risk: str = "high"  # performance risk on the target: low | medium | high (Compute Optimizer's sense)
     projected_gpu_percent: float | None = (

@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any
 
+from costguard.audit.compare import compare
 from costguard.audit.endpoints import endpoints_section
 from costguard.audit.evaluate import RULE_ORDER, Skipped
+from costguard.audit.finance import LEGEND, console_url, saving_totals, with_tier
 from costguard.audit.holdings_report import holdings_sections, holdings_totals
 from costguard.audit.model import NO_TEAM, AuditFinding, Subject
 from costguard.audit.usage import CHART_HOURS
@@ -37,8 +39,10 @@ def finding_json(finding: AuditFinding, team_tag: str) -> dict[str, Any]:
         "recommended_type": finding.recommended_type,
         "recommended_market": finding.recommended_market,
         "recommended_hourly_usd": finding.recommended_hourly_usd,
-        "monthly_cost_usd": finding.monthly_cost_usd,
+        "monthly_cost_usd": finding.monthly_cost_usd,  # None: cost unknown, never zero
         "monthly_saving_usd": finding.monthly_saving_usd,
+        "cost_basis": finding.cost_basis,
+        "cost_hours": finding.cost_hours,
         "confidence": finding.confidence,
         "risk": finding.risk,
         "projected_gpu_p95_percent": finding.projected_gpu_percent,
@@ -53,6 +57,7 @@ def finding_json(finding: AuditFinding, team_tag: str) -> dict[str, Any]:
 def skipped_json(skipped: Skipped, team_tag: str = "team", hours_per_month: float = 730) -> dict[str, Any]:
     subject = skipped.subject
     hourly = skipped.hourly_usd
+    hours = hours_per_month if skipped.cost_hours is None else skipped.cost_hours
     return {
         "kind": subject.kind.value,
         "id": subject.id,
@@ -63,7 +68,9 @@ def skipped_json(skipped: Skipped, team_tag: str = "team", hours_per_month: floa
         "instance_type": subject.instance_type,
         "instance_count": subject.instance_count,
         "hourly_usd": hourly,  # None: no price known, never zero
-        "monthly_cost_usd": None if hourly is None else round(hourly * hours_per_month, 2),
+        "monthly_cost_usd": None if hourly is None else round(hourly * hours, 2),
+        "cost_basis": skipped.cost_basis,
+        "cost_hours": hours,
         "why": skipped.why,
     }
 
@@ -85,9 +92,15 @@ def failure_message(error: str | None, cause: str | None) -> str:
 
 
 def team_totals(
-    subjects: Sequence[Subject], prices: dict[str, float], team_tag: str, hours_per_month: float = 730
+    subjects: Sequence[Subject],
+    prices: dict[str, float],
+    team_tag: str,
+    hours_per_month: float = 730,
+    hours_of: Callable[[Subject], float] | None = None,
 ) -> dict[str, dict[str, Any]]:
-    """What each team (the routing tag) runs in one account and region: resources, instances, monthly cost."""
+    """What each team (the routing tag) runs in one account and region: resources, instances, and their cost
+    over ``hours_of`` each (default: a month); ``unpriced``, when any, counts those of unknown price (not in the
+    cost: never as $0)."""
     teams: dict[str, dict[str, Any]] = defaultdict(
         lambda: {"resources": 0, "instances": 0, "monthly_cost_usd": 0.0}
     )
@@ -95,10 +108,11 @@ def team_totals(
         team = teams[subject.tags.get(team_tag) or NO_TEAM]
         team["resources"] += 1
         team["instances"] += subject.instance_count
+        hours = hours_per_month if hours_of is None else hours_of(subject)
         if subject.instance_type in prices:
-            team["monthly_cost_usd"] += (
-                prices[subject.instance_type] * subject.instance_count * hours_per_month
-            )
+            team["monthly_cost_usd"] += prices[subject.instance_type] * subject.instance_count * hours
+        else:
+            team["unpriced"] = team.get("unpriced", 0) + 1
     return {
         name: team | {"monthly_cost_usd": round(team["monthly_cost_usd"], 2)}
         for name, team in sorted(teams.items())
@@ -119,8 +133,10 @@ def region_result(
     account_name: str | None = None,
     instances: int | None = None,
     teams: dict[str, dict[str, Any]] | None = None,
+    costs: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """What one account and region's evaluation contributes to the report."""
+    """What one account and region's evaluation contributes to the report. ``costs``: its cost split by basis
+    (``month_usd`` projected for what runs continuously, ``window_usd`` spent by the rest, ``unpriced``)."""
     rows = [finding_json(f, team_tag) for f in findings]
     if window_start is not None:
         for row in rows:
@@ -135,6 +151,7 @@ def region_result(
         "instances": audited if instances is None else instances,
         "monthly_cost_usd": round(monthly_cost_usd, 2),
         "by_team": teams or {},
+        "costs": costs or {},
         "findings": rows,
         "skipped": [skipped_json(s, team_tag, hours_per_month) for s in skipped],
     }
@@ -154,7 +171,12 @@ def place(row: dict[str, Any], several_accounts: bool) -> str:
     return f"{_label(row.get('account'), row.get('account_name'))}/{row['region']}"
 
 
-def _add(bucket: dict[str, Any], key: str, value: float) -> None:
+def _add(bucket: dict[str, Any], key: str, value: float | None) -> None:
+    """Add a figure to a total; an unknown one (None) is counted under ``unpriced``, never added as zero."""
+    if value is None:
+        unknown = "unpriced_findings" if key == "monthly_saving_usd" else "unpriced"
+        bucket[unknown] = bucket.get(unknown, 0) + 1
+        return
     bucket[key] = round(bucket[key] + value, 2)
 
 
@@ -220,6 +242,8 @@ def _team_totals(regions: Sequence[dict[str, Any]], findings: Sequence[dict[str,
             bucket["resources"] += team.get("resources", 0)
             bucket["instances"] += team.get("instances", 0)
             _add(bucket, "monthly_cost_usd", team.get("monthly_cost_usd", 0.0))
+            if team.get("unpriced"):
+                bucket["unpriced"] = bucket.get("unpriced", 0) + team["unpriced"]
     for finding in findings:
         bucket = by_team[finding["resource"]["team"]]
         bucket["findings"] += 1
@@ -238,13 +262,28 @@ def build_report(
     window_start: datetime,
     window_end: datetime,
     regions: Sequence[dict[str, Any]],
+    previous: dict[str, Any] | None = None,
+    previous_key: str | None = None,
+    previous_note: str = "",
 ) -> dict[str, Any]:
-    """Merge the (account, region) results, ok or failed, into the report, findings sorted by monthly saving."""
-    findings = _sorted_findings(regions)
+    """Merge the (account, region) results, ok or failed, into the report, findings sorted by monthly saving,
+    each with its tier and console link; compared with the ``previous`` report (None: there is none, and
+    ``previous_note`` says why)."""
+    findings = [with_tier(f) for f in _sorted_findings(regions)]
     region_rows = [_region_row(r) for r in regions]
     skipped = sorted(
-        (s for r in regions if r.get("status") == "ok" for s in r.get("skipped", [])),
-        key=lambda s: (-(s.get("hourly_usd") or 0.0), s.get("region", ""), s.get("id", "")),
+        (
+            s | {"console_url": console_url(s["kind"], s["id"], s["region"])}
+            for r in regions
+            if r.get("status") == "ok"
+            for s in r.get("skipped", [])
+        ),
+        key=lambda s: (
+            s.get("hourly_usd") is None,
+            -(s.get("hourly_usd") or 0.0),
+            s.get("region", ""),
+            s["id"],
+        ),
     )
     accounts = account_totals(regions, region_rows)
     failures = _failures(region_rows, several_accounts=len(accounts) > 1)
@@ -270,6 +309,9 @@ def build_report(
         # GPU endpoint variants by cost per 1,000 requests (audit/endpoints.py): their fits' savings are findings'.
         "endpoints": endpoints,
         **sections,
+        # Against the previous report in the same bucket: new, resolved and changed findings (audit/compare.py).
+        "comparison": compare(findings, previous, key=previous_key, note=previous_note),
+        "legend": LEGEND,
     }
 
 
@@ -278,7 +320,8 @@ def _sorted_findings(regions: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     return sorted(
         (f for r in regions if r.get("status") == "ok" for f in r.get("findings", [])),
         key=lambda f: (
-            -f["monthly_saving_usd"],
+            f["monthly_saving_usd"] is None,
+            -(f["monthly_saving_usd"] or 0.0),
             f["resource"].get("account") or "",
             f["resource"]["region"],
             f["resource"]["id"],
@@ -346,13 +389,22 @@ def _totals(
     """The report's totals: what was audited and its cost, what could be saved, what failed, what was skipped."""
     ok = [r for r in regions if r.get("status") == "ok"]
     unpriced = [s for s in skipped if s.get("hourly_usd") is None]
+    costs = [r.get("costs") or {} for r in ok]
     return {
         "accounts": len(accounts),
         "resources": sum(r.get("resources", 0) for r in ok),
         "instances": sum(r.get("instances", r.get("resources", 0)) for r in ok),
         "findings": len(findings),
+        # What runs costs: a month for what runs continuously, plus what the rest spent over the window
+        # (jobs, and what did not run the whole window, are never projected); the unpriced are counted apart.
         "monthly_cost_usd": round(sum(r.get("monthly_cost_usd", 0.0) for r in ok), 2),
-        "monthly_saving_usd": round(sum(f["monthly_saving_usd"] for f in findings), 2),
+        "continuous_monthly_cost_usd": round(sum(c.get("month_usd", 0.0) for c in costs), 2),
+        "window_spend_usd": round(sum(c.get("window_usd", 0.0) for c in costs), 2),
+        "unpriced_resources": sum(c.get("unpriced", 0) for c in costs),
+        # Two totals: what is measured and safe to do now, and what needs a change of code, market or more data.
+        # Together they are monthly_saving_usd; a finding of unknown price is in neither (unpriced_findings).
+        "monthly_saving_usd": round(sum(f["monthly_saving_usd"] or 0.0 for f in findings), 2),
+        **saving_totals(findings),
         # Each failed item where it ran: the region in a one-account report, else "<account>/<region>".
         "failed_regions": [f["place"] for f in failures],
         "failed_items": len(failures),

@@ -45,6 +45,26 @@ def put_html(bucket: str, key: str, text: str) -> str:
     return key
 
 
+def put_csv(bucket: str, key: str, text: str) -> str:
+    _s3().put_object(Bucket=bucket, Key=key, Body=text.encode(), ContentType="text/csv; charset=utf-8")
+    return key
+
+
+def get_json_if_present(bucket: str, key: str) -> Any:
+    """An object's JSON, or None when there is none. Without s3:ListBucket (the Report step has GetObject on
+    reports/* only) S3 answers a missing key with AccessDenied, not NoSuchKey: both mean "none" here."""
+    s3 = _s3()
+    try:
+        body: bytes = s3.get_object(Bucket=bucket, Key=key)["Body"].read()
+    except s3.exceptions.NoSuchKey:
+        return None
+    except s3.exceptions.ClientError as error:
+        if error.response.get("Error", {}).get("Code") in ("AccessDenied", "403"):
+            return None
+        raise
+    return json.loads(body)
+
+
 def presigned_link(bucket: str, key: str, hours: int) -> str:
     """A GET link. Signed with the function's role session, it stops working when that session ends,
     whichever comes first of ``hours`` and the session's own expiry."""

@@ -26,7 +26,12 @@ def summary_message(report: dict[str, Any], link: str | None) -> dict[str, Any]:
     totals = report["totals"]
     if totals.get("insufficient_data"):
         title = "Right-sizing audit: insufficient data, nothing judged"
-    else:
+    elif "safe_monthly_saving_usd" in totals:
+        title = (
+            f"Right-sizing audit: ${totals['safe_monthly_saving_usd']:,.2f}/month safe to do now, "
+            f"${totals['conditional_monthly_saving_usd']:,.2f}/month more after a change of code, market or data"
+        )
+    else:  # a report made before the two totals
         title = f"Right-sizing audit: ${totals['monthly_saving_usd']:,.2f}/month to save"
     accounts = report.get("accounts") or []
     several = len(accounts) > 1
@@ -41,10 +46,12 @@ def summary_message(report: dict[str, Any], link: str | None) -> dict[str, Any]:
         if several:
             account = str(resource.get("account") or "")
             where = f"{names.get(account, account)}/{where}"
+        saving = finding["monthly_saving_usd"]
         lines.append(
-            f"• *${finding['monthly_saving_usd']:,.2f}/mo* `{escape(finding['reason'])}` "
+            f"• *{'cost unknown' if saving is None else f'${saving:,.2f}/mo'}* `{escape(finding['reason'])}` "
             f"{escape(resource['name'] or resource['id'])} ({escape(where)}): "
             f"{escape(finding['current_type'])} → {escape(target)}{_projection(finding)}"
+            + ("" if finding.get("tier", "safe_now") == "safe_now" else " _(needs a change first)_")
         )
     body = (
         (f"{len(accounts)} accounts: " if several else "")

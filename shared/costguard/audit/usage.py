@@ -62,6 +62,7 @@ def summarize(
         gpu_p95=round(percentile(values, 95), 2) if values else None,
         gpu_max=round(max(values), 2) if values else None,
         per_gpu_p95=tuple(per_gpu_p95),
+        gpus_reporting=tuple(sorted(index for index, points in gpu.items() if points)),
         memory_peak_mib=memory_peak,
         memory_total_peak_mib=memory_total_peak,
         cpu_p95=round(percentile([v for _, v in cpu], 95), 2) if cpu else None,

@@ -16,9 +16,14 @@ from costguard.permissions import needs
 
 PAGE = 1000  # ListProvisionedModelThroughputs' maxResults
 IN_SERVICE = "InService"
+METRIC_NAMESPACE = "AWS/Bedrock"
+INVOCATIONS_METRIC = "Invocations"
+MODEL_DIMENSION = "ModelId"
 
 # in_service (one list call per 1,000), tags_of (one call per throughput asked about).
 READ_PERMISSIONS = needs("bedrock:ListProvisionedModelThroughputs", "bedrock:ListTagsForResource")
+# published_model_ids: one ListMetrics walk (500 series a page) per region and sweep.
+SERIES_PERMISSIONS = needs("cloudwatch:ListMetrics")
 # delete (read again first), tag, untag: what AwsRemediator does to a throughput.
 REMEDIATE_PERMISSIONS = needs(
     "bedrock:GetProvisionedModelThroughput",
@@ -59,6 +64,21 @@ def _account_of(arn: str) -> str | None:
 
 def _aware(value: datetime | str | None) -> datetime | None:
     return to_datetime(value) if value is not None else None
+
+
+def published_model_ids(region: str) -> set[str]:
+    """Every ModelId value AWS/Bedrock ``Invocations`` has a series under in the region: what CloudWatch lists
+    (a series that received data in the last two weeks), on-demand models included. One paginated ListMetrics
+    walk per region and sweep, whatever the number of throughputs: the evidence that a throughput's silence is
+    its series having no datapoints, not costguard reading a ModelId AWS does not publish under."""
+    cloudwatch: Any = clients.cloudwatch(region)
+    found: set[str] = set()
+    for page in cloudwatch.get_paginator("list_metrics").paginate(
+        Namespace=METRIC_NAMESPACE, MetricName=INVOCATIONS_METRIC
+    ):
+        for metric in page.get("Metrics", []):
+            found |= {d["Value"] for d in metric.get("Dimensions", []) if d.get("Name") == MODEL_DIMENSION}
+    return found
 
 
 class ProvisionedThroughputs:

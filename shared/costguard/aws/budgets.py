@@ -9,6 +9,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from costguard.aws import clients
+from costguard.aws.dynamo import table_id
 from costguard.detect.budgets import BudgetAlert, Scope
 from costguard.detect.escalation import AlertType, Escalation
 from costguard.model import Finding
@@ -60,7 +61,7 @@ class BreachLog:
         scope: Scope,
     ) -> None:
         dynamodb = clients.client("dynamodb")
-        key = f"budget-breach#{account}#{alert.name}"
+        key = table_id("budget-breach#", f"{account}#{alert.name}")  # the index holds the id as written
         expires = str(int(end_of_month(now).timestamp()))
         record = self.record_of(alert, account, region, now, escalation=escalation, scope=scope)
         dynamodb.put_item(

@@ -10,10 +10,16 @@ comes.
 
 The callers declare the IAM actions these calls need (dynamodb:BatchGetItem, dynamodb:BatchWriteItem) in their
 own PERMISSIONS.
+
+Every id the state table is keyed by that holds a name AWS or Kubernetes chose (a resource key, a budget's name, a
+workload's, a job family's) is built with ``table_id``: DynamoDB refuses a partition key over 2,048 bytes on every
+read and write, and a Kubernetes ownerReference name, say, is checked only for being non-empty. A key that fits is
+kept as it is, byte for byte (items stored before are found); a longer one is kept under its SHA-256.
 """
 
 from __future__ import annotations
 
+import hashlib
 import time
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
@@ -26,6 +32,25 @@ ATTEMPTS = 5  # calls per chunk: the first, and retries of what is left unproces
 BACKOFF_SECONDS = 0.05  # the wait before attempt n (n >= 1) is BACKOFF_SECONDS * 2**n
 
 Request = dict[str, Any]
+
+# DynamoDB's limit on a partition key is 2,048 bytes; a key part up to half that is kept as it is, so a prefix and
+# the rest of an id have room.
+MAX_KEY_BYTES = 1024
+
+
+def table_id(prefix: str, key: str) -> str:
+    """The state table's id of ``key`` under ``prefix``: ``prefix + key``, or ``prefix + "sha256:<hex>"`` when
+    ``key`` is over MAX_KEY_BYTES in UTF-8. The same key always gives the same id: read and write with it."""
+    encoded = key.encode("utf-8", "surrogatepass")
+    if len(encoded) <= MAX_KEY_BYTES:
+        return prefix + key
+    return f"{prefix}sha256:{hashlib.sha256(encoded).hexdigest()}"
+
+
+def whole_id(item_id: str) -> str:
+    """``table_id`` of an id already joined (``<prefix>#<rest>``): the part after the first ``#`` is the key."""
+    prefix, mark, rest = item_id.partition("#")
+    return table_id(prefix + mark, rest) if mark else table_id("", item_id)
 
 
 def backoff(attempt: int) -> float:

@@ -27,12 +27,13 @@ KEEP = timedelta(days=30)
 
 
 def history_key(account: str, region: str, resource_id: str) -> str:
-    return f"idle-history#{account}/{region}/{resource_id}"
+    """A resource's history: its id (a name, for a notebook) held to DynamoDB's key limit (dynamo.table_id)."""
+    return dynamo.table_id("idle-history#", f"{account}/{region}/{resource_id}")
 
 
 def prior_key(account: str, region: str, group: str) -> str:
-    """A peer group's pool, per account and region."""
-    return f"idle-prior#{account}/{region}/{group}"
+    """A peer group's pool, per account and region (the group is made of tags: held to the limit too)."""
+    return dynamo.table_id("idle-prior#", f"{account}/{region}/{group}")
 
 
 class IdleHistories(Protocol):

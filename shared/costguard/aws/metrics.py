@@ -235,16 +235,24 @@ def gpu_queries(
 
 
 def evidence_queries(
-    instances: Sequence[Ec2Instance], *, network: Container[str] | None = None
+    instances: Sequence[Ec2Instance],
+    *,
+    network: Container[str] | None = None,
+    outbound: Container[str] = (),
 ) -> list[Query]:
-    """CPU per instance, and network for the instances in ``network`` (every one when None): the evidence an
-    idle verdict (CPU) or a starved one (CPU and network) states, read for those only."""
+    """CPU per instance, network in for the instances in ``network`` (every one when None) and network out for
+    those in ``outbound``: what a starved verdict states, and what EC2 itself says of an instance whose GPU
+    series read idle (detect/host_evidence.py: CPU, network in and out), read for those only."""
     queries = []
     for instance in instances:
         ec2_dims = (("InstanceId", instance.id),)
         queries.append(Query((instance.id, "cpu", ""), "AWS/EC2", "CPUUtilization", ec2_dims))
-        if network is None or instance.id in network:
+        if network is None or instance.id in network or instance.id in outbound:
             queries.append(
                 Query((instance.id, "network_in", ""), "AWS/EC2", "NetworkIn", ec2_dims, stat="Sum")
+            )
+        if instance.id in outbound:
+            queries.append(
+                Query((instance.id, "network_out", ""), "AWS/EC2", "NetworkOut", ec2_dims, stat="Sum")
             )
     return queries

@@ -28,7 +28,7 @@ def shard_of(instance_id: str) -> int:
 
 
 def _key(account: str, region: str, shard: int) -> str:
-    return f"read-plan#{account}/{region}/{shard}"
+    return dynamo.table_id("read-plan#", f"{account}/{region}/{shard}")
 
 
 def changed_shards(before: Mapping[str, Entry], after: Mapping[str, Entry]) -> set[int]:

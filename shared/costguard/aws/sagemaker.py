@@ -189,6 +189,7 @@ def in_service_endpoints(region: str) -> list[Endpoint]:
         for summary in page["Endpoints"]
     ]
     configs: dict[str, dict[str, str | None]] = {}
+    asynchronous: set[str] = set()  # the configurations with an AsyncInferenceConfig
     raw: list[tuple[dict[str, Any], list[tuple[str, str | None, int]]]] = []
     for summary in summaries:
         # Unavoidable per endpoint: DescribeEndpoint for the live variants and their instance counts, and
@@ -200,6 +201,8 @@ def in_service_endpoints(region: str) -> list[Endpoint]:
             configs[config_name] = {
                 v["VariantName"]: v.get("InstanceType") for v in config["ProductionVariants"]
             }
+            if config.get("AsyncInferenceConfig"):
+                asynchronous.add(config_name)
         variants = [
             (
                 v["VariantName"],
@@ -223,6 +226,7 @@ def in_service_endpoints(region: str) -> list[Endpoint]:
             region=region,
             created=endpoint.get("CreationTime"),
             variants=made,
+            asynchronous=endpoint["EndpointConfigName"] in asynchronous,
         )
         if candidate.has_gpu:
             endpoints.append(replace(candidate, tags=tags_of(sagemaker, candidate.arn)))

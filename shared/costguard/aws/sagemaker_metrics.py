@@ -69,18 +69,60 @@ def gpu_queries(
     return queries
 
 
+# An asynchronous endpoint publishes no Invocations: what it processed, and what waits (AWS's async-inference
+# monitoring page). An endpoint hosting inference components publishes Invocations per InferenceComponentName.
+ASYNC_PROCESSED_METRIC = "InvocationsProcessed"  # per EndpointName + VariantName
+ASYNC_BACKLOG_METRIC = "ApproximateBacklogSize"  # per EndpointName
+COMPONENT_DIMENSION = "InferenceComponentName"
+
+
 def invocation_queries(endpoints: Sequence[Endpoint]) -> list[Query]:
-    return [
-        Query(
-            (endpoint_key(endpoint), "invocations", variant.name),
-            ENDPOINT_NAMESPACE,
-            INVOCATIONS_METRIC,
-            (("EndpointName", endpoint.name), ("VariantName", variant.name)),
-            stat="Sum",
-        )
-        for endpoint in endpoints
-        for variant in endpoint.variants
-    ]
+    """The "invocations" each endpoint served, under the metric and dimensions AWS documents for its kind:
+    Invocations per variant (real-time), InvocationsProcessed per variant and the backlog's Maximum (asynchronous),
+    Invocations per inference component (an endpoint hosting them)."""
+    queries = []
+    for endpoint in endpoints:
+        key = endpoint_key(endpoint)
+        if endpoint.inference_components:
+            queries += [
+                Query(
+                    (key, "invocations", f"component/{name}"),
+                    ENDPOINT_NAMESPACE,
+                    INVOCATIONS_METRIC,
+                    ((COMPONENT_DIMENSION, name),),
+                    stat="Sum",
+                )
+                for name in endpoint.inference_components
+            ]
+            continue
+        metric = ASYNC_PROCESSED_METRIC if endpoint.asynchronous else INVOCATIONS_METRIC
+        queries += [
+            Query(
+                (key, "invocations", variant.name),
+                ENDPOINT_NAMESPACE,
+                metric,
+                (("EndpointName", endpoint.name), ("VariantName", variant.name)),
+                stat="Sum",
+            )
+            for variant in endpoint.variants
+        ]
+        if endpoint.asynchronous:
+            queries.append(
+                Query(
+                    (key, "backlog", ""),
+                    ENDPOINT_NAMESPACE,
+                    ASYNC_BACKLOG_METRIC,
+                    (("EndpointName", endpoint.name),),
+                    stat="Maximum",
+                )
+            )
+    return queries
+
+
+def backlog_of(endpoint: Endpoint, data: MetricSet) -> float | None:
+    """An asynchronous endpoint's largest backlog over the window; None when no datapoint came back."""
+    values = [v for _, v in data.of(endpoint_key(endpoint)).get(("backlog", ""), [])]
+    return max(values) if values else None
 
 
 def invocations_of(endpoint: Endpoint, data: MetricSet) -> float | None:

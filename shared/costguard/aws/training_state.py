@@ -15,6 +15,7 @@ from functools import cache
 from typing import Any
 
 from costguard.aws import clients
+from costguard.aws.dynamo import table_id
 from costguard.detect.job_families import Failure, FailureHistory
 from costguard.detect.training_guardrails import FinishedRest, JobSummary, with_finished
 from costguard.permissions import needs
@@ -64,6 +65,11 @@ def _dynamo(value: Any) -> Any:
 _KEY_ATTRIBUTES = {"id", "version", "expiration"}
 
 
+def _day_id(prefix: str, account: str, region: str, day: date) -> str:
+    """A day's item of an account and region (an event's own account and region: held to the key limit too)."""
+    return table_id(prefix, f"{account}#{region}#{day.isoformat()}")
+
+
 class TrainingState:
     def __init__(self, table: str) -> None:
         self.table = table
@@ -110,7 +116,7 @@ class TrainingState:
 
         The item stays small: the latest failures one by one (``entries``, by job name), the earlier ones of
         the window summed per time slot (``earlier``); see detect.job_families.FailureHistory."""
-        key = f"failures#{account}#{region}#{family}"
+        key = table_id("failures#", f"{account}#{region}#{family}")  # a family is a tag or a job's name
         new = False
 
         def change(data: dict[str, Any]) -> dict[str, Any] | None:
@@ -130,7 +136,7 @@ class TrainingState:
         """Keep the finished job (once per job name): the day's costliest one by one (``entries``), the rest
         summed (``rest``); see detect.training_guardrails.with_finished."""
         day = summary.ended_at.date()
-        key = f"finished#{account}#{region}#{day.isoformat()}"
+        key = _day_id("finished#", account, region, day)
 
         def change(data: dict[str, Any]) -> dict[str, Any] | None:
             kept, rest = _finished(data)
@@ -149,7 +155,7 @@ class TrainingState:
     def finished_on(self, account: str, region: str, day: date) -> tuple[list[JobSummary], FinishedRest]:
         """The day's finished jobs kept one by one, and the others summed."""
         found = clients.client("dynamodb").get_item(
-            TableName=self.table, Key={"id": {"S": f"finished#{account}#{region}#{day.isoformat()}"}}
+            TableName=self.table, Key={"id": {"S": _day_id("finished#", account, region, day)}}
         )
         item = found.get("Item") or {}
         kept, rest = _finished(
@@ -164,7 +170,7 @@ class TrainingState:
             dynamodb.put_item(
                 TableName=self.table,
                 Item={
-                    "id": {"S": f"digest#{account}#{region}#{day.isoformat()}"},
+                    "id": {"S": _day_id("digest#", account, region, day)},
                     "expiration": {"N": str(int((now + timedelta(days=4)).timestamp()))},
                 },
                 ConditionExpression="attribute_not_exists(id)",

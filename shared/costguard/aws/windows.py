@@ -8,6 +8,7 @@ from typing import Any
 
 from costguard import windows
 from costguard.aws import clients
+from costguard.aws.dynamo import whole_id
 from costguard.permissions import needs
 from costguard.windows import WindowCount, fingerprint
 
@@ -19,8 +20,9 @@ def _epoch(at: datetime) -> str:
 
 
 class DynamoWindowCounter:
-    """One item per key: the listed members (a string set), the fingerprints of the others (a string set), a
-    count of those past both, the window's start and its end (also the item's TTL).
+    """One item per key (its id: the key held to DynamoDB's key limit, dynamo.whole_id): the listed members (a
+    string set), the fingerprints of the others (a string set), a count of those past both, the window's start
+    and its end (also the item's TTL).
 
     The window opens with the first member and lasts ``window``; TTL deletes lazily, so expiry is checked here.
     Each step is one conditional atomic update of one attribute, so concurrent invocations never lose or
@@ -38,7 +40,7 @@ class DynamoWindowCounter:
         try:
             found: dict[str, Any] = dynamodb.update_item(
                 TableName=self.table,
-                Key={"id": {"S": key}},
+                Key={"id": {"S": whole_id(key)}},
                 UpdateExpression=expression,
                 ConditionExpression=condition,
                 ExpressionAttributeValues=values,
@@ -104,7 +106,7 @@ class DynamoWindowCounter:
                 dynamodb.put_item(
                     TableName=self.table,
                     Item={
-                        "id": {"S": key},
+                        "id": {"S": whole_id(key)},
                         "members": {"SS": [member]},
                         "started": {"N": _epoch(now)},
                         "expiration": {"N": _epoch(now + window)},

@@ -24,7 +24,7 @@ from datetime import UTC, datetime, timedelta, tzinfo
 from enum import IntEnum, StrEnum
 from zoneinfo import ZoneInfo
 
-from costguard.model import MARK_TAG_KEY, Finding, Reason
+from costguard.model import Finding, Reason
 from costguard.policy import marked_at
 
 # Upper edges (minutes) of the histogram's length bins: five-minute bins up to two hours (a sweep's step), then
@@ -659,10 +659,10 @@ def adapt(finding: Finding, advice: Advice, now: datetime, params: AdaptiveParam
             )
         if due is None or due <= now:
             return finding.model_copy(update={"evidence": evidence})
-        backdated = finding.resource.tags | {MARK_TAG_KEY: (now - params.grace).isoformat()}
+        # Its grace period ends now; the mark itself stays as costguard wrote it (act/marks.py vouches for it).
         return finding.model_copy(
             update={
-                "resource": finding.resource.model_copy(update={"tags": backdated}),
+                "resource": finding.resource.model_copy(update={"grace_ends": now}),
                 "summary": f"{finding.summary} Stopped before the end of its grace period: {advice.why}.",
                 "evidence": evidence,
             }

@@ -3,6 +3,9 @@
 The series are each period's Maximum (aws/metrics.GPU_STAT): a datapoint someone adds can only make a GPU look
 busier. Idle compares the largest of them with the threshold; starved averages the periods in which each GPU
 was working (at or above the idle threshold), and only when it was working in most of them.
+
+A reading outside a GPU's physical range (below 0% or above 100%) is no reading: nvidia-smi never writes one, so
+the series holds something someone else wrote, and no verdict (idle, starved or busy) is built on it.
 """
 
 from __future__ import annotations
@@ -39,6 +42,11 @@ class Verdict(StrEnum):
     NO_METRICS = "no_metrics"
     PARTIAL = "partial_metrics"  # some GPUs report in the idle window, others publish nothing: never idle
     TOO_EARLY = "too_early"  # metrics exist but do not yet cover the window
+    OUT_OF_RANGE = "out_of_range"  # a reading below 0% or above 100%: unreadable, never idle, starved or busy
+
+
+# A GPU's utilization is a percentage of that one GPU: anything outside this range was not written by nvidia-smi.
+GPU_PERCENT_RANGE = (0.0, 100.0)
 
 
 PERIOD = timedelta(minutes=1)  # the metrics' period: one datapoint a minute
@@ -96,6 +104,26 @@ class GpuReading:
     # reported periods in which it was working, and the mean of all GPUs over the periods they were working.
     working_share: float | None = None
     working_mean_percent: float | None = None
+    # OUT_OF_RANGE: each GPU (series key) with a reading outside GPU_PERCENT_RANGE in the lookback, and the
+    # reading furthest outside it, with its time.
+    out_of_range: tuple[tuple[int, float, datetime], ...] = ()
+
+
+def out_of_range(
+    gpus: dict[int, Series], start: datetime, end: datetime
+) -> tuple[tuple[int, float, datetime], ...]:
+    """Each series with a reading in (start, end] outside GPU_PERCENT_RANGE, and its reading furthest outside."""
+    low, high = GPU_PERCENT_RANGE
+    found = []
+    for index, series in gpus.items():
+        values = [v for t, v in series if start < t <= end]
+        if not values or (low <= min(values) and max(values) <= high):
+            continue
+        at, worst = max(
+            ((t, v) for t, v in series if start < t <= end), key=lambda p: max(low - p[1], p[1] - high)
+        )
+        found.append((index, worst, at))
+    return tuple(sorted(found))
 
 
 def _coverage(values_by_gpu: dict[int, list[float]], expected: int) -> float:
@@ -120,6 +148,10 @@ def read_gpus(
     """
     if not any(gpus.values()):
         return GpuReading(Verdict.NO_METRICS, expected_gpus)
+    # Any reading outside the physical range makes the whole read unreadable: no verdict rests on it.
+    bad = out_of_range(gpus, now - thresholds.lookback, now)
+    if bad:
+        return GpuReading(Verdict.OUT_OF_RANGE, expected_gpus, out_of_range=bad)
     # Values as plain lists, so that max and fmean run over them in C: the verdict is read for every
     # instance at every sweep, and at every step of a backtest (a million reads for a week of 1,000).
     idle_start = now - thresholds.idle_window
@@ -247,6 +279,32 @@ PARTIAL_HELP = (
     "look for Xid errors in dmesg), or the agent's nvidia_gpu section leaves it out: check the agent's "
     "configuration and its log (/opt/aws/amazon-cloudwatch-agent/logs/amazon-cloudwatch-agent.log)."
 )
+
+
+OUT_OF_RANGE_HELP = (
+    "nvidia-smi reports each GPU's utilization from 0 to 100%: a reading outside that range was written by "
+    "something other than the CloudWatch agent. Anyone allowed cloudwatch:PutMetricData (the agent's managed "
+    "policy grants it on every namespace) can write into the agent's series: find who does (CloudTrail, "
+    "if CloudWatch data events are logged; the roles granted cloudwatch:PutMetricData) and narrow that grant "
+    "with a cloudwatch:namespace condition."
+)
+
+
+def out_of_range_text(reading: GpuReading) -> str:
+    """The readings outside the range, as a message says them: ``GPU 3: -400% at 11:42 UTC``."""
+    return "; ".join(
+        f"GPU {index}: {value:g}% at {at.strftime('%H:%M UTC')}" for index, value, at in reading.out_of_range
+    )
+
+
+def out_of_range_summary(name: str, what: str, reading: GpuReading, window_minutes: int) -> str:
+    """What an OUT_OF_RANGE reading says, for any resource with per-GPU series."""
+    return (
+        f"{name} ({what}) has a GPU utilization reading out of range in the last {window_minutes} minutes "
+        f"({out_of_range_text(reading)}): a GPU reads 0 to 100%, so its series holds datapoints the CloudWatch "
+        "agent did not write. costguard cannot read its GPUs, so it cannot tell whether it is idle, and "
+        "will not call it idle, starved or busy."
+    )
 
 
 def numbers(indices: Iterable[int]) -> str:
@@ -410,6 +468,18 @@ def _verdict_news(
                 "repeat_scope": f"silent:{numbers(reading.silent)}",
             },
         )
+    if reading.verdict is Verdict.OUT_OF_RANGE:
+        lookback = int(thresholds.lookback.total_seconds() // 60)
+        return (
+            Reason.GPU_METRICS_PARTIAL,
+            out_of_range_summary(name, f"a running {instance.type}, {gpus}", reading, lookback),
+            {
+                "out_of_range_readings": out_of_range_text(reading),
+                "how_to_fix": OUT_OF_RANGE_HELP,
+                # Which GPUs read out of range is the news: another set is reported again.
+                "repeat_scope": f"out_of_range:{numbers(i for i, _, _ in reading.out_of_range)}",
+            },
+        )
     return None
 
 
@@ -459,6 +529,11 @@ def _active_again_summary(reading: GpuReading, name: str) -> str | None:
         return (
             f"{name} no longer reports on every GPU (GPU {numbers(reading.silent)} silent): "
             "costguard cannot confirm it is idle, so its pending stop is cancelled."
+        )
+    if reading.verdict is Verdict.OUT_OF_RANGE:
+        return (
+            f"{name} has a GPU reading out of range ({out_of_range_text(reading)}): costguard cannot read its "
+            "GPUs, so it cannot confirm it is idle, and its pending stop is cancelled."
         )
     return None
 

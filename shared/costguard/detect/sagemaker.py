@@ -352,6 +352,22 @@ def endpoint_resource(endpoint: Endpoint) -> Resource:
     )
 
 
+def traffic_metric(endpoint: Endpoint) -> str:
+    """The series an endpoint's traffic is read from, as AWS documents it for its kind."""
+    if endpoint.inference_components:
+        return (
+            "AWS/SageMaker Invocations per InferenceComponentName ("
+            + ", ".join(endpoint.inference_components)
+            + ")"
+        )
+    if endpoint.asynchronous:
+        return (
+            "AWS/SageMaker InvocationsProcessed per EndpointName and VariantName, and ApproximateBacklogSize "
+            "(an asynchronous endpoint publishes no Invocations)"
+        )
+    return "AWS/SageMaker Invocations per EndpointName and VariantName"
+
+
 def endpoint_findings(
     endpoint: Endpoint,
     invocations: float | None,
@@ -360,13 +376,17 @@ def endpoint_findings(
     window: timedelta,
     now: datetime,
     event_id: str | None = None,
+    backlog: float | None = None,
 ) -> list[Finding]:
     """``endpoint_idle`` for a GPU endpoint older than the window that served no invocation in it.
 
-    ``invocations`` is the Sum over the window across its variants; no datapoints at all (None) is no
-    traffic too. Notify only: deleting an endpoint is its owner's call.
+    ``invocations`` is the Sum over the window of what its kind publishes (traffic_metric): Invocations per
+    variant for a real-time endpoint, InvocationsProcessed for an asynchronous one (whose ``backlog``, requests
+    waiting, is use too), Invocations per inference component for an endpoint hosting them. SageMaker publishes
+    these only while there is traffic, so no datapoints (None) under the documented series of its kind is no
+    traffic. Notify only: deleting an endpoint is its owner's call.
     """
-    if not endpoint.has_gpu or (invocations or 0) > 0:
+    if not endpoint.has_gpu or (invocations or 0) > 0 or (backlog or 0) > 0:
         return []
     if endpoint.created is not None and now - endpoint.created < window:
         return []  # too young to have a whole window of traffic behind it
@@ -384,8 +404,9 @@ def endpoint_findings(
         Finding(
             reason=Reason.ENDPOINT_IDLE,
             resource=endpoint_resource(endpoint),
-            summary=f"Endpoint {endpoint.name} keeps {variants} running and served no invocations in "
-            f"{hours} hours. costguard never deletes endpoints: delete it if nobody needs it (its endpoint "
+            summary=f"Endpoint {endpoint.name} keeps {variants} running and "
+            f"{'processed no requests and had none waiting' if endpoint.asynchronous else 'served no invocations'}"
+            f" in {hours} hours. costguard never deletes endpoints: delete it if nobody needs it (its endpoint "
             "configuration and model stay, so it can be recreated).",
             observed_at=now,
             event_id=event_id,
@@ -395,6 +416,7 @@ def endpoint_findings(
                 "variants": variants,
                 "invocations": 0,
                 "window_hours": hours,
+                "metric": traffic_metric(endpoint),
                 "created": endpoint.created.isoformat() if endpoint.created else None,
                 "price_source": ", ".join(
                     sorted({p.source if p else "unknown" for p, _ in costs}) or ["unknown"]
@@ -553,6 +575,70 @@ def _variant_underused(
     )
 
 
+def impossible_readings(use: VariantUse, gpus: int) -> str:
+    """What in a variant's reading is outside its physical range, or "": GPUUtilization and GPUMemoryUtilization
+    are 0-100 per GPU, summed over an instance's GPUs (0 to 100 x GPUs)."""
+    ceiling = 100.0 * max(1, gpus)
+    wrong = [
+        f"{name} {value:g}% (possible: 0-{ceiling:g}% on {gpus} GPU{'s' if gpus != 1 else ''})"
+        for name, value in (
+            ("GPUUtilization", use.gpu_percent),
+            ("GPUMemoryUtilization", use.gpu_memory_percent),
+        )
+        if value is not None and not (math.isfinite(value) and 0.0 <= value <= ceiling)
+    ]
+    return "; ".join(wrong)
+
+
+def _unreadable(endpoint: Endpoint, variants: list[str], now: datetime, event_id: str | None) -> Finding:
+    """A variant whose GPU reading cannot be: told once (an alert-once reason), never a verdict."""
+    text = "; ".join(variants)
+    return Finding(
+        reason=Reason.GPU_METRICS_MISSING,
+        resource=endpoint_resource(endpoint),
+        summary=f"Endpoint {endpoint.name}: its GPU metrics read {text}, outside what a GPU can read. costguard "
+        "treats the reading as unreadable: it gives no verdict and no advice on this endpoint's GPUs until the "
+        "reading is back in range.",
+        observed_at=now,
+        event_id=event_id,
+        remediable=False,
+        evidence={
+            "unreadable": text,
+            "metric": f"{ENDPOINT_GPU_METRIC} per variant (each hour's Maximum), 0-100 per GPU summed over its GPUs",
+        },
+    )
+
+
+def _judge_variants(
+    endpoint: Endpoint,
+    uses: Mapping[str, VariantUse],
+    prices: Mapping[str, Price | None],
+    candidates: Sequence[Candidate],
+    hours: float,
+) -> tuple[list[_Underused], list[str]]:
+    """The underused GPU variants' figures, and the variants whose reading cannot be (never judged)."""
+    judged = []
+    unreadable: list[str] = []
+    for variant in endpoint.variants:
+        use = uses.get(variant.name)
+        if not (variant.has_gpu and variant.instance_count > 0 and use):
+            continue
+        gpus = variant.accelerators.count if variant.accelerators else 1
+        impossible = impossible_readings(use, gpus)
+        if impossible:
+            unreadable.append(f"{variant.name}: {impossible}")
+            continue  # no verdict, and no advice, on a reading that cannot be
+        price = prices.get(variant.instance_type) if variant.instance_type else None
+        if not price:
+            continue
+        if (use.invocations or 0) <= 0 or use.gpu_percent is None:
+            continue  # no traffic is endpoint_idle's; no GPU reading is never called underused
+        if use.gpu_percent / gpus >= UNDERUSED_GPU_PERCENT:
+            continue
+        judged.append(_variant_underused(variant, use, price, candidates, hours))
+    return judged, unreadable
+
+
 def endpoint_underused_findings(
     endpoint: Endpoint,
     uses: Mapping[str, VariantUse],
@@ -570,20 +656,10 @@ def endpoint_underused_findings(
     if endpoint.created is not None and now - endpoint.created < window:
         return []
     hours = window.total_seconds() / 3600
-    judged = []
-    for variant in endpoint.variants:
-        use = uses.get(variant.name)
-        price = prices.get(variant.instance_type) if variant.instance_type else None
-        if not (variant.has_gpu and variant.instance_count > 0 and use and price):
-            continue
-        gpus = variant.accelerators.count if variant.accelerators else 1
-        if (use.invocations or 0) <= 0 or use.gpu_percent is None:
-            continue  # no traffic is endpoint_idle's; no GPU reading is never called underused
-        if use.gpu_percent / gpus >= UNDERUSED_GPU_PERCENT:
-            continue
-        judged.append(_variant_underused(variant, use, price, candidates, hours))
+    judged, unreadable = _judge_variants(endpoint, uses, prices, candidates, hours)
+    found = [_unreadable(endpoint, unreadable, now, event_id)] if unreadable else []
     if not judged:
-        return []
+        return found
     hourly = round(sum(v.hourly for v in judged), 4)
     invocations = sum(v.invocations for v in judged)
     per_1000 = cost_per_1000(hourly, hours, invocations) or 0.0
@@ -601,6 +677,7 @@ def endpoint_underused_findings(
         summary += f" Cheapest fit for the same traffic: {fits[0]}."
     summary += " costguard never changes endpoints: this is for its owner to decide."
     return [
+        *found,
         Finding(
             reason=Reason.ENDPOINT_UNDERUSED,
             resource=endpoint_resource(endpoint),
@@ -625,5 +702,5 @@ def endpoint_underused_findings(
                     sorted({p.source for p in prices.values() if p is not None}) or ["unknown"]
                 ),
             },
-        )
+        ),
     ]

@@ -4,6 +4,7 @@ and its commitments, orphaned storage and Compute Optimizer comparison."""
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from datetime import timedelta
 from functools import cache
 from typing import Any
@@ -13,7 +14,7 @@ from aws_lambda_powertools.metrics import MetricUnit
 from costguard.audit import store
 from costguard.audit.discover import PRICED_OPTIONS_PERMISSIONS, priced_options
 from costguard.audit.endpoints import endpoint_rows
-from costguard.audit.evaluate import Catalog, evaluate
+from costguard.audit.evaluate import Catalog, cost_hours, evaluate
 from costguard.audit.holdings import Holdings, region_sections
 from costguard.audit.model import AuditFinding, Subject, Usage, family_of
 from costguard.audit.report import region_result, team_totals
@@ -81,25 +82,27 @@ def judge_region(
     options, prices = priced_options(
         step.region, price_book(settings.price_source == "live"), {s.instance_type for s in subjects}
     )
-    findings, skipped = evaluate(subjects, usage, Catalog(options, prices), rules)
-    monthly = sum(
-        prices[s.instance_type] * s.instance_count * rules.hours_per_month
-        for s in subjects
-        if s.instance_type in prices
-    )
+    window_hours = settings.audit_lookback_days * 24.0
+    findings, skipped = evaluate(subjects, usage, Catalog(options, prices), rules, window_hours=window_hours)
+
+    def hours_of(subject: Subject) -> float:
+        return cost_hours(subject, window_hours, rules)[0]
+
+    costs = region_costs(subjects, prices, window_hours, rules)
     result = region_result(
         step.region,
         findings,
         skipped,
         audited=len(subjects),
-        monthly_cost_usd=monthly,
+        monthly_cost_usd=costs["month_usd"] + costs["window_usd"],
         team_tag=settings.routing_tag_key,
         hours_per_month=rules.hours_per_month,
         window_start=step.now - timedelta(days=settings.audit_lookback_days),
         account=step.account,
         account_name=step.account_name,
         instances=sum(s.instance_count for s in subjects),
-        teams=team_totals(subjects, prices, settings.routing_tag_key, rules.hours_per_month),
+        teams=team_totals(subjects, prices, settings.routing_tag_key, rules.hours_per_month, hours_of),
+        costs=costs,
     )
     result["endpoints"] = endpoint_rows(
         subjects,
@@ -110,8 +113,25 @@ def judge_region(
         window_hours=settings.audit_lookback_days * 24.0,
         team_tag=settings.routing_tag_key,
     )
-    result |= region_holdings(step, settings, subjects, findings, prices, rules, holdings)
+    result |= region_holdings(step, settings, subjects, findings, prices, rules, holdings, hours_of)
     return result, len(findings)
+
+
+def region_costs(
+    subjects: list[Subject], prices: dict[str, float], window_hours: float, rules: Rules
+) -> dict[str, Any]:
+    """What the item's resources cost, by basis: a month for what runs continuously (``month_usd``), what the
+    rest spent over the window (``window_usd``: jobs, and what did not run the whole window), and how many have
+    no price (``unpriced``: in neither, never as $0)."""
+    costs: dict[str, Any] = {"month_usd": 0.0, "window_usd": 0.0, "unpriced": 0}
+    for subject in subjects:
+        price = prices.get(subject.instance_type)
+        if price is None:
+            costs["unpriced"] += 1
+            continue
+        hours, basis = cost_hours(subject, window_hours, rules)
+        costs[f"{basis}_usd"] += price * subject.instance_count * hours
+    return costs | {"month_usd": round(costs["month_usd"], 2), "window_usd": round(costs["window_usd"], 2)}
 
 
 def accelerated(instance_type: str) -> bool:
@@ -132,6 +152,7 @@ def region_holdings(
     prices: dict[str, float],
     rules: Rules,
     holdings: Holdings,
+    hours_of: Callable[[Subject], float] | None = None,
 ) -> dict[str, Any]:
     """The item's commitments, orphaned storage, untagged GPU spend and Compute Optimizer comparison: what
     Discover gathered (``holdings``), Savings Plans coverage and Compute Optimizer's recommendations read here,
@@ -160,4 +181,5 @@ def region_holdings(
         required_tags=settings.required_tags,
         team_tag=settings.routing_tag_key,
         accelerated=accelerated,
+        hours_of=hours_of,
     )

@@ -29,6 +29,7 @@ from costguard.detect.gpu import (
     thresholds_from,
     unmatched_alarm_finding,
 )
+from costguard.detect.host_evidence import corroborated, read_host
 from costguard.events.cloudwatch import AlarmStateChange
 from costguard.events.ec2 import InstanceStateChange
 from costguard.model import Ec2Instance, Finding, Reason, ResourceKind
@@ -58,6 +59,9 @@ SWEEP_STEP = timedelta(minutes=5)
 CHUNK_SERIES = 2000
 # The verdicts whose message states the instance's CPU and network: read for those only.
 _EVIDENCE_VERDICTS = (Verdict.IDLE, Verdict.STARVED)
+# An idle reading of the GPU series, which anyone allowed cloudwatch:PutMetricData can write, stops nothing unless
+# EC2's own metrics agree (detect/host_evidence.py): its CPU, network in and network out are read at every sweep.
+_HOST_EVIDENCE_METRICS = 3
 
 _GONE = {"stopping", "stopped", "shutting-down", "terminated"}
 
@@ -108,12 +112,14 @@ def read_evidence(
     reads: Metrics,
     *,
     network: frozenset[str] | None = None,
+    outbound: frozenset[str] = frozenset(),
 ) -> MetricSet:
-    """CPU of these instances over the starved window, and network of those in ``network`` (all when None):
-    read only for the verdicts that state them."""
+    """CPU of these instances over the starved window, network in of those in ``network`` (all when None) and
+    network out of those in ``outbound``: read only for the verdicts that state or need them, in one batched read
+    (ceil(queries / 500) GetMetricData calls)."""
     if not instances:
         return MetricSet()
-    queries = evidence_queries(instances, network=network)
+    queries = evidence_queries(instances, network=network, outbound=outbound)
     return reads.get_metric_data(
         region, queries, now - thresholds.starved_window, now, int(PERIOD.total_seconds())
     )
@@ -126,12 +132,16 @@ def evidence_wanted(
     thresholds: Thresholds,
     now: datetime,
     planner: Planner | None,
-) -> tuple[list[Ec2Instance], frozenset[str]]:
-    """The instances whose CPU a message will state, and of those the ones whose network it will state too
-    (``read_schedule.evidence_metrics``)."""
+) -> tuple[list[Ec2Instance], frozenset[str], frozenset[str]]:
+    """The instances whose CPU is read, of those the ones whose network in is read too, and the ones whose network
+    out is read too: a message's figures (``read_schedule.evidence_metrics``), and for every idle reading, news or
+    not, what EC2 itself says over the idle window (``_HOST_EVIDENCE_METRICS``), without which it stops nothing."""
     counts: dict[str, int] = {}
     for instance in chunk:
         reading = readings.get(instance.id)
+        if reading is not None and reading.verdict is Verdict.IDLE:
+            counts[instance.id] = _HOST_EVIDENCE_METRICS
+            continue
         standing = planner is not None and planner.standing(instance)
         if reading is None or reading.verdict not in _EVIDENCE_VERDICTS or standing:
             continue  # nothing new to state: no finding built
@@ -145,7 +155,8 @@ def evidence_wanted(
             now=now,
         )
     wanted = [i for i in chunk if counts.get(i.id, 0) > 0]
-    return wanted, frozenset(i.id for i in wanted if counts[i.id] > 1)
+    network = frozenset(i.id for i in wanted if counts[i.id] > 1)
+    return wanted, network, frozenset(i.id for i in wanted if counts[i.id] > 2)
 
 
 def readings_of(
@@ -263,16 +274,62 @@ def judge_chunk(
     data = read_fleet(region, chunk, thresholds, now, reads, series)
     readings = readings_of(chunk, data, thresholds, now)
     adaptive_on = runtime.settings.idle_policy == "adaptive" and runtime.idle_histories is not None
-    wanted, network = evidence_wanted(chunk, readings, runtime, thresholds, now, planner)
+    unreadable(chunk, readings)
+    wanted, network, outbound = evidence_wanted(chunk, readings, runtime, thresholds, now, planner)
     if adaptive_on:  # the adaptive policy learns from every instance's CPU (the network only messages state)
         wanted = list(chunk)
-    data.add(read_evidence(region, wanted, thresholds, now, reads, network=network))
+    data.add(read_evidence(region, wanted, thresholds, now, reads, network=network, outbound=outbound))
     found = findings_for(chunk, data, runtime, thresholds, now, event_id, readings)
     if adaptive_on:
         found = adapted(chunk, data, found, runtime, thresholds, now)
+    found = with_host_evidence(found, data, thresholds, now)
     if planner is not None:
         planner.read(chunk, data, found)
     return found
+
+
+def with_host_evidence(
+    findings: Sequence[Finding], data: MetricSet, thresholds: Thresholds, now: datetime
+) -> list[Finding]:
+    """Each GPU-idle finding held against EC2's own CPU and network over the idle window: it stays remediable
+    only when they agree (detect/host_evidence.py). The last word on the finding: nothing after it makes one
+    remediable again."""
+    window = int(thresholds.idle_window.total_seconds() // 60)
+    held = []
+    for finding in findings:
+        if finding.reason is Reason.GPU_IDLE and finding.remediable:
+            instance_id = finding.resource.id
+            host = read_host(
+                data.measure(instance_id, "cpu"),
+                data.measure(instance_id, "network_in"),
+                data.measure(instance_id, "network_out"),
+                now,
+                thresholds.idle_window,
+            )
+            finding = corroborated(finding, host, window)
+            if not finding.remediable:
+                logger.warning(
+                    "GPU series read idle, EC2's own metrics do not agree: told, not acted on",
+                    extra={"instance_id": instance_id, "ec2_metrics": finding.evidence.get("ec2_metrics")},
+                )
+                emf.add_metric(name="UncorroboratedGpuIdle", unit=MetricUnit.Count, value=1)
+        held.append(finding)
+    return held
+
+
+def unreadable(chunk: Sequence[Ec2Instance], readings: dict[str, GpuReading]) -> None:
+    """Log and count each instance whose GPU series hold a reading outside 0-100%: no verdict is built on it."""
+    for instance in chunk:
+        reading = readings.get(instance.id)
+        if reading is not None and reading.verdict is Verdict.OUT_OF_RANGE:
+            logger.warning(
+                "GPU reading out of range: no verdict",
+                extra={
+                    "instance_id": instance.id,
+                    "readings": [(i, v, at.isoformat()) for i, v, at in reading.out_of_range[:10]],
+                },
+            )
+            emf.add_metric(name="OutOfRangeGpuReadings", unit=MetricUnit.Count, value=1)
 
 
 @dataclass

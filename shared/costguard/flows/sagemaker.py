@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import datetime, timedelta
 
 from costguard.act.aws import permissions_for
 from costguard.act.shadow import key_of, overlay, read_marks
-from costguard.aws import budgets, metrics, sagemaker
+from costguard.aws import budgets, inference_components, metrics, sagemaker
 from costguard.aws.idle_history import PERMISSIONS as IDLE_HISTORY_PERMISSIONS
 from costguard.aws.metrics import MetricSet
 from costguard.aws.sagemaker import NOTEBOOK_DIMENSION
 from costguard.aws.sagemaker_metrics import (
     ENDPOINT_PERIOD,
+    backlog_of,
     endpoint_gpu_queries,
     gpu_queries,
     invocation_queries,
@@ -33,11 +35,13 @@ from costguard.detect.sagemaker import (
 from costguard.model import Endpoint, Finding, NotebookInstance, Reason, ResourceKind, TrainingJob
 from costguard.pipeline import Report
 from costguard.pricing import region_prices
+from costguard.reads import SageMakerReads
 from costguard.runtime import ACT_PERMISSIONS, PRICES_PERMISSIONS, Runtime
 
 # handle_sweep: endpoints are only ever reported, never stopped.
 SWEEP_PERMISSIONS = (
     sagemaker.INVENTORY_PERMISSIONS
+    | inference_components.PERMISSIONS  # an endpoint's traffic is read per inference component it hosts
     | metrics.READ_PERMISSIONS
     | metrics.LIST_PERMISSIONS
     | budgets.BREACH_LOG_PERMISSIONS
@@ -78,7 +82,7 @@ def findings_for(
     notebooks = [
         n for n in listed.in_service_notebooks(region) if n.accelerators and n.accelerators.is_nvidia
     ]
-    endpoints = listed.in_service_endpoints(region)
+    endpoints = with_components(listed, region, listed.in_service_endpoints(region))
     jobs, notebooks = with_marks(jobs, notebooks, runtime, now)
 
     # Two batched reads for the whole sweep: per-minute GPU series over the verdict windows, and hourly
@@ -133,6 +137,7 @@ def findings_for(
         findings += endpoint_findings(
             endpoint,
             invocations_of(endpoint, calls),
+            backlog=backlog_of(endpoint, calls) if endpoint.asynchronous else None,
             prices={t: runtime.prices.hourly(t, region) for t in types},
             window=endpoint_window,
             now=now,
@@ -141,6 +146,16 @@ def findings_for(
     if endpoints:
         findings += underused_endpoints(region, endpoints, calls, runtime, endpoint_window, now, event_id)
     return findings
+
+
+def with_components(listed: SageMakerReads, region: str, endpoints: list[Endpoint]) -> list[Endpoint]:
+    """The endpoints with the inference components each hosts: one ListInferenceComponents walk per region and
+    sweep, only when there are GPU endpoints to judge. An endpoint hosting them publishes its Invocations per
+    InferenceComponentName: read per endpoint and variant it would look idle however busy it is."""
+    if not endpoints:
+        return endpoints
+    hosted = listed.inference_components(region)
+    return [replace(e, inference_components=hosted.get(e.name, ())) for e in endpoints]
 
 
 def underused_endpoints(

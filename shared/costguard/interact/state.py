@@ -96,7 +96,8 @@ class ActionRecord:
 
 
 def mute_id(resource_key: str, reason: str) -> str:
-    return f"mute#{resource_key}|{reason}"
+    """A mute's id: the resource key can be too long for DynamoDB (a hostile name), see dynamo.table_id."""
+    return dynamo.table_id("mute#", f"{resource_key}|{reason}")
 
 
 def mute(table: str, resource_key: str, reason: str, until: datetime, *, by: str) -> None:

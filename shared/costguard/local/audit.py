@@ -242,8 +242,10 @@ def _wait(sfn: Any, execution: str) -> dict[str, Any]:
 
 
 def write_outputs(run: AuditRun, out: Path) -> list[Path]:
-    """report.json and report.html in ``out``."""
+    """report.json, report.html and report.csv in ``out``, compared with the report.json already there (the
+    previous run's: locally the output folder is the audit bucket, which the embedded AWS empties each run)."""
     out.mkdir(parents=True, exist_ok=True)
+    compare_with_previous(run, out / "report.json")
     written = []
     if run.report is not None:
         path = out / "report.json"
@@ -253,12 +255,119 @@ def write_outputs(run: AuditRun, out: Path) -> list[Path]:
         path = out / "report.html"
         path.write_text(run.html, encoding="utf-8")
         written.append(path)
+    if run.report is not None:
+        from costguard.audit.export import findings_csv
+
+        path = out / "report.csv"
+        path.write_text(findings_csv(run.report), encoding="utf-8")
+        written.append(path)
     return written
+
+
+def compare_with_previous(run: AuditRun, previous_path: Path) -> None:
+    """The run's report (and page) compared with the report at ``previous_path``, when the run found no previous
+    report in its own bucket and there is one there."""
+    if run.report is None or (run.report.get("comparison") or {}).get("previous") is not None:
+        return
+    try:
+        previous = json.loads(previous_path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return
+    from costguard.audit.report import SCHEMA
+
+    if not isinstance(previous, dict) or previous.get("schema") != SCHEMA:
+        return
+    from costguard.audit.compare import compare
+    from costguard.audit.html import render_html
+
+    comparison = compare(run.report["findings"], previous, key=str(previous_path))
+    run.report = run.report | {"comparison": comparison}
+    run.html = render_html(run.report)
 
 
 def _projected(finding: dict[str, Any]) -> str:
     projected = finding.get("projected_gpu_p95_percent")
     return "projection unknown" if projected is None else f"{projected:g}% projected p95"
+
+
+def _usd(value: float | None, width: int = 0) -> str:
+    """A figure as the command prints it; "cost unknown" where there is no price (never $0.00)."""
+    return f"{'cost unknown':>{width + 1}}" if value is None else f"${value:>{width},.2f}"
+
+
+def _finding_line(finding: dict[str, Any]) -> str:
+    resource = finding["resource"]
+    target = finding["recommended_type"] or "stop"
+    if finding["recommended_market"] == "spot":
+        target += " (spot)"
+    basis = (
+        "" if finding.get("cost_basis", "month") == "month" else f" (spent in {finding['cost_hours']:g} h)"
+    )
+    needs = f"; needs {'; '.join(finding['needs'])}" if finding.get("needs") else ""
+    return (
+        f"  {_usd(finding['monthly_saving_usd'], 11)}/mo  {finding['reason']:<22} "
+        f"{resource['name'] or resource['id']}: {finding['current_type']} -> {target}{basis} "
+        f"[{finding['confidence']} confidence, {_projected(finding)}, {finding.get('risk', '?')} risk{needs}]"
+    )
+
+
+def print_headline(report: dict[str, Any]) -> None:
+    """The two totals (never one figure to act on), what the resources cost, and the findings under each."""
+    totals = report["totals"]
+    cost = f"${totals['monthly_cost_usd']:,.2f}"
+    if "continuous_monthly_cost_usd" in totals:
+        cost += (
+            f": ${totals['continuous_monthly_cost_usd']:,.2f} a month for what runs continuously, "
+            f"${totals['window_spend_usd']:,.2f} spent over the window by jobs and what did not run all of it"
+        )
+    if totals.get("unpriced_resources"):
+        cost += f"; {totals['unpriced_resources']} of unknown price"
+    print(f"Right-sizing audit: {totals['findings']} findings over {totals['resources']} resources ({cost}).")
+    if "safe_monthly_saving_usd" not in totals:  # a report made before the two totals
+        print(f"  ${totals['monthly_saving_usd']:,.2f}/month to save.")
+        for finding in report["findings"]:
+            print(_finding_line(finding))
+        return
+    unpriced = (
+        f", {totals['unpriced_findings']} more of unknown price" if totals.get("unpriced_findings") else ""
+    )
+    groups = (
+        (
+            "safe_now",
+            f"${totals['safe_monthly_saving_usd']:,.2f}/month safe to do now (measured: high confidence, low risk)",
+        ),
+        (
+            "needs_change",
+            f"${totals['conditional_monthly_saving_usd']:,.2f}/month more needs a change of code, market or more "
+            f"data first{unpriced}",
+        ),
+    )
+    for tier, title in groups:
+        print(f"{title}:")
+        for finding in report["findings"]:
+            if finding.get("tier") == tier:
+                print(_finding_line(finding))
+    print(
+        "  confidence: how sure the measurement is (high: compute and memory measured over the full window); "
+        "risk: how likely the target cannot carry the work (low: projected p95 at most 60% per GPU)."
+    )
+
+
+def print_comparison(report: dict[str, Any]) -> None:
+    section = report.get("comparison")
+    if not section:
+        return
+    if section.get("previous") is None:
+        print(f"Since the previous audit: {section.get('note') or 'no previous report'}.")
+        return
+    t = section["totals"]
+    print(
+        f"Since the previous audit ({section['previous'].get('run')}): {t['new']} new "
+        f"(${t['new_monthly_saving_usd']:,.2f}/month), {t['resolved']} resolved "
+        f"(${t['resolved_monthly_saving_usd']:,.2f}/month), {t['changed']} changed ({t['grown']} grown, "
+        f"{'+' if t['changed_delta_usd'] >= 0 else '-'}${abs(t['changed_delta_usd']):,.2f}/month), "
+        f"{section['unchanged']} unchanged."
+    )
 
 
 def print_summary(run: AuditRun, written: list[Path]) -> None:
@@ -267,27 +376,15 @@ def print_summary(run: AuditRun, written: list[Path]) -> None:
         print(f"costguard audit: the state machine ended {run.status}: {run.error}")
         return
     totals = run.report["totals"]
-    print(
-        f"Right-sizing audit: {totals['findings']} findings over {totals['resources']} resources "
-        f"(${totals['monthly_cost_usd']:,.2f}/month): ${totals['monthly_saving_usd']:,.2f}/month to save."
-    )
-    for finding in run.report["findings"]:
-        resource = finding["resource"]
-        target = finding["recommended_type"] or "stop"
-        if finding["recommended_market"] == "spot":
-            target += " (spot)"
-        print(
-            f"  ${finding['monthly_saving_usd']:>11,.2f}/mo  {finding['reason']:<22} "
-            f"{resource['name'] or resource['id']}: {finding['current_type']} -> {target} "
-            f"[{finding['confidence']} confidence, {_projected(finding)}, {finding.get('risk', '?')} risk]"
-        )
+    print_headline(run.report)
     if totals.get("skipped"):
         cost = totals.get("skipped_monthly_cost_usd")
         print(
             f"  not judged: {totals['skipped']} resources"
-            + (f" (${cost:,.2f}/month)" if cost is not None else "")
+            + (f" (${cost:,.2f})" if cost is not None else "")
             + ", listed in the report with why"
         )
+    print_comparison(run.report)
     print_endpoints(run.report)
     print_holdings(run.report)
     accounts = run.report.get("accounts") or []
@@ -325,7 +422,7 @@ def print_endpoints(report: dict[str, Any]) -> None:
         fit = row.get("fit")
         cheaper = (
             f"; on {fit['instance_type']}: ${fit['cost_per_1000_requests_usd']:,.4f} "
-            f"(${fit['monthly_saving_usd']:,.2f}/month less)"
+            f"({_usd(fit['monthly_saving_usd'])}/month less)"
             if fit and fit["cost_per_1000_requests_usd"] is not None
             else ""
         )
@@ -343,6 +440,13 @@ def print_holdings(report: dict[str, Any]) -> None:
         print(f"Commitments: ${commitments['monthly_saving_usd']:,.2f}/month to save (estimated plan rates).")
         for row in commitments["rows"]:
             print(f"  ${row['monthly_saving_usd']:>11,.2f}/mo  commitment_candidate   {row['summary']}")
+        if commitments.get("sized_after_advice"):
+            names = ", ".join(str(r.get("name") or r["id"]) for r in commitments.get("left_out") or [])
+            left = f": left out {names} (commit for their new type once it has run steadily)" if names else ""
+            print(
+                f"  sized on the fleet after this report's stop and resize advice{left}; "
+                f"commit ${commitments['commitment_usd_per_hour']:,.4f}/h in all."
+            )
     storage = report.get("orphaned_storage")
     if storage:
         print(f"Orphaned storage: ${storage['monthly_cost_usd']:,.2f}/month, {storage['size_gib']:,g} GiB.")

@@ -26,6 +26,7 @@ from costguard.local.replay import (
 )
 from costguard.local.stack import DEFAULT_TEMPLATE, PROJECT_ROOT, SEED_AHEAD, LocalStack, patched_environ
 from costguard.local.template import Template
+from costguard.local.terminal import printable
 from costguard.local.world import World, WorldFileError, load_world
 
 DEMO_WORLD = PROJECT_ROOT / "worlds" / "demo.yaml"
@@ -183,22 +184,27 @@ def _log_level(args: argparse.Namespace) -> dict[str, str]:
 
 
 def _print_human(result: ReplayResult, counter: str = "") -> None:
-    print(f"\n=== {counter}{result.event}")
+    """One event's result; what came from the event or the account (ids, summaries, errors, the Slack
+    messages) printable: no control character of a Name tag reaches the terminal (local/terminal.py)."""
+    p = printable
+    print(f"\n=== {counter}{p(result.event)}")
     if result.function:
-        print(f"    function: {result.function}" + (f" ({result.route})" if result.route else ""))
+        print(f"    function: {p(result.function)}" + (f" ({p(result.route)})" if result.route else ""))
     for note in result.notes:
-        print(f"    note:     {note}")
+        print(f"    note:     {p(note)}")
     if result.error:
-        print(f"    ERROR: {result.error}")
+        print(f"    ERROR: {p(result.error)}")
     if result.output:
         print(f"    result:   {json.dumps(result.output, default=str)}")
     for finding in result.findings:
-        print(f"    finding:  {finding['reason']} on {finding['resource_id']}: {finding['summary']}")
+        print(f"    finding:  {p(finding['reason'])} on {p(finding['resource_id'])}: {p(finding['summary'])}")
     for decision in result.decisions:
         dry = " (dry run)" if decision["dry_run"] else ""
-        print(f"    decision: {decision['action']}{dry} {decision['resource_id']} [{decision['reason']}]")
+        print(
+            f"    decision: {p(decision['action'])}{dry} {p(decision['resource_id'])} [{p(decision['reason'])}]"
+        )
     for message in result.slack:
-        print(render(message))
+        print(printable(render(message), lines=True))
 
 
 def _settings(pairs: list[str]) -> dict[str, str]:
@@ -235,7 +241,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
                 sys.stdout.flush()
             if result.error:
                 ok = False
-                print(f"costguard: {result.error}", file=sys.stderr)
+                print(f"costguard: {printable(result.error)}", file=sys.stderr)
                 if result.trace:
                     print(
                         result.trace if args.verbose else "    (--verbose for the traceback)", file=sys.stderr
@@ -264,7 +270,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
         batched.update(id(message) for message in batch.messages)
         print(batch_heading(batch))
         for message in batch.messages:
-            print(render(message))
+            print(printable(render(message), lines=True))
         sys.stdout.flush()
 
     def shown(n: int, total: int, result: ReplayResult) -> None:  # each event as soon as it has run
@@ -349,6 +355,10 @@ def cmd_audit(args: argparse.Namespace) -> int:
     written = write_outputs(run, Path(args.out))
     if args.json:
         print(json.dumps(run.report if run.report is not None else {"error": run.error}, default=str))
+    elif args.csv and run.report is not None:
+        from costguard.audit.export import findings_csv
+
+        print(findings_csv(run.report), end="")
     else:
         print_summary(run, written)
     failed = run.report is None or bool(run.report["totals"]["failed_regions"])
@@ -379,7 +389,7 @@ def cmd_redrive(args: argparse.Namespace) -> int:
         done = redrive_report(source, target)
         print(f"moved {done.moved} notices from the dead-letter queue back to the decisions queue")
     for message_id, why in sorted(done.left.items()):
-        print(f"  left {message_id}: {why}")
+        print(f"  left {printable(message_id)}: {printable(why)}")
     return 0
 
 
@@ -435,6 +445,7 @@ def parser() -> argparse.ArgumentParser:
     au.add_argument("--world", help="world YAML file (default: the demo world)")
     au.add_argument("--now", type=_time, help="the time to audit at (ISO 8601 or epoch), default the world's")
     au.add_argument("--json", action="store_true", help="print the report JSON")
+    au.add_argument("--csv", action="store_true", help="print the findings as CSV (and write report.csv)")
     au.add_argument("--out", default="costguard-audit", help="directory for report.json and report.html")
     au.add_argument("--rules", help="JSON file overriding the packaged rules")
     from costguard.local import account_commands

@@ -43,6 +43,7 @@ from costguard.local.remediation_reach import (
     reasons_sentence,
     scope_sentence,
 )
+from costguard.local.terminal import printable
 from costguard.model import (
     Accelerators,
     Action,
@@ -666,26 +667,28 @@ def _resource(resource: Resource) -> str:
 
 
 def render(report: DoctorReport) -> str:
-    """The report as `costguard doctor` prints it."""
+    """The report as `costguard doctor` prints it. Every value read from the account (a Name tag in a subject,
+    an AWS error in a sentence) is shown printable: a control character cannot recolour or overwrite a line."""
+    p = printable
     out = [
-        f"costguard doctor: account {report.account}, {report.region}, stack {report.stack} "
-        f"({report.mode} mode), at {report.now:%Y-%m-%d %H:%M} UTC"
+        f"costguard doctor: account {p(report.account)}, {p(report.region)}, stack {p(report.stack)} "
+        f"({p(report.mode)} mode), at {report.now:%Y-%m-%d %H:%M} UTC"
     ]
     areas = list(dict.fromkeys(c.area for c in report.checks))
     for area in areas:
         out.append(f"\n{area}")
         for check in (c for c in report.checks if c.area == area):
-            out.append(f"  {check.status.value.upper():<8} {check.subject}: {check.says}")
+            out.append(f"  {check.status.value.upper():<8} {p(check.subject)}: {p(check.says)}")
             if check.fix:
-                out.append(f"           fix: {check.fix}")
-    out.append(f"\nWhat a first sweep would find ({_mode_words(report.mode, report.acting)})")
+                out.append(f"           fix: {p(check.fix)}")
+    out.append(f"\nWhat a first sweep would find ({p(_mode_words(report.mode, report.acting))})")
     if isinstance(report.sweep, str):
-        out.append(f"  UNKNOWN  {report.sweep}")
+        out.append(f"  UNKNOWN  {p(report.sweep)}")
     elif not report.sweep:
         out.append("  nothing: no idle, starved or silent GPU resource")
     for line in report.sweep if isinstance(report.sweep, list) else []:
-        out.append(f"  {line.reason:<20} {line.resource}: {line.action}")
-        out.append(f"  {'':<20} {line.summary}")
+        out.append(f"  {line.reason:<20} {p(line.resource)}: {p(line.action)}")
+        out.append(f"  {'':<20} {p(line.summary)}")
     fix, unknown = len(report.to_fix), len(report.unknown)
     verdict = "everything costguard needs is in place" if not (fix or unknown) else ""
     parts = [f"{fix} to fix" if fix else "", f"{unknown} not checked" if unknown else ""]
@@ -951,6 +954,10 @@ class HeldSageMaker:
 
     def in_service_endpoints(self, region: str) -> list[Endpoint]:
         return list(self.endpoints)
+
+    def inference_components(self, region: str) -> dict[str, tuple[str, ...]]:
+        """The doctor does not list inference components (its policy has no ListInferenceComponents)."""
+        return {e.name: e.inference_components for e in self.endpoints}
 
     def instance_accelerators(
         self, region: str, instance_types: Sequence[str]

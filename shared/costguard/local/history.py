@@ -14,7 +14,7 @@ from typing import Any
 from moto.cloudwatch.models import MetricDatum
 
 from costguard.local.seed_metrics import datum, datums, remembered, store
-from costguard.local.world import Instance, World
+from costguard.local.world import DEFAULT_CPU_PERCENT, Instance, World
 
 IDLE_GPU_PERCENT = 1.0
 IDLE_GPU_MEMORY_GIB = 0.5
@@ -71,6 +71,7 @@ def _history_datums(world: World, gpu_info: dict[str, dict[str, Any]]) -> list[M
         count = sum(g.get("Count", 0) for g in gpus)
         model = gpus[0].get("Name", "GPU") if gpus else "GPU"
         cpu = spec.usage.cpu_percent if spec.usage.cpu_percent is not None else spec.cpu_percent
+        cpu = DEFAULT_CPU_PERCENT if cpu is None else cpu
         silent = silent_gpus(spec)
         for at in history_points(spec, world.now):
             for index in range(count):

@@ -29,15 +29,25 @@ from costguard.local.bedrock import publish_bedrock_metrics, world_provisioned_t
 from costguard.local.buckets import seed_buckets
 from costguard.local.budgets import seed_budgets
 from costguard.local.capacity import publish_capacity_metrics, world_capacity_reservations
+from costguard.local.dynamo_limits import key_limits
 from costguard.local.fast_metrics import indexed_metrics
 from costguard.local.history import publish_usage_history
 from costguard.local.hyperpod import publish_hyperpod_metrics, world_hyperpod_clusters
+from costguard.local.inference_components import world_inference_components
 from costguard.local.org import place_client, play_organization, seed_organization
 from costguard.local.seed_metrics import datum, datums, publish, remembered, store
 from costguard.local.sink import SlackSink
 from costguard.local.template import Function, Template, resolve
 from costguard.local.training_health import seed_training_health
-from costguard.local.world import Endpoint, GpuMetrics, Instance, World, gpu_series
+from costguard.local.world import (
+    DEFAULT_CPU_PERCENT,
+    DEFAULT_NETWORK_MB_PER_MINUTE,
+    Endpoint,
+    GpuMetrics,
+    Instance,
+    World,
+    gpu_series,
+)
 from costguard.model import MARK_TAG_KEY, ResourceKind
 
 PROJECT_ROOT = Path(__file__).resolve().parents[3]
@@ -137,12 +147,14 @@ class LocalStack:
         if self.sink._server is None:
             self._exit.enter_context(self.sink)
         self._exit.enter_context(mock_aws())
+        self._exit.enter_context(key_limits())  # DynamoDB's key limits on every call (local/dynamo_limits.py)
         self._exit.enter_context(indexed_metrics())
         self._exit.enter_context(moto_stop_training_job())
         if self.world.organization is not None:
             self._exit.enter_context(play_organization())
         self.capacity = self._exit.enter_context(world_capacity_reservations(self.world))
         self.bedrock = self._exit.enter_context(world_provisioned_throughputs(self.world))
+        self._exit.enter_context(world_inference_components(self.world))
         self._exit.enter_context(world_hyperpod_clusters(self.world))
         self._exit.callback(clock.freeze, None)
         _reset_process_caches()
@@ -598,6 +610,13 @@ def _ran(spec: Instance, now: datetime, until: datetime) -> Callable[[datetime],
     return lambda at: any(start <= at < end for start, end in periods)
 
 
+# An instance whose GPUs all idle in a minute, and whose world gives no CPU or network figure of its own, is an
+# idle host in that minute to EC2's own metrics (detect/host_evidence.py reads them): its agents' CPU and traffic.
+QUIET_GPU_PERCENT = 5.0
+QUIET_HOST_CPU = 1.0
+QUIET_HOST_NETWORK_MB = 0.05  # in; out is a tenth of in
+
+
 def publish_metrics(world: World, gpu_info: dict[str, dict[str, Any]], until: datetime) -> None:
     """The CloudWatch agent's per-GPU series, and EC2's CPU and network series, for running instances."""
     key = ("instances", world.model_dump_json(), json.dumps(gpu_info, sort_keys=True, default=str), until)
@@ -615,6 +634,7 @@ def _instance_metrics(
         if spec.state != "running":
             continue
         ran = _ran(spec, world.now, until)
+        quiet: dict[datetime, int] = {}  # the GPUs under the idle threshold, by minute
         for index in range(count):
             dims = [
                 {"Name": "InstanceId", "Value": spec.id},
@@ -624,15 +644,24 @@ def _instance_metrics(
             for at, value in gpu_series(spec.gpu_metrics, index, world.now, until):
                 if ran(at):
                     batches["CWAgent"].append(datum("nvidia_smi_utilization_gpu", dims, at, value, "Percent"))
+                    quiet[at] = quiet.get(at, 0) + (value < QUIET_GPU_PERCENT)
         ec2_dims = [{"Name": "InstanceId", "Value": spec.id}]
         clock_only = spec.gpu_metrics.model_copy(update={"pattern": "idle", "gpus": []})
+        # EC2's own CPU and network: the world's figures when it gives them; else an idle host's in the minutes
+        # every GPU is idle (as a host whose GPUs nobody uses is), and the defaults in any other minute.
         for at, _ in gpu_series(clock_only, 0, world.now, until):
             if not ran(at):
                 continue  # EC2 publishes nothing while its owner has it stopped
-            batches["AWS/EC2"].append(datum("CPUUtilization", ec2_dims, at, spec.cpu_percent, "Percent"))
-            batches["AWS/EC2"].append(
-                datum("NetworkIn", ec2_dims, at, spec.network_in_mb_per_minute * 1e6, "Bytes")
-            )
+            idle_host = count > 0 and quiet.get(at) == count
+            cpu = spec.cpu_percent
+            if cpu is None:
+                cpu = QUIET_HOST_CPU if idle_host else DEFAULT_CPU_PERCENT
+            network = spec.network_in_mb_per_minute
+            if network is None:
+                network = QUIET_HOST_NETWORK_MB if idle_host else DEFAULT_NETWORK_MB_PER_MINUTE
+            batches["AWS/EC2"].append(datum("CPUUtilization", ec2_dims, at, cpu, "Percent"))
+            batches["AWS/EC2"].append(datum("NetworkIn", ec2_dims, at, network * 1e6, "Bytes"))
+            batches["AWS/EC2"].append(datum("NetworkOut", ec2_dims, at, network * 1e5, "Bytes"))
     return [d for namespace, data in batches.items() for d in datums(namespace, data)]
 
 
@@ -743,8 +772,12 @@ def _seed_endpoints(world: World, sagemaker: Any, backend: Any, role: str) -> No
             "InstanceType": endpoint.instance_type,
         }
         config = f"{endpoint.name}-config"
+        extra: dict[str, Any] = {}
+        if endpoint.kind == "async":
+            output = {"S3OutputPath": f"s3://{world.account}-artifacts/{endpoint.name}/async/"}
+            extra["AsyncInferenceConfig"] = {"OutputConfig": output}
         try:
-            sagemaker.create_endpoint_config(EndpointConfigName=config, ProductionVariants=[variant])
+            sagemaker.create_endpoint_config(EndpointConfigName=config, ProductionVariants=[variant], **extra)
         except sagemaker.exceptions.ClientError as error:
             if "instanceType" not in str(error):
                 raise
@@ -752,6 +785,7 @@ def _seed_endpoints(world: World, sagemaker: Any, backend: Any, role: str) -> No
             sagemaker.create_endpoint_config(
                 EndpointConfigName=config,
                 ProductionVariants=[variant | {"InstanceType": MOTO_ENDPOINT_TYPE}],
+                **extra,
             )
             backend.endpoint_configs[config].production_variants[0]["InstanceType"] = endpoint.instance_type
         sagemaker.create_endpoint(
@@ -819,7 +853,7 @@ def publish_sagemaker_metrics(world: World, gpus: dict[str, tuple[int, str]], un
         calls = [(at, endpoint.invocations_per_hour) for at in history]
         calls += [(at, per_minute) for at, _ in gpu_series(clock_only, 0, world.now, until)]
         for at, invocations in calls:
-            batches["AWS/SageMaker"].append(datum("Invocations", dims, at, invocations, "None"))
+            batches["AWS/SageMaker"] += _traffic(endpoint, dims, at, invocations)
             # Instance metrics as SageMaker publishes them: 0-100 per GPU, summed over the type's GPUs.
             for name, percent in (
                 ("GPUUtilization", endpoint.gpu_percent),
@@ -831,6 +865,28 @@ def publish_sagemaker_metrics(world: World, gpus: dict[str, tuple[int, str]], un
                     )
     for namespace, data in batches.items():
         publish(world.account, world.region, namespace, data)
+
+
+def _traffic(
+    endpoint: Endpoint, dims: list[dict[str, str]], at: datetime, calls: float
+) -> list[dict[str, Any]]:
+    """An endpoint's traffic as its kind publishes it (AWS/SageMaker): Invocations per endpoint and variant
+    (real-time); InvocationsProcessed per endpoint and variant and ApproximateBacklogSize per endpoint, never
+    Invocations (asynchronous); Invocations per InferenceComponentName (an endpoint hosting components)."""
+    if endpoint.kind == "async":
+        backlog = [{"Name": "EndpointName", "Value": endpoint.name}]
+        return [
+            datum("InvocationsProcessed", dims, at, calls, "None"),
+            datum("ApproximateBacklogSize", backlog, at, 0.0, "None"),
+        ]
+    if endpoint.kind == "inference_components":
+        components = endpoint.components()
+        share = round(calls / len(components), 4)
+        return [
+            datum("Invocations", [{"Name": "InferenceComponentName", "Value": c}], at, share, "None")
+            for c in components
+        ]
+    return [datum("Invocations", dims, at, calls, "None")]
 
 
 def _endpoint_hours(world: World, endpoint: Endpoint, recent: datetime) -> list[datetime]:

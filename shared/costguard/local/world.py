@@ -110,6 +110,11 @@ class TimelinePeriod(_Strict):
     end: AwsTime | None = None
 
 
+# EC2's own CPU and network of an instance whose world gives none, in the minutes its GPUs are not all idle.
+DEFAULT_CPU_PERCENT = 20.0
+DEFAULT_NETWORK_MB_PER_MINUTE = 50.0
+
+
 class Instance(_Strict):
     id: Annotated[str, Field(pattern=r"^i-[0-9a-f]{8,17}$")]
     type: str
@@ -118,8 +123,19 @@ class Instance(_Strict):
     launched: AwsTime | None = None
     tags: dict[str, str] = Field(default_factory=dict)
     gpu_metrics: GpuMetrics = Field(default_factory=GpuMetrics)
-    cpu_percent: float = Field(default=20.0, ge=0, le=100)
-    network_in_mb_per_minute: float = Field(default=50.0, ge=0)
+    cpu_percent: float | None = Field(
+        default=None,
+        ge=0,
+        le=100,
+        description="EC2's CPUUtilization; default: an idle host's in the minutes every GPU idles, else "
+        "DEFAULT_CPU_PERCENT",
+    )
+    network_in_mb_per_minute: float | None = Field(
+        default=None,
+        ge=0,
+        description="EC2's NetworkIn (NetworkOut: a tenth of it); default: an idle host's in the minutes every "
+        "GPU idles, else DEFAULT_NETWORK_MB_PER_MINUTE",
+    )
     lifecycle: Literal["on-demand", "spot"] = "on-demand"
     capacity_reservation_id: str | None = Field(
         default=None, description="the capacity reservation or Capacity Block it runs in"
@@ -242,7 +258,19 @@ class Endpoint(_Strict):
     instance_count: int = Field(default=1, ge=1)
     tags: dict[str, str] = Field(default_factory=dict)
     variant: str = "AllTraffic"
-    invocations_per_hour: float = Field(default=0.0, ge=0, description="AWS/SageMaker Invocations")
+    kind: Literal["realtime", "async", "inference_components"] = Field(
+        default="realtime",
+        description="realtime: Invocations per endpoint and variant; async (an AsyncInferenceConfig): "
+        "InvocationsProcessed per endpoint and variant and ApproximateBacklogSize, never Invocations; "
+        "inference_components: Invocations per InferenceComponentName, shared evenly among its components",
+    )
+    inference_components: list[Annotated[str, Field(pattern=r"^[a-zA-Z0-9](-*[a-zA-Z0-9])*$")]] = Field(
+        default_factory=list,
+        description="the components a kind: inference_components endpoint hosts; default: <name>-ic",
+    )
+    invocations_per_hour: float = Field(
+        default=0.0, ge=0, description="its traffic, published as its kind publishes it (AWS/SageMaker)"
+    )
     gpu_percent: float | None = Field(
         default=None,
         ge=0,
@@ -262,6 +290,12 @@ class Endpoint(_Strict):
         "per-minute series (at most back to its creation): what the right-sizing audit reads",
     )
 
+    def components(self) -> list[str]:
+        """The inference components it hosts (none unless its kind is inference_components)."""
+        if self.kind != "inference_components":
+            return []
+        return self.inference_components or [f"{self.name}-ic"]
+
 
 class ProvisionedThroughput(_Strict):
     """A Bedrock Provisioned Throughput (served to costguard's adapter from the world: moto has none)."""
@@ -274,7 +308,22 @@ class ProvisionedThroughput(_Strict):
     created: AwsTime | None = Field(default=None, description="default: 30 days before the world's now")
     commitment_expires: AwsTime | None = None
     tags: dict[str, str] = Field(default_factory=dict)
-    invocations_per_hour: float = Field(default=0.0, ge=0, description="AWS/Bedrock Invocations, by ARN")
+    id: Annotated[str, Field(pattern=r"^[a-z0-9]{12}$")] | None = Field(
+        default=None,
+        description="the 12-character id its ARN ends in (provisioned-model/<id>, as AWS makes them); default: "
+        "derived from its name",
+    )
+    invocations_per_hour: float = Field(default=0.0, ge=0, description="AWS/Bedrock Invocations")
+    invocations_model_id: Literal["arn", "unstated"] = Field(
+        default="unstated",
+        description="the ModelId its Invocations are published under. AWS does not document it for a "
+        "provisioned model: 'unstated' (the default) publishes under a spelling costguard does not read "
+        "(provisioned/<id>), 'arn' under its ARN, a world's stated assumption",
+    )
+    invoked_until: AwsTime | None = Field(
+        default=None,
+        description="its traffic stops here (its series exists, with no datapoints after); default: it goes on",
+    )
 
 
 class HyperPodGroup(_Strict):

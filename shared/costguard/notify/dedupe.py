@@ -15,7 +15,6 @@ what claims it.
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from enum import StrEnum
@@ -27,9 +26,8 @@ from costguard.permissions import needs
 
 # DynamoRepeatGate: one read per 100 sightings, an update for news or to move an episode's end.
 PERMISSIONS = needs("dynamodb:BatchGetItem", "dynamodb:UpdateItem")
+PREFIX = "repeat#"
 
-# DynamoDB refuses partition keys over 2048 bytes; a key built from a hostile resource id can be longer.
-_MAX_KEY_BYTES = 1024
 DIGEST_AFTER = timedelta(days=1)
 # The stored end runs this share of the window ahead of what the rule needs: the writes it saves (a finding seen
 # every 5 minutes under a 240-minute window is written every 65 minutes) against how much longer an episode may
@@ -50,10 +48,8 @@ def refresh_of(window: timedelta) -> timedelta:
 
 
 def _table_key(key: str) -> str:
-    encoded = key.encode("utf-8", "surrogatepass")
-    if len(encoded) <= _MAX_KEY_BYTES:
-        return f"repeat#{key}"
-    return f"repeat#sha256:{hashlib.sha256(encoded).hexdigest()}"
+    """An episode's id: a key built from a hostile resource id can be too long for DynamoDB (dynamo.table_id)."""
+    return dynamo.table_id(PREFIX, key)
 
 
 class RepeatGate(Protocol):
