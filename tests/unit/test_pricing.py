@@ -59,10 +59,10 @@ def test_another_region_has_its_own_figure_and_source() -> None:
 @pytest.mark.parametrize(
     ("instance_type", "region"),
     [
-        ("p4d.24xlarge", "eu-west-1"),  # a gap: the only figure known predates the 2025 P4/P5 price cut
-        ("g5.xlarge", "ap-south-1"),  # a region the table does not cover
+        ("p5.48xlarge", "eu-west-1"),  # not offered there when the table was built
+        ("x9.mega", "ap-east-2"),  # a region the table has no figures for
         ("g6.xlarge", "eu-west-1"),  # not offered there when the table was built
-        ("ml.g5.xlarge", "eu-central-1"),  # no SageMaker figure for the region
+        ("ml.g6.xlarge", "eu-central-1"),  # no public source for the SageMaker type
     ],
 )
 def test_a_figure_the_table_lacks_is_unknown_never_borrowed_from_another_region(
@@ -75,7 +75,7 @@ def test_a_figure_the_table_lacks_is_unknown_never_borrowed_from_another_region(
 
 def test_why_unpriced_names_the_reason() -> None:
     assert "Capacity Blocks" in why_unpriced("p5e.48xlarge", "us-east-1")
-    assert "covers us-east-1" in why_unpriced("g5.xlarge", "ap-south-1")
+    assert "has no figures for ap-east-2" in why_unpriced("x9.mega", "ap-east-2")
     assert "not offered there" in why_unpriced("g6.xlarge", "eu-west-1")
 
 

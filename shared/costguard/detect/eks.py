@@ -17,6 +17,7 @@ from datetime import datetime
 from typing import Any
 
 from costguard.detect.gpu import MIN_COVERAGE, GpuReading, Thresholds, Verdict, numbers
+from costguard.detect.hyperpod import provider_instance_id
 from costguard.events.common import to_datetime
 from costguard.model import MARK_TAG_KEY, Finding, Reason, Resource, ResourceKind
 from costguard.policy import SNOOZE_TAG_KEY
@@ -209,8 +210,8 @@ def node_of(item: Mapping[str, Any], gpus_of_type: Callable[[str | None], int]) 
     meta, status = item.get("metadata") or {}, item.get("status") or {}
     labels = dict(meta.get("labels") or {})
     instance_type = labels.get(_INSTANCE_TYPE)
-    provider = str((item.get("spec") or {}).get("providerID") or "")
-    instance_id = provider.rsplit("/", 1)[-1] if provider.startswith("aws://") else None
+    # An EC2 node's instance, or a HyperPod node's (aws:///<az>/sagemaker/cluster/hyperpod-<id>-<instance>)
+    instance_id = provider_instance_id((item.get("spec") or {}).get("providerID"))
     gpus = gpu_count((status.get("allocatable") or {}).get(GPU_RESOURCE)) or gpus_of_type(instance_type)
     return Node(str(meta.get("name", "")), instance_id, instance_type, gpus, labels)
 

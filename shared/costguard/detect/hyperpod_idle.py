@@ -4,15 +4,19 @@ deleting a node loses what its root volume holds. Pure.
 
 A node is judged from its own GPU series (flows/hyperpod_idle.py reads them): every hour of the window read, the
 busiest GPU's hourly Maximum never above the idle threshold. A node with no GPU series, too few hours of them, or
-launched inside the window is not judged, and never proposed for deletion.
+launched inside the window is not judged, and never proposed for deletion. Each node is judged and priced by its
+own instance type (ListClusterNodes names it): a flexible instance group (``InstanceRequirements``, several types
+and no single ``InstanceType``) is judged like any other, its idle nodes told with the mix of types they run.
 """
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
+from costguard.detect.hyperpod import flexible_types, is_flexible, mix_text
 from costguard.model import Finding, Reason, Resource, ResourceKind
 from costguard.model import HyperPodCluster as Cluster
 from costguard.model import HyperPodGroup as Group
@@ -97,6 +101,11 @@ def _usd(value: float) -> str:
     return f"${value:,.2f}"
 
 
+def type_of(node: Node, group: Group) -> str | None:
+    """A node's instance type: its own (ListClusterNodes names it), else its group's."""
+    return node.instance_type or group.instance_type
+
+
 def idle_group_findings(
     cluster: Cluster,
     nodes: Sequence[Node],
@@ -113,24 +122,26 @@ def idle_group_findings(
     event_id: str | None = None,
 ) -> list[Finding]:
     """One ``hyperpod_idle`` finding per instance group of GPU instances with at least one node idle for the whole
-    window (``gpus``: the GPU count per instance type; a type absent or 0 has none)."""
+    window (``gpus``: the GPU count per instance type; a type absent or 0 has none). Each node is judged and priced
+    by its own type: a flexible group (``InstanceRequirements``, no single type) runs several."""
     findings = []
     for group in cluster.groups:
-        count = gpus.get(group.instance_type or "", 0)
-        if not count or group.slurm_node_type in NOT_JUDGED_SLURM_TYPES:
+        if group.slurm_node_type in NOT_JUDGED_SLURM_TYPES:
             continue
         mine = [n for n in nodes if n.group == group.name and (n.status or "Running") == "Running"]
-        judged = _judge(mine, uses, window, now, idle_percent)
+        with_gpus = [n for n in mine if gpus.get(type_of(n, group) or "", 0)]
+        if not with_gpus:
+            continue
+        judged = _judge(with_gpus, uses, window, now, idle_percent)
         if not judged.idle:
             continue
-        price = prices.get(group.instance_type or "")
         findings.append(
             _finding(
                 cluster,
                 group,
-                count,
+                gpus,
                 judged,
-                price,
+                prices,
                 account,
                 region,
                 tags,
@@ -146,9 +157,9 @@ def idle_group_findings(
 def _finding(
     cluster: Cluster,
     group: Group,
-    gpus: int,
+    gpus: Mapping[str, int],
     judged: _Judged,
-    price: Price | None,
+    prices: Mapping[str, Price | None],
     account: str,
     region: str,
     tags: Mapping[str, str],
@@ -159,21 +170,39 @@ def _finding(
 ) -> Finding:
     hours = window.total_seconds() / 3600
     idle = judged.idle
-    hourly = round(price.usd_per_hour * len(idle), 4) if price is not None else None
+    kinds = Counter(type_of(n, group) or "" for n in idle)
+    mixed = sorted(kinds.items())
+    single = mixed[0][0] if len(mixed) == 1 else None
+    price = prices.get(single) if single else None
+    known = [prices.get(t) for t, _ in mixed]
+    hourly = (
+        round(sum(p.usd_per_hour * n for p, (_, n) in zip(known, mixed, strict=True) if p), 4)
+        if all(p is not None for p in known)
+        else None
+    )
     update, deletes = scale_down(cluster.name, group, idle)
     everyone = len(idle) == group.current and not judged.busy and not judged.unknown
     which = "all" if everyone else f"{len(idle)} of {group.current}"
+    if single is not None and not is_flexible(group):
+        count = gpus.get(single, 0)
+        what = f"{which} {single} nodes ({count} GPU{'s' if count != 1 else ''} each)"
+    else:
+        allowed = ", ".join(flexible_types(group)) or "several types"
+        what = (
+            f"{which} nodes of the flexible instance group (InstanceRequirements: {allowed}), "
+            f"{mix_text([(t, n) for t, n in mixed])},"
+        )
     parts = [
-        f"HyperPod cluster {cluster.name}, instance group {group.name}: {which} {group.instance_type} nodes "
-        f"({gpus} GPU{'s' if gpus != 1 else ''} each) kept every GPU under {idle_percent:g}% for {hours:g} hours "
-        f"(busiest GPU {judged.busiest:g}%)."
+        f"HyperPod cluster {cluster.name}, instance group {group.name}: {what} kept every GPU under "
+        f"{idle_percent:g}% for {hours:g} hours (busiest GPU {judged.busiest:g}%)."
     ]
     if hourly is not None:
         parts.append(
             f"They cost {_usd(hourly)}/h: {_usd(hourly * hours)} over the window, {_usd(hourly * 730)} a month."
         )
     else:
-        parts.append(f"Their hourly price is unknown ({group.instance_type}).")
+        unpriced = ", ".join(t for (t, _), p in zip(mixed, known, strict=True) if p is None)
+        parts.append(f"Their hourly price is unknown ({unpriced}).")
     if judged.busy:
         parts.append(f"{len(judged.busy)} other node(s) of the group were busy.")
     if judged.unknown:
@@ -194,7 +223,7 @@ def _finding(
             arn=cluster.arn,
             account=account,
             region=region,
-            instance_type=group.instance_type,
+            instance_type=single,
             instance_count=len(idle),
             tags=dict(tags),
         ),
@@ -218,7 +247,9 @@ def _finding(
             "update_cluster": update,
             "batch_delete_cluster_nodes": deletes,
             "root_volume": ROOT_VOLUME_WARNING,
+            "instance_types": dict(mixed),
+            "flexible_types": list(flexible_types(group)),
             "price_usd_per_instance_hour": price.usd_per_hour if price else None,
-            "price_source": price.source if price else "unknown",
+            "price_source": next((p.source for p in known if p is not None), "unknown"),
         },
     )

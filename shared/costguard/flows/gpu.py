@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Collection, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -36,6 +36,7 @@ from costguard.model import Ec2Instance, Finding, Reason, ResourceKind
 from costguard.observability import logger
 from costguard.observability import metrics as emf
 from costguard.pipeline import Report
+from costguard.policy import marked_at
 from costguard.reads import Metrics
 from costguard.runtime import ACT_PERMISSIONS, PRICES_PERMISSIONS, Runtime
 
@@ -139,10 +140,14 @@ def evidence_wanted(
     counts: dict[str, int] = {}
     for instance in chunk:
         reading = readings.get(instance.id)
-        if reading is not None and reading.verdict is Verdict.IDLE:
+        standing = planner is not None and planner.standing(instance)
+        if (
+            reading is not None
+            and reading.verdict is Verdict.IDLE
+            and _may_change(instance, runtime, standing, now)
+        ):
             counts[instance.id] = _HOST_EVIDENCE_METRICS
             continue
-        standing = planner is not None and planner.standing(instance)
         if reading is None or reading.verdict not in _EVIDENCE_VERDICTS or standing:
             continue  # nothing new to state: no finding built
         found = gpu_instance_findings(instance, reading, price=None, thresholds=thresholds, now=now)
@@ -157,6 +162,17 @@ def evidence_wanted(
     wanted = [i for i in chunk if counts.get(i.id, 0) > 0]
     network = frozenset(i.id for i in wanted if counts[i.id] > 1)
     return wanted, network, frozenset(i.id for i in wanted if counts[i.id] > 2)
+
+
+def _may_change(instance: Ec2Instance, runtime: Runtime, standing: bool, now: datetime) -> bool:
+    """Whether this sweep's decision on an idle instance may mark or stop it, so that EC2's own metrics must be
+    read: news (a first idle reading), an instance not marked, a grace period over (or ending before the next
+    sweep), or the adaptive policy (which may end a grace period early). A marked instance in its grace period is
+    decided by waiting: nothing read for it."""
+    mark = marked_at(instance.tags)
+    if not standing or mark is None or runtime.settings.idle_policy != "fixed":
+        return True
+    return mark + runtime.policy.grace <= now + SWEEP_STEP
 
 
 def readings_of(
@@ -282,22 +298,28 @@ def judge_chunk(
     found = findings_for(chunk, data, runtime, thresholds, now, event_id, readings)
     if adaptive_on:
         found = adapted(chunk, data, found, runtime, thresholds, now)
-    found = with_host_evidence(found, data, thresholds, now)
+    found = with_host_evidence(found, data, thresholds, now, frozenset(i.id for i in wanted))
     if planner is not None:
         planner.read(chunk, data, found)
     return found
 
 
 def with_host_evidence(
-    findings: Sequence[Finding], data: MetricSet, thresholds: Thresholds, now: datetime
+    findings: Sequence[Finding],
+    data: MetricSet,
+    thresholds: Thresholds,
+    now: datetime,
+    read: Collection[str] | None = None,
 ) -> list[Finding]:
     """Each GPU-idle finding held against EC2's own CPU and network over the idle window: it stays remediable
     only when they agree (detect/host_evidence.py). The last word on the finding: nothing after it makes one
-    remediable again."""
+    remediable again. ``read``: the instances whose EC2 metrics were read (evidence_wanted); another (marked, in
+    its grace period) is decided by waiting this sweep, and is held to them when its stop is due."""
     window = int(thresholds.idle_window.total_seconds() // 60)
     held = []
     for finding in findings:
-        if finding.reason is Reason.GPU_IDLE and finding.remediable:
+        waits = read is not None and finding.resource.id not in read
+        if finding.reason is Reason.GPU_IDLE and finding.remediable and not waits:
             instance_id = finding.resource.id
             host = read_host(
                 data.measure(instance_id, "cpu"),

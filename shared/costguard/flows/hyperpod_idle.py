@@ -7,6 +7,9 @@ on a cluster EKS orchestrates, Container Insights' ``node_gpu_utilization`` unde
 the CloudWatch agent's ``nvidia_smi_utilization_gpu`` by ``InstanceId`` (the agent's append_dimensions), as for EC2
 instances.
 
+Each node is judged and priced by its own instance type, as ListClusterNodes names it: a flexible instance group
+(``InstanceRequirements``, several types and no single ``InstanceType``) is judged like any other, at no extra call.
+
 Reads per region: ceil(clusters / 100) ListClusters, one DescribeCluster per working cluster, ceil(nodes / 100)
 ListClusterNodes per cluster (aws/hyperpod.py); DescribeInstanceTypes once per type per process; one ListMetrics walk
 per EKS-orchestrated cluster and one for all the Slurm clusters' nodes; ceil(queries / 500) GetMetricData calls over
@@ -59,10 +62,15 @@ def evaluate(region: str, runtime: Runtime, now: datetime, event_id: str | None 
     clusters = adapter.working_clusters(region)
     if not clusters:
         return Report()
-    types = sorted({g.instance_type for c in clusters for g in c.groups if g.instance_type})
+    nodes = {c.name: adapter.nodes(region, "", c.name) for c in clusters}
+    # Every type a group or a node names: a flexible group's nodes (InstanceRequirements) run several.
+    types = sorted(
+        {g.instance_type for c in clusters for g in c.groups if g.instance_type}
+        | {n.instance_type for found in nodes.values() for n in found if n.instance_type}
+    )
+    _warn_untyped(clusters, nodes)
     accelerators = runtime.reads.sagemaker.instance_accelerators(region, types)
     gpus = {t: a.count for t, a in accelerators.items() if a is not None and a.kind in ("nvidia_gpu", "gpu")}
-    nodes = {c.name: adapter.nodes(region, "", c.name) for c in clusters}
     watched = {c.name: [n for n in nodes[c.name] if _judged(c, n, gpus)] for c in clusters}
     window = timedelta(hours=runtime.settings.hyperpod_idle_hours)
     queries, sources = node_queries(region, clusters, watched)
@@ -97,6 +105,20 @@ def evaluate(region: str, runtime: Runtime, now: datetime, event_id: str | None 
             ]
         findings += found
     return runtime.act(findings, now)
+
+
+def _warn_untyped(clusters: Sequence[Cluster], nodes: dict[str, list[Node]]) -> None:
+    """A node of a group with no single instance type (a flexible group) that names none cannot be judged: said."""
+    for cluster in clusters:
+        untyped = {g.name for g in cluster.groups if not g.instance_type}
+        blind = sorted(
+            n.instance_id for n in nodes[cluster.name] if n.group in untyped and not n.instance_type
+        )
+        if blind:
+            logger.warning(
+                "HyperPod nodes of a flexible instance group name no instance type: not judged",
+                extra={"cluster": cluster.name, "nodes": blind},
+            )
 
 
 def _type_of(cluster: Cluster, group: str) -> str | None:
