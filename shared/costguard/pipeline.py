@@ -182,6 +182,26 @@ def with_stop_blockers(
     return listed
 
 
+def with_evidence_vouched(
+    findings: Sequence[Finding],
+    policy: Policy,
+    now: datetime,
+    shadow: ShadowMarks | None,
+    records: MarkRecords | None,
+    arming: ArmingRecords | None,
+) -> list[Finding]:
+    """The findings with what costguard cannot vouch for taken off: an arming tag changed since costguard first
+    saw the resource (act/arming.py), a mark tag costguard did not write or from an earlier run (act/marks.py)."""
+    if arming is not None:
+        findings = vouch(findings, arming, now)
+    if records is None:
+        return list(findings)
+    own: dict[str, Shadow] = {}
+    if shadow is not None and policy.may_dry_run:
+        own = read_marks(shadow, [f.resource.key for f in findings if MARK_TAG_KEY in f.resource.tags], now)
+    return vouched(findings, records, now, own)
+
+
 def act_on(
     findings: Sequence[Finding],
     *,
@@ -210,15 +230,7 @@ def act_on(
     other is decided as no mark, and the live marks made here are recorded there. With ``arming``
     (act/arming.py), a finding armed by an owner's tag acts only when the tag is as costguard first saw it."""
     marks: dict[str, Shadow] = {}
-    if arming is not None:
-        findings = vouch(findings, arming, now)
-    if records is not None:
-        own: dict[str, Shadow] = {}
-        if shadow is not None and policy.may_dry_run:
-            own = read_marks(
-                shadow, [f.resource.key for f in findings if MARK_TAG_KEY in f.resource.tags], now
-            )
-        findings = vouched(findings, records, now, own)
+    findings = with_evidence_vouched(findings, policy, now, shadow, records, arming)
     if shadow is not None and policy.may_dry_run:
         findings, marks = with_shadow_marks(findings, shadow, now, policy if policy.graded else None)
     stopped = frozenset(key for key, mark in marks.items() if mark.stopped is not None)

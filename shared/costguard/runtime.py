@@ -28,6 +28,7 @@ from costguard.notify.queue import NoticeQueue, SqsNoticeQueue
 from costguard.pipeline import Report, act_on
 from costguard.policy import Policy, policy_from
 from costguard.pricing import PriceBook, price_book
+from costguard.pricing.live import CACHE_PERMISSIONS as PRICE_CACHE_PERMISSIONS
 from costguard.pricing.live import PERMISSIONS as LIVE_PRICE_PERMISSIONS
 from costguard.reads import Reads
 from costguard.settings import Settings, get_settings
@@ -50,7 +51,9 @@ REPORT_PERMISSIONS = (
     | ACCOUNT_PLACE_PERMISSIONS
 )
 ACT_PERMISSIONS = REPORT_PERMISSIONS | MARK_RECORD_PERMISSIONS | ARMING_PERMISSIONS
-PRICES_PERMISSIONS = LIVE_PRICE_PERMISSIONS  # Runtime.prices, when the price source is live
+# Runtime.prices: the Price List API for what the bundled table lacks (or first, when the source is live), its
+# answers kept in the state table.
+PRICES_PERMISSIONS = LIVE_PRICE_PERMISSIONS | PRICE_CACHE_PERMISSIONS
 
 
 @dataclass(frozen=True)

@@ -154,6 +154,34 @@ def idle_group_findings(
     return findings
 
 
+def _others_text(judged: _Judged) -> list[str]:
+    parts = []
+    if judged.busy:
+        parts.append(f"{len(judged.busy)} other node(s) of the group were busy.")
+    if judged.unknown:
+        parts.append(
+            f"{len(judged.unknown)} node(s) not judged (no GPU readings for the window, or too young)."
+        )
+    return parts
+
+
+def _nodes_text(
+    group: Group, judged: _Judged, gpus: Mapping[str, int], mixed: list[tuple[str, int]], single: str | None
+) -> str:
+    """Which of the group's nodes are idle, and of which types (a flexible group's by each node's own)."""
+    idle = judged.idle
+    everyone = len(idle) == group.current and not judged.busy and not judged.unknown
+    which = "all" if everyone else f"{len(idle)} of {group.current}"
+    if single is not None and not is_flexible(group):
+        count = gpus.get(single, 0)
+        return f"{which} {single} nodes ({count} GPU{'s' if count != 1 else ''} each)"
+    allowed = ", ".join(flexible_types(group)) or "several types"
+    return (
+        f"{which} nodes of the flexible instance group (InstanceRequirements: {allowed}), "
+        f"{mix_text([(t, n) for t, n in mixed])},"
+    )
+
+
 def _finding(
     cluster: Cluster,
     group: Group,
@@ -181,17 +209,7 @@ def _finding(
         else None
     )
     update, deletes = scale_down(cluster.name, group, idle)
-    everyone = len(idle) == group.current and not judged.busy and not judged.unknown
-    which = "all" if everyone else f"{len(idle)} of {group.current}"
-    if single is not None and not is_flexible(group):
-        count = gpus.get(single, 0)
-        what = f"{which} {single} nodes ({count} GPU{'s' if count != 1 else ''} each)"
-    else:
-        allowed = ", ".join(flexible_types(group)) or "several types"
-        what = (
-            f"{which} nodes of the flexible instance group (InstanceRequirements: {allowed}), "
-            f"{mix_text([(t, n) for t, n in mixed])},"
-        )
+    what = _nodes_text(group, judged, gpus, mixed, single)
     parts = [
         f"HyperPod cluster {cluster.name}, instance group {group.name}: {what} kept every GPU under "
         f"{idle_percent:g}% for {hours:g} hours (busiest GPU {judged.busiest:g}%)."
@@ -203,12 +221,7 @@ def _finding(
     else:
         unpriced = ", ".join(t for (t, _), p in zip(mixed, known, strict=True) if p is None)
         parts.append(f"Their hourly price is unknown ({unpriced}).")
-    if judged.busy:
-        parts.append(f"{len(judged.busy)} other node(s) of the group were busy.")
-    if judged.unknown:
-        parts.append(
-            f"{len(judged.unknown)} node(s) not judged (no GPU readings for the window, or too young)."
-        )
+    parts += _others_text(judged)
     parts.append(
         f"Scale down: {update}; or remove exactly these nodes with BatchDeleteClusterNodes "
         f"({len(deletes)} call{'s' if len(deletes) != 1 else ''}, at most {DELETE_BATCH} nodes each). "
@@ -237,13 +250,7 @@ def _finding(
             "cluster": cluster.name,
             "instance_group": group.name,
             "orchestrator": f"EKS ({cluster.eks_cluster})" if cluster.eks_cluster else "Slurm",
-            "idle_nodes": sorted(n.instance_id for n in idle),
-            "busy_nodes": len(judged.busy),
-            "not_judged": [f"{n.instance_id}: {why}" for n, why in judged.unknown],
-            "group_current_count": group.current,
-            "window_hours": round(hours),
-            "busiest_gpu_percent": judged.busiest,
-            "metric": ", ".join(sorted(judged.sources)),
+            **_judged_evidence(judged, group, hours),
             "update_cluster": update,
             "batch_delete_cluster_nodes": deletes,
             "root_volume": ROOT_VOLUME_WARNING,
@@ -253,3 +260,15 @@ def _finding(
             "price_source": next((p.source for p in known if p is not None), "unknown"),
         },
     )
+
+
+def _judged_evidence(judged: _Judged, group: Group, hours: float) -> dict[str, object]:
+    return {
+        "idle_nodes": sorted(n.instance_id for n in judged.idle),
+        "busy_nodes": len(judged.busy),
+        "not_judged": [f"{n.instance_id}: {why}" for n, why in judged.unknown],
+        "group_current_count": group.current,
+        "window_hours": round(hours),
+        "busiest_gpu_percent": judged.busiest,
+        "metric": ", ".join(sorted(judged.sources)),
+    }
