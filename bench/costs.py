@@ -152,11 +152,16 @@ ASSUMPTIONS: dict[str, float | bool] = {
     "read_schedule_shards": 64,
     "read_schedule_entry_bytes": 60,
     # Evidence records (act/arming.py, act/marks.py): this share of the fleet carries an arming tag (a ceiling, an
-    # opt-in), each such resource new every day (an upper bound: its record written once a day); every other
-    # scheduled run takes one census (UpdateItem) and reads every armed resource's record (consistent, 1 RRU).
+    # opt-in), each such resource new every day (an upper bound: its record written once a day); every sweep of
+    # an armable kind takes one census (UpdateItem) and reads every armed resource's record (consistent, 1 RRU:
+    # an upper bound, each reads only its own kind's).
     "armed_share": 0.1,
     # A live mark's record: written with the mark tag, deleted with the unmark or the stop.
     "mark_record_writes_per_episode": 2,
+    # EC2's own CPU, NetworkIn and NetworkOut (flows/gpu.py with_host_evidence), read for an idle instance only at
+    # the sweeps that may mark or stop it: the first idle reading (which reads its CPU for the message anyway: two
+    # more) and the stop (three). An upper bound: every episode marked and stopped.
+    "host_evidence_metrics_per_episode": 5,
 }
 
 # Every instance read at every sweep: what the sweep did before the read schedule.
@@ -489,6 +494,14 @@ def _cloudwatch(bill: Bill, m: Month) -> None:
         + (f" + {m.alarm_events:,.0f} alarms x {m.alarm_metrics:.2f}" if m.alarms_on else "")
         + f" + {m.audits:.2f} audits x {m.audit['metrics_requested']:,}",
     )
+    host = m.episodes * float(ASSUMPTIONS["host_evidence_metrics_per_episode"])
+    bill.line(
+        "CloudWatch GetMetricData: EC2's own metrics before a mark or stop",
+        host,
+        "cloudwatch_get_metric_data_metric",
+        f"{m.episodes:,.0f} episodes x {ASSUMPTIONS['host_evidence_metrics_per_episode']:g} AWS/EC2 metrics (CPU,"
+        " network in and out at the mark, and again at the stop; none while a mark waits out its grace period)",
+    )
     list_metrics = _api(m.sweep["api_calls"], "cloudwatch:ListMetrics")
     describe_alarms = _api(m.reconcile["api_calls"], "cloudwatch:")
     other = (
@@ -578,25 +591,29 @@ def _state_and_queues(bill: Bill, m: Month) -> None:
     )
 
 
+# The sweeps that list a kind of resource an owner's tag can arm (act/arming.py): each takes a census.
+ARMABLE_SWEEPS = ("TrainingCeilingsFunction", "CapacityFunction", "EksGpuFunction")
+
+
 def _evidence_records(bill: Bill, m: Month) -> None:
     """What costguard keeps so that a stop rests on evidence it can vouch for: the census of each sweep of an
     armable kind, the arming tags as first seen, and the record of each live mark."""
     a = ASSUMPTIONS
-    runs = sum(m.other_schedules().values())
+    runs = sum(v for k, v in m.other_schedules().items() if k.split(".")[0] in ARMABLE_SWEEPS)
     armed = m.instances * float(a["armed_share"])
     writes = runs + armed * MONTH_DAYS + m.episodes * float(a["mark_record_writes_per_episode"])
     bill.line(
         "DynamoDB writes: evidence records",
         writes,
         "dynamodb_write_request_unit",
-        f"{runs:,.0f} scheduled runs x 1 census + {armed:,.0f} armed resources x {MONTH_DAYS} days (a new record a"
+        f"{runs:,.0f} armable sweeps x 1 census + {armed:,.0f} armed resources x {MONTH_DAYS} days (a new record a"
         f" day) + {m.episodes:,.0f} episodes x {a['mark_record_writes_per_episode']} (mark record kept, deleted)",
     )
     bill.line(
         "DynamoDB reads: evidence records",
         runs * armed,
         "dynamodb_read_request_unit",
-        f"{runs:,.0f} scheduled runs x {armed:,.0f} armed resources' records (consistent, one BatchGetItem a 100)",
+        f"{runs:,.0f} armable sweeps x {armed:,.0f} armed resources' records (consistent, one BatchGetItem a 100)",
     )
 
 
