@@ -74,36 +74,29 @@ def marks_store(runtime: Runtime) -> ShadowMarks:
 def evaluate(
     region: str, runtime: Runtime, now: datetime, *, event_id: str | None = None, connect: Connect = KubeApi
 ) -> Report:
-    """Read every cluster of the region (an unreachable one reported, the others swept), judge, act."""
+    """Read every cluster of the region (one that cannot be read reported, the others swept), judge, act."""
     thresholds = thresholds_from(runtime.settings)
     findings: list[Finding] = []
     views: list[eks.ClusterView] = []
     apis: dict[str, Any] = {}
-    for cluster in aws_eks.list_clusters(region):
+    clusters = {c.name: c for c in aws_eks.list_clusters(region)}
+    for cluster in clusters.values():
         try:
             api = connect(cluster)
             views.append(read_cluster(cluster, api))
-        except ClusterUnreachable as error:
-            logger.warning("EKS cluster unreachable", extra={"cluster": cluster.name, "cause": error.cause})
-            findings.append(
-                eks.unreachable_finding(
-                    cluster=cluster.name,
-                    account=cluster.account,
-                    region=region,
-                    arn=cluster.arn or None,
-                    cause=error.cause,
-                    detail=error.detail,
-                    role_arn=None,
-                    now=now,
-                    event_id=event_id,
-                )
-            )
+        except Exception as error:
+            findings.append(unreadable(cluster, error, now, event_id))
             continue
         apis[cluster.name] = api
     store = marks_store(runtime)
     if views:
-        census(region, views, runtime, now)
-        findings += judge(region, views, runtime, thresholds, now, event_id, store)
+        failed = census(region, views, runtime, now)
+        views = [view for view in views if view.name not in failed]
+        judged, unjudged = judge(region, views, runtime, thresholds, now, event_id, store)
+        findings += judged
+        for name, failure in {**failed, **unjudged}.items():
+            apis.pop(name, None)
+            findings.append(unreadable(clusters[name], failure, now, event_id))
     records: act_eks.ScaleRecords = (
         act_eks.DynamoScaleRecords(runtime.settings.state_table)
         if runtime.settings.state_table
@@ -113,24 +106,65 @@ def evaluate(
     return acting.act(findings, now)
 
 
-def census(region: str, views: Sequence[eks.ClusterView], runtime: Runtime, now: datetime) -> None:
+def unreadable(cluster: EksCluster, error: Exception, now: datetime, event_id: str | None) -> Finding:
+    """The finding of a cluster this sweep could not read or judge: its API refused or failed a call (its status
+    and what was being read are in the error), or answered an object costguard cannot read. Told once per cause
+    (eks_cluster_unreachable's repeat gate); the region's other clusters are swept all the same."""
+    if isinstance(error, ClusterUnreachable):
+        cause, detail = error.cause, error.detail
+        logger.warning(
+            "EKS cluster unreachable", extra={"cluster": cluster.name, "cause": cause, "detail": detail}
+        )
+    else:
+        cause = "bad_answer"
+        detail = f"an object it listed could not be read ({type(error).__name__}: {str(error)[:200]})"
+        logger.warning(
+            "EKS cluster unreadable", extra={"cluster": cluster.name, "cause": cause}, exc_info=True
+        )
+    return eks.unreachable_finding(
+        cluster=cluster.name,
+        account=cluster.account,
+        region=cluster.region,
+        arn=cluster.arn or None,
+        cause=cause,
+        detail=detail,
+        role_arn=None,
+        now=now,
+        event_id=event_id,
+    )
+
+
+def census(
+    region: str, views: Sequence[eks.ClusterView], runtime: Runtime, now: datetime
+) -> dict[str, Exception]:
     """The arming census of the region's GPU workloads (act/arming.py): each one's scale-to-zero opt-in as read
     from its pod template or namespace, kept as costguard first saw it, before its findings are decided. A
-    workload is new when its ReplicaSet or StatefulSet is (a Deployment makes a ReplicaSet per template)."""
+    workload is new when its ReplicaSet or StatefulSet is (a Deployment makes a ReplicaSet per template). A
+    cluster whose workloads cannot be told is returned (by name, with the error) and left out."""
     sightings: dict[str, list[Sighting]] = {view.account: [] for view in views}
+    failed: dict[str, Exception] = {}
     for view in views:
-        for workload, pods in eks.gpu_workloads(view):
-            key = key_of(
-                view.account,
-                view.region,
-                ResourceKind.EKS_WORKLOAD,
-                eks.workload_id(view.name, workload.namespace, workload.kind, workload.name),
-            )
-            sightings[view.account].append(
-                Sighting(key, workload.created, eks.arming_labels(view, workload, pods))
-            )
+        try:
+            seen = [
+                Sighting(
+                    key_of(
+                        view.account,
+                        view.region,
+                        ResourceKind.EKS_WORKLOAD,
+                        eks.workload_id(view.name, workload.namespace, workload.kind, workload.name),
+                    ),
+                    workload.created,
+                    eks.arming_labels(view, workload, pods),
+                )
+                for workload, pods in eks.gpu_workloads(view)
+            ]
+        except Exception as error:
+            failed[view.name] = error
+            continue
+        sightings[view.account] += seen
     for account, seen in sightings.items():
         runtime.observe(account, region, ResourceKind.EKS_WORKLOAD, seen, now)
+    return failed
 
 
 def read_cluster(cluster: EksCluster, api: Any) -> eks.ClusterView:
@@ -221,8 +255,9 @@ def judge(
     now: datetime,
     event_id: str | None,
     store: ShadowMarks,
-) -> list[Finding]:
-    """Read every cluster's series in one batched read, then each cluster's verdicts."""
+) -> tuple[list[Finding], dict[str, Exception]]:
+    """Read every cluster's series in one batched read, then each cluster's verdicts: a cluster whose objects
+    cannot be judged is returned apart (by name, with the error), the others judged all the same."""
     queries: list[Query] = []
     listed: dict[str, dict[tuple[str, str], list[tuple[str, metrics.Dimensions]]]] = {}
     for view in views:
@@ -236,9 +271,15 @@ def judge(
         else MetricSet()
     )
     findings: list[Finding] = []
+    failed: dict[str, Exception] = {}
     for view in views:
-        findings += judge_cluster(view, data, listed[view.name], runtime, thresholds, now, event_id, store)
-    return findings
+        try:
+            findings += judge_cluster(
+                view, data, listed[view.name], runtime, thresholds, now, event_id, store
+            )
+        except Exception as error:
+            failed[view.name] = error
+    return findings, failed
 
 
 def judge_cluster(

@@ -5,6 +5,9 @@ Each cluster is served under ``/clusters/<name>``, which the embedded EKS gives 
 bearer token must be an EKS token (a presigned STS GetCallerIdentity URL signing ``x-k8s-aws-id``); a cluster
 without an access entry answers 401. Only reads and the ``scale`` subresource are answered: any other write (a
 delete above all) is refused with 405 and counted, so that tests can say none was made.
+
+What the real API also answers, on request (``fail``): ``410 Expired`` for a stale ``continue`` token, ``429`` with
+``Retry-After``, ``500``, ``503``, or any other status, on any page of any list, a given number of times.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ import re
 import threading
 from collections import Counter
 from collections.abc import Iterable
+from dataclasses import dataclass
 from datetime import datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -31,6 +35,34 @@ _LISTS = {
 }
 _SCALE = re.compile(r"apis/apps/v1/namespaces/([^/]+)/(deployments|statefulsets)/([^/]+)/scale")
 _KINDS = {"deployments": "Deployment", "statefulsets": "StatefulSet"}
+_REASONS = {
+    410: ("Expired", "The provided continue parameter is too old to display a consistent list result."),
+    429: ("TooManyRequests", "Too many requests, please try again later."),
+    500: ("InternalError", "Internal error occurred: etcdserver: request timed out"),
+    503: ("ServiceUnavailable", "The server is currently unable to handle the request"),
+}
+
+
+@dataclass
+class Fault:
+    """A planned failure of a list: ``status`` answered to ``times`` requests (None: every one) of ``resource``
+    (a list name such as ``pods``, or ``*``) on page ``page`` (0 is the first; None: any page)."""
+
+    cluster: str
+    resource: str
+    status: int
+    times: int | None = 1
+    retry_after: int | None = None
+    page: int | None = None
+    answered: int = 0
+
+    def matches(self, cluster: str, resource: str, page: int) -> bool:
+        return (
+            self.cluster == cluster
+            and self.resource in (resource, "*")
+            and self.page in (None, page)
+            and (self.times is None or self.answered < self.times)
+        )
 
 
 def valid_token(header: str | None) -> bool:
@@ -58,6 +90,7 @@ class KubeResponder:
         self.objects = {c.name: api_objects(c, now) for c in self.clusters.values()}
         self.calls: Counter[tuple[str, str, str]] = Counter()
         self.refused: list[tuple[str, str, str]] = []
+        self.faults: list[Fault] = []
         self._lock = threading.Lock()
         self._server: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
@@ -70,6 +103,25 @@ class KubeResponder:
 
     def endpoint(self, cluster: str) -> str:
         return f"{self.origin}/clusters/{cluster}"
+
+    def fail(
+        self,
+        cluster: str,
+        resource: str,
+        status: int,
+        *,
+        times: int | None = 1,
+        retry_after: int | None = None,
+        page: int | None = None,
+    ) -> Fault:
+        """Plan a failure: the cluster's list of ``resource`` (``nodes``, ``pods``, ``namespaces``,
+        ``replicasets``, ``statefulsets`` or ``*``) answers ``status`` (with ``Retry-After: retry_after`` when
+        given) ``times`` times (None: always), on page ``page`` (0 is the first, None any). A 410 is the real API's
+        answer to a stale ``continue`` token: plan it on a page past the first."""
+        fault = Fault(cluster, resource, status, times, retry_after, page)
+        with self._lock:
+            self.faults.append(fault)
+        return fault
 
     def writes(self) -> list[tuple[str, str, str]]:
         """Every call that was not a read (answered or refused)."""
@@ -85,6 +137,41 @@ class KubeResponder:
 
     # -- answering --------------------------------------------------------------------------------------
     def answer(
+        self, method: str, path: str, query: dict[str, list[str]], body: bytes, auth: str | None
+    ) -> tuple[int, Any]:
+        status, reply, _ = self.respond(method, path, query, body, auth)
+        return status, reply
+
+    def respond(
+        self, method: str, path: str, query: dict[str, list[str]], body: bytes, auth: str | None
+    ) -> tuple[int, Any, dict[str, str]]:
+        """The status, body and extra headers of the answer to one request."""
+        parts = path.strip("/").split("/", 2)
+        listing = method == "GET" and len(parts) == 3 and parts[2] in _LISTS and parts[1] in self.clusters
+        if listing and self.clusters[parts[1]].reachable != "no_access" and valid_token(auth):
+            fault = self._fault(parts[1], _LISTS[parts[2]], query)
+            if fault is not None:
+                return fault
+        status, reply = self._answer(method, path, query, body, auth)
+        return status, reply, {}
+
+    def _fault(
+        self, cluster: str, resource: str, query: dict[str, list[str]]
+    ) -> tuple[int, Any, dict[str, str]] | None:
+        limit = int(query.get("limit", ["0"])[0] or 0)
+        offset = int(query.get("continue", ["0"])[0] or 0)
+        page = offset // limit if limit else 0
+        with self._lock:
+            fault = next((f for f in self.faults if f.matches(cluster, resource, page)), None)
+            if fault is None:
+                return None
+            fault.answered += 1
+            self.calls[(cluster, "GET", _path_of(resource))] += 1
+        reason, message = _REASONS.get(fault.status, ("InternalError", f"planned failure {fault.status}"))
+        headers = {"Retry-After": str(fault.retry_after)} if fault.retry_after is not None else {}
+        return fault.status, _status(fault.status, reason, message), headers
+
+    def _answer(
         self, method: str, path: str, query: dict[str, list[str]], body: bytes, auth: str | None
     ) -> tuple[int, Any]:
         parts = path.strip("/").split("/", 2)
@@ -185,11 +272,13 @@ class KubeResponder:
                 split = urlsplit(self.path)
                 length = int(self.headers.get("Content-Length") or 0)
                 body = self.rfile.read(length) if length else b""
-                status, reply = responder.answer(
+                status, reply, headers = responder.respond(
                     self.command, split.path, parse_qs(split.query), body, self.headers.get("Authorization")
                 )
                 data = json.dumps(reply).encode()
                 self.send_response(status)
+                for name, value in headers.items():
+                    self.send_header(name, value)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(data)))
                 self.end_headers()
@@ -212,6 +301,10 @@ class KubeResponder:
             self._server.shutdown()
             self._server.server_close()
             self._server = None
+
+
+def _path_of(resource: str) -> str:
+    return next(path for path, name in _LISTS.items() if name == resource)
 
 
 def _status(code: int, reason: str, message: str) -> dict[str, Any]:
