@@ -8,7 +8,9 @@ from costguard.detect.eks import node_of
 def test_a_hyperpod_node_of_an_eks_cluster_is_read_as_its_instance() -> None:
     item = {
         "metadata": {"name": "hyperpod-i-0123456789abcdef0", "labels": {}},
-        "spec": {"providerID": "aws:///us-east-1a/sagemaker/cluster/hyperpod-abc123def456-i-0123456789abcdef0"},
+        "spec": {
+            "providerID": "aws:///us-east-1a/sagemaker/cluster/hyperpod-abc123def456-i-0123456789abcdef0"
+        },
         "status": {"allocatable": {"nvidia.com/gpu": "8"}},
     }
     node = node_of(item, lambda _: 0)
