@@ -2,18 +2,48 @@
 
 The tracer is powertools' Tracer built at its first use, and only when tracing is on: the X-Ray SDK it loads costs
 about 150 ms of import, which a cold start with tracing off (or a handler that rejects its event) never pays.
+
+A handled problem is a warning, and its log line names the error by type and message (``problem``), not with a
+traceback: ``logger.warning(..., exc_info=True)`` logs ``"exception": "ClientError: An error occurred ..."``. An
+error (``logger.exception``, ``logger.error(..., exc_info=True)``) keeps its full traceback.
 """
 
 from __future__ import annotations
 
 import functools
+import logging
 import os
 from collections.abc import Callable
 from typing import Any, TypeVar
 
 from aws_lambda_powertools import Logger, Metrics
+from aws_lambda_powertools.logging.formatter import LambdaPowertoolsFormatter
 
-logger = Logger()
+PROBLEM_LIMIT = 2000  # characters of an error's message in a warning's log line
+
+
+def problem(error: BaseException) -> str:
+    """An error in one line: its type and message (``ClientError: An error occurred (Throttling) ...``)."""
+    message = " ".join(str(error).split())[:PROBLEM_LIMIT]
+    return f"{type(error).__name__}: {message}" if message else type(error).__name__
+
+
+class HandledFormatter(LambdaPowertoolsFormatter):
+    """powertools' JSON lines, with a warning's (or lower) exception told as ``problem``: a handled error is
+    named, not traced. ERROR and above keep powertools' traceback."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        error = record.exc_info[1] if isinstance(record.exc_info, tuple) else None
+        if error is not None and record.levelno < logging.ERROR:
+            told = logging.makeLogRecord(record.__dict__)
+            told.exc_info, told.exc_text = None, None
+            told.__dict__.setdefault("exception", problem(error))
+            told.__dict__.setdefault("exception_name", type(error).__name__)
+            record = told
+        return super().format(record)
+
+
+logger = Logger(logger_formatter=HandledFormatter())
 metrics = Metrics()
 
 # The correlation id of every log line: the id of the event a handler was given, for each shape costguard

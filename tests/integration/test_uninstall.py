@@ -155,7 +155,7 @@ def test_uninstall_leaves_no_costguard_tag_alarm_or_state_and_keeps_the_protect_
         len(items),
     )
 
-    assert main(["uninstall", "--region", REGION, "--state-table", TABLE, "--yes"]) == 0
+    assert main(["uninstall", "--region", REGION, "--state-table", TABLE, "--include-snoozes", "--yes"]) == 0
     done = capsys.readouterr().out
     assert f"removed tag {SNOOZE_TAG_KEY} from 1 resource: {IDLE_G6E}" in done
     assert _costguard_tags() == {}
@@ -168,7 +168,7 @@ def test_uninstall_leaves_no_costguard_tag_alarm_or_state_and_keeps_the_protect_
 
 def test_include_protect_removes_the_protect_tag_too(worked: LocalStack) -> None:
     assert _protected()
-    assert main(["uninstall", "--region", REGION, "--include-protect", "--yes"]) == 0
+    assert main(["uninstall", "--region", REGION, "--include-protect", "--include-snoozes", "--yes"]) == 0
     assert _protected() == {} and _costguard_tags() == {}
 
 
@@ -220,10 +220,13 @@ def test_while_the_stack_exists_what_it_owns_is_left_to_sam_delete(
         StackName="costguard", TemplateBody=json.dumps(template)
     )
     _leave_ops_alarm()
-    assert main(["uninstall", "--region", REGION, "--yes"]) == 0
+    assert main(["uninstall", "--region", REGION]) == 0
     out = capsys.readouterr().out
     assert "stack costguard exists" in out and "leaves the stack's 1 alarm to `sam delete`" in out
     assert f"the state table {TABLE} goes with the stack" in out and "delete it first" in out
+    # --yes removes nothing while the stack is deployed (tests/integration/test_uninstall_live.py).
+    assert main(["uninstall", "--region", REGION, "--yes"]) == 2
+    assert "nothing was changed" in capsys.readouterr().err
     assert LEFTOVER_OPS_ALARM in _alarms()
     assert main(["uninstall", "--region", REGION, "--empty-audit-bucket", "--audit-bucket", "b"]) == 2
     assert "run `sam delete` before --empty-audit-bucket" in capsys.readouterr().err

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 from typing import Annotated, Any, Literal
+from urllib.parse import parse_qs, urlsplit
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator
 
@@ -88,3 +89,42 @@ class SnsDelivery(BaseModel):
     def region(self) -> str:
         parts = self.sns.topic_arn.split(":")
         return parts[3] if len(parts) > 5 else ""
+
+
+# -- the bare notification ------------------------------------------------------------------------------------
+
+# What SNS posts to an HTTPS endpoint, or sends as an SQS message's body, spells two fields otherwise than the
+# Lambda delivery does.
+_HTTP_TO_LAMBDA = {"SigningCertURL": "SigningCertUrl", "UnsubscribeURL": "UnsubscribeUrl"}
+
+
+def is_bare_notification(event: Any) -> bool:
+    """An SNS notification as an HTTPS or SQS subscriber receives it: ``Type`` Notification, a message id, a topic
+    and a message, and no Lambda ``Records`` around it."""
+    return (
+        isinstance(event, dict)
+        and "Records" not in event
+        and event.get("Type") == "Notification"
+        and all(isinstance(event.get(key), str) for key in ("MessageId", "TopicArn", "Message"))
+    )
+
+
+def lambda_delivery(notification: dict[str, Any]) -> dict[str, Any]:
+    """A bare SNS notification wrapped as Lambda delivers it: one record, ``EventSource`` aws:sns,
+    ``EventSubscriptionArn`` the subscription the notification names (its unsubscribe URL's), else the topic's."""
+    sns = {_HTTP_TO_LAMBDA.get(key, key): value for key, value in notification.items()}
+    sns.setdefault("Subject", None)
+    sns.setdefault("MessageAttributes", {})
+    unsubscribe = sns.get("UnsubscribeUrl")
+    query = parse_qs(urlsplit(unsubscribe).query) if isinstance(unsubscribe, str) else {}
+    subscription = (query.get("SubscriptionArn") or [""])[0]
+    return {
+        "Records": [
+            {
+                "EventSource": "aws:sns",
+                "EventVersion": "1.0",
+                "EventSubscriptionArn": subscription or str(sns["TopicArn"]),
+                "Sns": sns,
+            }
+        ]
+    }

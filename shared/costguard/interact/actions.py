@@ -47,6 +47,14 @@ from costguard.policy import (
 )
 from costguard.pricing import PriceBook
 
+# An ephemeral reply's text: Slack takes 40,000 characters; a reply is a sentence or two.
+REPLY_LIMIT = 3000
+
+
+class Mrkdwn(str):
+    """A reply already in mrkdwn: costguard's own words (a user group's mention), every value from AWS or a user
+    in it escaped. Any other reply text is escaped whole before it is sent (_reply)."""
+
 
 class SlackResponder(SlackDirectory, Protocol):
     """What the actions ask of Slack (costguard.notify.slack_api.SlackApi has these)."""
@@ -236,12 +244,13 @@ def _act(click: Click, deps: Interactions, now: datetime) -> Result:
     if why is not None:
         now_owner = resource.tags.get(OWNER_TAG_KEY, "")
         changed = (
-            f" (the owner tag changed since costguard told this finding: {recorded or 'none'} then, "
-            f"{now_owner or 'none'} now; only the owner recorded then counts)"
+            f" (the owner tag changed since costguard told this finding: {_escape(recorded or 'none')} then, "
+            f"{_escape(now_owner or 'none')} now; only the owner recorded then counts)"
             if deps.allowed.owner and now_owner != recorded
             else ""
         )
-        return _refuse(click, deps, f"You may not do this: {why}{changed}. Nothing was changed.")
+        # ``why`` is costguard's own, and may mention the allowed user groups (<!subteam^S...>).
+        return _refuse(click, deps, Mrkdwn(f"You may not do this: {why}{changed}. Nothing was changed."))
     if click.action is ActionId.KEEP:
         return _keep(click, resource, deps, now)
     if click.action is ActionId.PROTECT:
@@ -389,11 +398,27 @@ def _refuse(click: Click, deps: Interactions, text: str) -> Result:
     return Result("refused", text)
 
 
+def _escape(text: str) -> str:
+    # notify.message loads slack_sdk's Block Kit models: not at this function's cold start, only for a reply
+    # (which loads slack_sdk's webhook client anyway).
+    from costguard.notify.message import escape
+
+    return escape(text)
+
+
+def reply_text(text: str) -> str:
+    """What a reply sends: the text escaped (a resource's name or tags, an AWS error, a tag value must not become
+    a link or a mention) unless it is Mrkdwn already; clipped to REPLY_LIMIT either way."""
+    from costguard.notify.message import clip
+
+    return clip(text if isinstance(text, Mrkdwn) else _escape(text), REPLY_LIMIT)
+
+
 def _reply(click: Click, deps: Interactions, text: str) -> None:
     if not click.response_url:
         return
     try:
-        deps.slack.respond(click.response_url, text, ephemeral=True)
+        deps.slack.respond(click.response_url, reply_text(text), ephemeral=True)
     except Exception as error:  # the reply is a courtesy; the record and the log keep what happened
         logger.warning("Slack reply failed", extra={"click": click.id, "error": type(error).__name__})
 

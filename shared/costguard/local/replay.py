@@ -21,6 +21,7 @@ from costguard.events.registry import (
     COST_ANOMALY,
     sns_content_of,
 )
+from costguard.events.sns import is_bare_notification, lambda_delivery
 from costguard.local.interactions import is_function_url_event, replay_interaction
 from costguard.local.rules import Refusal, deployed_in, refusal
 from costguard.local.stack import SEED_AHEAD, LocalStack
@@ -32,6 +33,10 @@ BY_SCHEDULE = "routed by schedule"
 BY_SUBSCRIPTION = "routed by subscription"
 BY_CONTENT = "routed by content"
 BY_OPTION = "routed by --function"
+BARE_SNS_NOTE = (
+    "a bare SNS notification (as SNS posts it to an HTTPS or SQS subscriber): replayed as the Lambda delivery of its "
+    "topic (Records[0].Sns, EventSource aws:sns)"
+)
 
 
 @dataclass
@@ -88,6 +93,13 @@ def read_event(path: str | Path) -> dict[str, Any]:
     if not isinstance(event, dict):
         raise EventFileError(f"{path}: an event must be a JSON object, not {type(event).__name__}")
     return event
+
+
+def as_delivered(event: dict[str, Any]) -> dict[str, Any]:
+    """The event as a function receives it: a bare SNS notification (``Type``, ``MessageId``, ``TopicArn``,
+    ``Message``..., what an HTTPS endpoint or an SQS queue subscribed to a topic gets) wrapped in the ``Records``
+    of a Lambda SNS delivery, so it is routed (by topic, else by content) and handled as that delivery."""
+    return lambda_delivery(event) if is_bare_notification(event) else event
 
 
 # -- routing ---------------------------------------------------------------------------------------
@@ -260,6 +272,9 @@ def replay_event(stack: LocalStack, path: str | Path, function: str | None = Non
         return result
     if is_function_url_event(event):  # a Slack interaction on the Function URL, not an EventBridge event
         return replay_interaction(stack, result, event)
+    if is_bare_notification(event):
+        event = as_delivered(event)
+        result.notes.append(BARE_SNS_NOTE)
     note = advance_clock(stack, event)
     if note:
         result.notes.append(note)
@@ -304,6 +319,7 @@ def replay_event(stack: LocalStack, path: str | Path, function: str | None = Non
 
 
 def event_time(event: dict[str, Any]) -> datetime | None:
+    event = as_delivered(event)
     try:
         if "time" not in event and isinstance(event.get("Records"), list):
             return to_datetime(event["Records"][0]["Sns"]["Timestamp"])  # an SNS delivery

@@ -4,8 +4,13 @@
 instances, training jobs, notebooks and capacity reservations (``costguard:marked-at``, ``costguard:snooze-until``),
 the per-instance GPU-idle alarms (``costguard-gpu-idle-*``), and the audit bucket, which the stack retains. This
 lists them, and removes them with ``--yes``: never the protect tag unless ``--include-protect`` (it is the
-user's), never the audit bucket unless ``--empty-audit-bucket``, nothing the stack still owns (its ``-ops-``
-alarms, its state table and bucket) while the stack exists.
+user's), never a snooze unless ``--include-snoozes`` (a person's "keep it until", which a costguard deployed again
+would honour), never the audit bucket unless ``--empty-audit-bucket``, and of the ``<stack>-ops-*`` alarms only the
+named stack's.
+
+``--yes`` removes nothing while any costguard stack is deployed in the account and region (the named one, or any
+other whose description or outputs are costguard's): the GPU-idle alarms and the tags do not say which stack made
+them, and a live stack reads the snoozes and marks (a snooze removed under it is a stop its owner had put off).
 """
 
 from __future__ import annotations
@@ -18,12 +23,27 @@ from typing import Any
 
 from costguard.aws import clients
 from costguard.aws.alarms import ALARM_PREFIX
+from costguard.local.terminal import printable
 from costguard.model import MARK_TAG_KEY
 from costguard.permissions import needs
 from costguard.policy import SNOOZE_TAG_KEY
 
 DEFAULT_STACK = "costguard"
 DEFAULT_PROTECT_TAG_KEY = "costguard:protect"
+# What a costguard stack is known by when it is not the named one: the description template.yaml and member.yaml
+# start with ("costguard: ...", "costguard member: ..."), or one of template.yaml's outputs (which a copy of the
+# template with its description changed still has).
+COSTGUARD_DESCRIPTION = "costguard"
+COSTGUARD_OUTPUTS = frozenset(
+    {
+        "StateTableName",
+        "DecisionsQueueUrl",
+        "NotifierFunctionName",
+        "GpuIdleFunctionName",
+        "GpuAlarmsFunctionName",
+    }
+)
+OPS_INFIX = "-ops-"  # the stack's own alarms: <stack>-ops-<what>, <what> never holding "-ops-"
 UNTAG_BATCH = 20  # UntagResources' limit
 DELETE_ALARMS_BATCH = 100  # DeleteAlarms' limit
 DELETE_ITEMS_BATCH = 25  # BatchWriteItem's limit
@@ -61,6 +81,18 @@ class Stack:
     exists: bool
     outputs: dict[str, str] = field(default_factory=dict)
     parameters: dict[str, str] = field(default_factory=dict)
+    status: str = ""
+
+
+@dataclass(frozen=True)
+class LiveStack:
+    """A costguard stack deployed in the region: its functions still mark, snooze and alarm."""
+
+    name: str
+    status: str
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.status})"
 
 
 @dataclass
@@ -70,7 +102,7 @@ class Leftovers:
     region: str
     stack: Stack
     tags: dict[str, list[str]] = field(default_factory=dict)  # tag key -> ARNs of the resources carrying it
-    kept_tags: dict[str, list[str]] = field(default_factory=dict)  # the protect tag, unless --include-protect
+    kept_tags: dict[str, list[str]] = field(default_factory=dict)  # the protect tag and snoozes, unless asked
     alarms: list[str] = field(default_factory=list)
     kept_alarms: list[str] = field(default_factory=list)  # the stack's own, while it exists
     state_table: str | None = None
@@ -78,6 +110,7 @@ class Leftovers:
     buckets: dict[str, int] = field(default_factory=dict)  # the audit buckets, with their object counts
     empty_bucket: bool = False
     notes: list[str] = field(default_factory=list)
+    live: list[LiveStack] = field(default_factory=list)  # costguard stacks deployed here: --yes refuses
 
     @property
     def nothing(self) -> bool:
@@ -101,7 +134,28 @@ def describe_stack(name: str, region: str) -> Stack:
         exists=found.get("StackStatus") != "DELETE_COMPLETE",
         outputs={o["OutputKey"]: o["OutputValue"] for o in found.get("Outputs", [])},
         parameters={p["ParameterKey"]: p.get("ParameterValue", "") for p in found.get("Parameters", [])},
+        status=str(found.get("StackStatus", "")),
     )
+
+
+def is_costguard(stack: dict[str, Any]) -> bool:
+    """A DescribeStacks stack deployed from template.yaml or member.yaml (by its description or its outputs)."""
+    description = str(stack.get("Description") or "").strip().lower()
+    outputs = {o.get("OutputKey") for o in stack.get("Outputs", [])}
+    return description.startswith(COSTGUARD_DESCRIPTION) or bool(outputs & COSTGUARD_OUTPUTS)
+
+
+def live_stacks(region: str, named: Stack) -> list[LiveStack]:
+    """The costguard stacks deployed in ``region``: the named one while it exists (whatever its template), and
+    every other stack that is costguard's and not DELETE_COMPLETE."""
+    found = [LiveStack(named.name, named.status or "exists")] if named.exists else []
+    cloudformation = clients.client("cloudformation", region)
+    for page in cloudformation.get_paginator("describe_stacks").paginate():
+        for stack in page.get("Stacks", []):
+            name, status = str(stack.get("StackName", "")), str(stack.get("StackStatus", ""))
+            if name != named.name and status != "DELETE_COMPLETE" and is_costguard(stack):
+                found.append(LiveStack(name, status))
+    return found
 
 
 def tagged(region: str, key: str) -> list[str]:
@@ -115,6 +169,13 @@ def tagged(region: str, key: str) -> list[str]:
             if any(tag["Key"] == key for tag in item.get("Tags", []))
         ]
     return sorted(found)
+
+
+def ops_alarms(region: str, stack_name: str) -> list[str]:
+    """The named stack's own alarms, ``<stack>-ops-<what>``: not those of a stack whose name only starts like
+    them (``costguard-ops-x``'s ``costguard-ops-x-ops-notifier``)."""
+    prefix = f"{stack_name}{OPS_INFIX}"
+    return [name for name in alarms_under(region, prefix) if OPS_INFIX not in name[len(prefix) :]]
 
 
 def alarms_under(region: str, prefix: str) -> list[str]:
@@ -164,6 +225,7 @@ def find(
     stack_name: str = DEFAULT_STACK,
     *,
     include_protect: bool = False,
+    include_snoozes: bool = False,
     protect_tag_key: str | None = None,
     state_table: str | None = None,
     audit_bucket: str | None = None,
@@ -172,18 +234,20 @@ def find(
     """Everything costguard left in ``region``: reads only."""
     stack = describe_stack(stack_name, region)
     found = Leftovers(region, stack, state_table=state_table, empty_bucket=empty_audit_bucket)
+    found.live = live_stacks(region, stack)
     protect = protect_tag_key or stack.parameters.get("ProtectTagKey") or DEFAULT_PROTECT_TAG_KEY
-    for key in (MARK_TAG_KEY, SNOOZE_TAG_KEY):
-        if arns := tagged(region, key):
-            found.tags[key] = arns
+    if arns := tagged(region, MARK_TAG_KEY):
+        found.tags[MARK_TAG_KEY] = arns
+    if arns := tagged(region, SNOOZE_TAG_KEY):
+        (found.tags if include_snoozes else found.kept_tags)[SNOOZE_TAG_KEY] = arns
     if arns := tagged(region, protect):
         (found.tags if include_protect else found.kept_tags)[protect] = arns
     found.alarms = alarms_under(region, ALARM_PREFIX)
-    ops = alarms_under(region, f"{stack_name}-ops-")
+    ops = ops_alarms(region, stack_name)
     if stack.exists:
         found.kept_alarms = ops
         found.notes.append(
-            f"the stack {stack_name} still exists: its functions mark and tag again until `sam delete`; "
+            f"the stack {stack_name} still exists: its functions mark, snooze and alarm until `sam delete`; "
             "delete it first (README Uninstall)"
         )
     else:
@@ -264,8 +328,22 @@ def delete_bucket(region: str, bucket: str) -> None:
     s3.delete_bucket(Bucket=bucket)
 
 
+def refusal(found: Leftovers) -> str | None:
+    """Why ``--yes`` removes nothing here (None: it may remove what is listed)."""
+    if not found.live:
+        return None
+    deletes = "; ".join(f"`sam delete --stack-name {s.name} --region {found.region}`" for s in found.live)
+    return (
+        f"a costguard stack is deployed in {found.region}: {_stacks(found.live)}; its functions read the snooze and "
+        f"mark tags and keep the GPU-idle alarms (which do not say which stack made them), so nothing was changed: "
+        f"delete it first ({deletes}), then run again"
+    )
+
+
 def remove(found: Leftovers) -> None:
-    """Remove what ``find`` listed for removal."""
+    """Remove what ``find`` listed for removal; nothing while a costguard stack is deployed (UninstallError)."""
+    if (why := refusal(found)) is not None:
+        raise UninstallError(why)
     for key, arns in found.tags.items():
         untag(found.region, key, arns)
     delete_alarms(found.region, found.alarms)
@@ -277,6 +355,10 @@ def remove(found: Leftovers) -> None:
 
 
 # -- the command ------------------------------------------------------------------------------------------
+
+
+def _stacks(live: Sequence[LiveStack]) -> str:
+    return ", ".join(str(s) for s in live)
 
 
 def _short(arn: str) -> str:
@@ -296,12 +378,23 @@ def report(found: Leftovers, *, done: bool) -> list[str]:
     verb = "removed" if done else "would remove"
     where = f"stack {found.stack.name} {'exists' if found.stack.exists else 'is gone'}"
     lines = [f"costguard uninstall in {found.region} ({where}){'' if done else ', a dry run'}:"]
+    if found.live and not done:
+        lines.append(
+            f"  --yes removes nothing while a costguard stack is deployed here: {_stacks(found.live)}; "
+            "once it is deleted, it would remove:"
+        )
     for key, arns in found.tags.items():
         lines.append(f"  {verb} tag {key} from {_count(len(arns), 'resource')}: {_some(arns)}")
     for key, arns in found.kept_tags.items():
-        lines.append(
-            f"  keeps the protect tag {key} on {_count(len(arns), 'resource')} (--include-protect removes it)"
-        )
+        if key == SNOOZE_TAG_KEY:
+            lines.append(
+                f"  keeps the snooze tag {key} on {_count(len(arns), 'resource')} (a person's decision; "
+                "--include-snoozes removes it)"
+            )
+        else:
+            lines.append(
+                f"  keeps the protect tag {key} on {_count(len(arns), 'resource')} (--include-protect removes it)"
+            )
     if found.alarms:
         lines.append(f"  {verb} {_count(len(found.alarms), 'alarm')}: {_some(found.alarms)}")
     if found.kept_alarms:
@@ -319,6 +412,8 @@ def report(found: Leftovers, *, done: bool) -> list[str]:
     lines += [f"  note: {note}" for note in found.notes]
     if found.nothing:
         lines.append("  nothing of costguard's to remove here")
+    elif found.live and not done:
+        lines.append("Nothing was changed: delete the stack first (`sam delete`), then run again with --yes.")
     elif not done:
         lines.append("Nothing was changed: run again with --yes to remove what is listed.")
     return lines
@@ -334,15 +429,18 @@ def run(args: argparse.Namespace, out: Callable[[str], None] = print) -> Leftove
         region,
         args.stack,
         include_protect=args.include_protect,
+        include_snoozes=args.include_snoozes,
         protect_tag_key=args.protect_tag_key,
         state_table=args.state_table,
         audit_bucket=args.audit_bucket,
         empty_audit_bucket=args.empty_audit_bucket,
     )
+    if args.yes and (why := refusal(found)) is not None:
+        raise UninstallError(why)  # before anything is removed or printed
     if args.yes and not found.nothing:
         remove(found)
     for line in report(found, done=args.yes and not found.nothing):
-        out(line)
+        out(printable(line))  # ARNs and alarm names are AWS's, but an alarm may be named anything
     return found
 
 
@@ -352,7 +450,7 @@ def cmd_uninstall(args: argparse.Namespace) -> int:
     try:
         run(args)
     except UninstallError as error:
-        print(f"costguard uninstall: {error}", file=sys.stderr)
+        print(f"costguard uninstall: {printable(error)}", file=sys.stderr)
         return 2
     except Exception as error:
         sentence = explain(error, "give --region, or set AWS_REGION")
@@ -375,6 +473,11 @@ def add_command(commands: Any) -> None:
     un.add_argument("--yes", action="store_true", help="remove what is listed (default: a dry run)")
     un.add_argument(
         "--include-protect", action="store_true", help="remove the protect tag too (it is the user's)"
+    )
+    un.add_argument(
+        "--include-snoozes",
+        action="store_true",
+        help="remove the snooze tag too (a person's keep-until; a costguard deployed again would honour it)",
     )
     un.add_argument("--protect-tag-key", help="default: the stack's ProtectTagKey, else costguard:protect")
     un.add_argument("--state-table", help="a state table that remains: delete its items")
