@@ -63,3 +63,10 @@ def test_a_type_neither_source_prices_says_which_failed(
     [why] = said
     assert why.startswith("no price known for ml.inf2.xlarge in eu-west-1: no public source")
     assert "; the AWS Price List API failed (" in why  # the embedded AWS serves no Price List
+    # The message says it too, in place of the cost: never "$0.00", never a bare "no price".
+    said_in_slack = json.dumps(result.slack)
+    assert (
+        "cost an unknown amount (no price known for ml.inf2.xlarge in eu-west-1: no public source"
+        in said_in_slack
+    )
+    assert "$0.00" not in said_in_slack

@@ -143,7 +143,7 @@ def test_an_unpriced_type_is_skipped_and_named() -> None:
     s = subject("g7.xlarge")
     findings, skipped = evaluate([s], {}, catalog(), RULES)
     assert findings == []
-    assert skipped[0].why == "no price known for g7.xlarge in us-east-1"
+    assert skipped[0].why == "no price known for g7.xlarge in us-east-1: not in the bundled table"
     assert skipped[0].hourly_usd is None  # unknown, never zero
 
 

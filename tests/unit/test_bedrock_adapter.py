@@ -157,6 +157,7 @@ def test_a_sweep_of_three_throughputs_makes_one_list_one_series_walk_one_metric_
             settings=parse_settings(bedrock_throughput_prices="amazon.titan-text-express-v1=10"),
             shadow_marks=None,
             dry_for=lambda *reasons: None,
+            observe=lambda *args: None,
         )
         found = flow.findings_for("us-east-1", ACCOUNT, runtime, NOW, None)  # type: ignore[arg-type]
         br.assert_no_pending_responses()

@@ -17,7 +17,7 @@ from costguard.audit.fit import Projection, load_percent, project
 from costguard.audit.model import AuditFinding, Subject, TypeOption, Usage, family_of
 from costguard.audit.rules import Rules
 from costguard.model import Reason, ResourceKind
-from costguard.pricing import why_unpriced
+from costguard.pricing import not_offered, why_unpriced
 
 RULE_ORDER = (
     Reason.RIGHTSIZE_IDLE,
@@ -507,6 +507,44 @@ def _tag_hits(
         _trainium_hit(subject, used, catalog, rules, workload),
     ]
     return [hit for hit in hits if hit is not None]
+
+
+def unoffered_moves(
+    subjects: Sequence[Subject], findings: Sequence[AuditFinding], catalog: Catalog, rules: Rules, region: str
+) -> list[dict[str, Any]]:
+    """The moves a rule names by type that the region does not offer (so nothing is recommended): for each subject
+    the Trainium rule would send to its Trainium type, that type when AWS offers it nowhere in ``region``. The
+    report lists them, so an audit in a region without the type says why the recommendation is absent."""
+    told = {f.subject.key for f in findings if f.reason is Reason.TRAINIUM_CANDIDATE}
+    out: list[dict[str, Any]] = []
+    trainium = rules.trainium
+    for subject in subjects:
+        facts = subject.facts
+        workload = subject.tags.get(rules.tags.workload, "").strip().lower()
+        if (
+            subject.key in told
+            or facts is None
+            or facts.accelerator_kind == "neuron"
+            or workload not in trainium.workloads
+            or subject.running_hours * subject.instance_count < trainium.min_cumulative_hours
+        ):
+            continue
+        wanted = trainium.single_device_type if facts.accelerator_count <= 1 else trainium.multi_device_type
+        target = ("ml." if subject.instance_type.startswith("ml.") else "") + wanted
+        if target not in catalog.by_type and not_offered(wanted, region):
+            out.append(
+                {
+                    "id": subject.id,
+                    "kind": subject.kind.value,
+                    "region": region,
+                    "instance_type": subject.instance_type,
+                    "reason": Reason.TRAINIUM_CANDIDATE.value,
+                    "target": target,
+                    "why": f"{target} is not offered in {region}: no {Reason.TRAINIUM_CANDIDATE.value} "
+                    "recommendation made",
+                }
+            )
+    return out
 
 
 def _experiment_hit(

@@ -383,6 +383,21 @@ def _totals_html(report: dict[str, Any], accounts: list[dict[str, Any]]) -> str:
     )
 
 
+def _unoffered_html(unoffered: list[dict[str, Any]]) -> str:
+    """The moves a rule would make to a type the resource's region does not offer: why no such recommendation."""
+    if not unoffered:
+        return ""
+    rows = "".join(
+        f"<tr><td>{escape(u['id'])}<div class='muted'>{escape(u['region'])}</div></td>"
+        f"<td>{escape(u['instance_type'])}</td><td>{escape(u['target'])}</td><td>{escape(u['why'])}</td></tr>"
+        for u in unoffered
+    )
+    return (
+        '<h2>Not offered in the region</h2><table id="unoffered"><tr><th>Resource</th><th>Type</th>'
+        f"<th>Would move to</th><th>Why</th></tr>{rows}</table>"
+    )
+
+
 def render_html(report: dict[str, Any]) -> str:
     window = report["window"]
     accounts = report.get("accounts") or []
@@ -415,6 +430,7 @@ usage from {when(window["start"])} to {when(window["end"])} ({window["days"]:g} 
 <h2>Not judged, costliest first</h2>
 <table id="skipped"><tr><th>Resource</th><th>Type</th><th class="num">Hourly cost</th>
 <th class="num">Cost</th><th>Why</th></tr>{skipped_rows}</table>
+{_unoffered_html(report.get("unoffered") or [])}
 <h2>{"Accounts and regions" if several else "Regions"}</h2>
 <table id="regions"><tr>{"<th>Account</th>" if several else ""}<th>Region</th><th>Status</th>
 <th class="num">Resources</th><th class="num">Findings</th><th>Error</th></tr>

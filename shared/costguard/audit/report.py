@@ -306,6 +306,13 @@ def build_report(
         "by_team": _team_totals(regions, findings),
         "findings": findings,
         "skipped": skipped,
+        # Moves a rule would make to a type AWS does not offer in the resource's region (audit/evaluate.py).
+        "unoffered": [
+            u | {"account": r.get("account")}
+            for r in regions
+            if r.get("status") == "ok"
+            for u in r.get("unoffered", [])
+        ],
         # GPU endpoint variants by cost per 1,000 requests (audit/endpoints.py): their fits' savings are findings'.
         "endpoints": endpoints,
         **sections,

@@ -61,15 +61,19 @@ def detect_failed_training_job(
     price: Price | None,
     observed_at: datetime,
     event_id: str | None = None,
+    unpriced: str | None = None,
 ) -> list[Finding]:
-    """A Failed job gives one ``training_job_failed`` finding with what the failed run cost."""
+    """A Failed job gives one ``training_job_failed`` finding with what the failed run cost. ``unpriced``: why
+    the price book found no price (which source failed, and how), told in place of the cost."""
     if detail.TrainingJobStatus != "Failed":
         return []
     resource = training_job_resource(detail, account=account, region=region)
     cost = run_cost_usd(detail, price)
     ran = runtime_seconds(detail)
     reason = (detail.FailureReason or "no failure reason given").strip()
-    spent = f"${cost:,.2f}" if cost is not None else "an unknown amount (no price for this type)"
+    spent = (
+        f"${cost:,.2f}" if cost is not None else f"an unknown amount ({unpriced or 'no price for this type'})"
+    )
     return [
         Finding(
             reason=Reason.TRAINING_JOB_FAILED,
@@ -92,6 +96,7 @@ def detect_failed_training_job(
                 "instance_count": resource.instance_count,
                 "price_usd_per_hour": price.usd_per_hour if price else None,
                 "price_source": price.source if price else "unknown",
+                **({} if price or not unpriced else {"price_unknown": unpriced}),
                 "managed_spot": detail.EnableManagedSpotTraining,
             },
         )

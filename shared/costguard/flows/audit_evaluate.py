@@ -14,7 +14,7 @@ from aws_lambda_powertools.metrics import MetricUnit
 from costguard.audit import store
 from costguard.audit.discover import PRICED_OPTIONS_PERMISSIONS, priced_options
 from costguard.audit.endpoints import endpoint_rows
-from costguard.audit.evaluate import Catalog, cost_hours, evaluate
+from costguard.audit.evaluate import Catalog, cost_hours, evaluate, unoffered_moves
 from costguard.audit.holdings import Holdings, region_sections
 from costguard.audit.model import AuditFinding, Subject, Usage, family_of
 from costguard.audit.report import region_result, team_totals
@@ -83,7 +83,8 @@ def judge_region(
         step.region, price_book(settings.price_source == "live"), {s.instance_type for s in subjects}
     )
     window_hours = settings.audit_lookback_days * 24.0
-    findings, skipped = evaluate(subjects, usage, Catalog(options, prices), rules, window_hours=window_hours)
+    catalog = Catalog(options, prices)
+    findings, skipped = evaluate(subjects, usage, catalog, rules, window_hours=window_hours)
 
     def hours_of(subject: Subject) -> float:
         return cost_hours(subject, window_hours, rules)[0]
@@ -104,6 +105,8 @@ def judge_region(
         teams=team_totals(subjects, prices, settings.routing_tag_key, rules.hours_per_month, hours_of),
         costs=costs,
     )
+    # A rule's move to a type AWS does not offer in the region: named, so its absence is explained.
+    result["unoffered"] = unoffered_moves(subjects, findings, catalog, rules, step.region)
     result["endpoints"] = endpoint_rows(
         subjects,
         usage,

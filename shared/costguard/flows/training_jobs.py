@@ -73,6 +73,7 @@ def handle_training_job_event(
         price=price,
         observed_at=event.time,
         event_id=event.id,
+        unpriced=None if price else runtime.prices.why_unknown(instance_type, event.region),
     )
     status = detail.TrainingJobStatus
     if status == "Failed":
