@@ -87,6 +87,10 @@ class Settings(BaseModel):
         description="on: the sweep reads an instance's GPU metrics only when a finding could have come "
         "(detect/read_schedule.py); off: every instance at every sweep",
     )
+    eks_in_vpc: bool = Field(
+        default=False,
+        description="the EKS function runs in the clusters' VPC (EksSubnetIds): private API endpoints are reached",
+    )
     gpu_alarms: bool = Field(
         default=False,
         description="on: one GPU-idle alarm per running GPU instance (GpuAlarms); off: the 5-minute sweep alone",

@@ -136,13 +136,16 @@ def bearer_token(cluster: str, region: str) -> str:
 class KubeApi:
     """One cluster's Kubernetes API through the official client: plain JSON in, plain dicts out."""
 
-    def __init__(self, cluster: EksCluster, token: str | None = None) -> None:
+    def __init__(self, cluster: EksCluster, token: str | None = None, *, in_vpc: bool = False) -> None:
+        """``in_vpc``: the function runs in the clusters' VPC (EksSubnetIds), so a private endpoint is reached;
+        outside it, a cluster whose endpoint is private only is refused without a call."""
         if cluster.status and cluster.status != "ACTIVE":
             raise ClusterUnreachable("not_active", f"the cluster is {cluster.status}")
-        if not cluster.public_endpoint:
+        if not cluster.public_endpoint and not in_vpc:
             raise ClusterUnreachable(
                 "private_endpoint",
-                "its API endpoint is private and costguard's function runs outside its VPC",
+                "its API endpoint is private and costguard's function runs outside its VPC "
+                "(name EksSubnetIds and EksSecurityGroupIds to run it there: docs/eks.md)",
             )
         from kubernetes import client
         from urllib3.util.retry import Retry

@@ -781,7 +781,10 @@ def unreachable_finding(
     """A cluster the sweep could not read: what to add, told once (pipeline.ALERT_ONCE); the others are swept."""
     role = role_arn or "costguard's EKS sweep role (stack output EksGpuFunctionRoleArn)"
     fixes = {
-        "private_endpoint": "enable its public endpoint restricted to your addresses, or run the sweep in its VPC",
+        "private_endpoint": (
+            "deploy with EksSubnetIds and EksSecurityGroupIds (subnets of its VPC, docs/eks.md 'Private endpoints') "
+            "so the sweep runs in its VPC"
+        ),
         "unauthorized": (
             f"add an EKS access entry for {role} with the Kubernetes group costguard-readers "
             "(aws eks create-access-entry, docs/eks.md 'Access') and set the cluster's authentication mode to "

@@ -13,6 +13,7 @@ import dataclasses
 from collections import defaultdict
 from collections.abc import Callable, Sequence
 from datetime import datetime
+from functools import partial
 from typing import Any
 
 from costguard.act import eks as act_eks
@@ -53,8 +54,14 @@ Connect = Callable[[EksCluster], Any]
 
 
 def handle_sweep(
-    runtime: Runtime, now: datetime, default_region: str, event_id: str | None, connect: Connect = KubeApi
+    runtime: Runtime,
+    now: datetime,
+    default_region: str,
+    event_id: str | None,
+    connect: Connect | None = None,
 ) -> Report:
+    """``connect``: how a cluster's API is reached (default: the Kubernetes client, in the VPC when deployed so)."""
+    connect = connect or partial(KubeApi, in_vpc=runtime.settings.eks_in_vpc)
     combined = Report()
     for region in runtime.settings.regions or (default_region,):
         combined.extend(evaluate(region, runtime, now, event_id=event_id, connect=connect))
@@ -72,9 +79,15 @@ def marks_store(runtime: Runtime) -> ShadowMarks:
 
 
 def evaluate(
-    region: str, runtime: Runtime, now: datetime, *, event_id: str | None = None, connect: Connect = KubeApi
+    region: str,
+    runtime: Runtime,
+    now: datetime,
+    *,
+    event_id: str | None = None,
+    connect: Connect | None = None,
 ) -> Report:
     """Read every cluster of the region (one that cannot be read reported, the others swept), judge, act."""
+    connect = connect or partial(KubeApi, in_vpc=runtime.settings.eks_in_vpc)
     thresholds = thresholds_from(runtime.settings)
     findings: list[Finding] = []
     views: list[eks.ClusterView] = []

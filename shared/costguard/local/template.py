@@ -161,6 +161,10 @@ class Template:
                     return any(evaluate(a) for a in arg)
                 if key == "Ref":
                     return refs[arg] if arg in refs else _pseudo(arg)
+                if key == "Fn::Join":  # a CommaDelimitedList parameter is a string here: its list joined
+                    separator, parts = arg
+                    items = parts if isinstance(parts, list) else [parts]
+                    return separator.join(str(evaluate(p)).replace(",", separator) for p in items)
             if isinstance(value, dict | list):
                 raise ValueError(f"cannot evaluate {value!r} in a condition locally")
             return value
