@@ -201,14 +201,27 @@ def schedules(template: Template, conditions: Mapping[str, bool] | None = None) 
     return runs
 
 
-def sqs_sources(template: Template) -> int:
-    """The functions' SQS event sources: each keeps Lambda's pollers asking, queue empty or not."""
-    return sum(
-        1
-        for resource in template.resources.values()
-        for event in ((resource.get("Properties") or {}).get("Events") or {}).values()
-        if event.get("Type") == "SQS"
-    )
+def sqs_sources(template: Template, conditions: Mapping[str, bool] | None = None) -> int:
+    """The functions' SQS event sources enabled under ``conditions`` (default: the template's defaults): each
+    keeps Lambda's pollers asking, queue empty or not. A function or mapping whose condition is false is not
+    there (``Condition``), or does not poll (``Enabled: !If [...]``)."""
+    conditions = template.conditions() if conditions is None else conditions
+    count = 0
+    for resource in template.resources.values():
+        if "Condition" in resource and not conditions[resource["Condition"]]:
+            continue
+        for event in ((resource.get("Properties") or {}).get("Events") or {}).values():
+            if event.get("Type") == "SQS" and _on(event["Properties"].get("Enabled", True), conditions):
+                count += 1
+    return count
+
+
+def _on(value: Any, conditions: Mapping[str, bool]) -> bool:
+    """A boolean property, or ``!If [condition, true, false]`` under ``conditions``."""
+    if isinstance(value, dict) and "Fn::If" in value:
+        name, when_true, when_false = value["Fn::If"]
+        value = when_true if conditions[name] else when_false
+    return value is True or str(value).lower() == "true"
 
 
 def memory_gb(template: Template, logical_id: str) -> float:
@@ -217,13 +230,18 @@ def memory_gb(template: Template, logical_id: str) -> float:
     return float(props.get("MemorySize", default)) / 1024
 
 
-def ops_alarm_metrics(template: Template) -> int:
-    """Metrics the stack's own CloudWatch alarms watch (each MetricStat of a math alarm is one)."""
+def ops_alarm_metrics(template: Template, conditions: Mapping[str, bool] | None = None) -> int:
+    """Metrics the stack's own CloudWatch alarms watch (each MetricStat of a math alarm is one), of the alarms
+    created under ``conditions`` (default: the template's defaults)."""
+    conditions = template.conditions() if conditions is None else conditions
     count = 0
     for resource in template.resources.values():
-        if resource.get("Type") == "AWS::CloudWatch::Alarm":
-            props = resource["Properties"]
-            count += sum(1 for m in props.get("Metrics", []) if "MetricStat" in m) or 1
+        if resource.get("Type") != "AWS::CloudWatch::Alarm":
+            continue
+        if "Condition" in resource and not conditions[resource["Condition"]]:
+            continue
+        props = resource["Properties"]
+        count += sum(1 for m in props.get("Metrics", []) if "MetricStat" in m) or 1
     return count
 
 
@@ -339,6 +357,7 @@ class Month:
         self.gpus = int(self.sweep["gpu_series"])
         self.init = {name: row["median_ms"] / 1000 for name, row in imports["handlers"].items()}
         conditions = template.conditions({ALARMS_OPTION: "on" if alarms_on else "off"})
+        self.conditions = conditions
         self.runs = schedules(template, conditions)
         self.schedule = dict(schedule)
         a = ASSUMPTIONS
@@ -466,7 +485,7 @@ def _invocations(m: Month) -> float:
 
 
 def _cloudwatch(bill: Bill, m: Month) -> None:
-    ops = ops_alarm_metrics(m.template)
+    ops = ops_alarm_metrics(m.template, m.conditions)
     bill.line(
         "CloudWatch ops alarms",
         ops,
@@ -572,7 +591,7 @@ def _state_and_queues(bill: Bill, m: Month) -> None:
         + f"episode gate {m.sweeps:,.0f} sweeps x {m.open_findings:,.1f} open findings"
         + (f" + {m.alarm_events:,.0f} alarms" if m.alarms_on else ""),
     )
-    sources = sqs_sources(m.template)
+    sources = sqs_sources(m.template, m.conditions)
     pollers = int(a["sqs_pollers_per_source"])
     polls = sources * pollers * 3 * MONTH_MINUTES  # a 20-second long poll: 3 a minute each
     bill.line(
