@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -73,3 +74,46 @@ def test_the_demo_ends_with_a_short_backtest_of_the_demo_world() -> None:
     text = demo_backtest(load_world(DEMO_WORLD))
     assert "i-0a1f00000000000a1" in text  # the forgotten p4d would have been stopped
     assert "stop" in text and "Totals:" in text
+
+
+def _backtest(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], **env: str
+) -> dict[str, Any]:
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    assert main(["backtest", "--world", WEEK, "--json"]) == 0
+    document: dict[str, Any] = json.loads(capsys.readouterr().out)
+    return document
+
+
+def test_the_backtest_applies_remediate_scope_and_reason_modes_as_deployed(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The README's rollout, previewed: a scope nobody is in stops nothing; gpu_idle in notify stops no idle
+    instance; each held stop is told (a notice), as notify mode would have told it."""
+    plain = _backtest(monkeypatch, capsys)
+    stops = plain["totals"]["stops"]
+    idle_stops = sum(
+        1
+        for r in plain["resources"]
+        for d in r["decisions"]
+        if d["action"] == "stop" and d["reason"] == "gpu_idle"
+    )
+    assert stops > 0 and idle_stops > 0 and plain["totals"]["held_by_reason"] == {}
+
+    nobody = _backtest(monkeypatch, capsys, COSTGUARD_REMEDIATE_SCOPE="team=nobody")
+    assert nobody["totals"]["stops"] == 0 and nobody["totals"]["reclaimable_usd"] == 0
+    assert sum(nobody["totals"]["held_by_reason"].values()) >= stops
+    assert nobody["totals"]["remediate_scope"] == "team=nobody"
+    held = [
+        d for r in nobody["resources"] for d in r["decisions"] if d["note"].startswith("would stop, held")
+    ]
+    assert held and all("outside RemediateScope (team=nobody)" in d["note"] for d in held)
+
+    monkeypatch.delenv("COSTGUARD_REMEDIATE_SCOPE")
+    notify_idle = _backtest(monkeypatch, capsys, COSTGUARD_REASON_MODES="gpu_idle=notify")
+    decisions = [d for r in notify_idle["resources"] for d in r["decisions"]]
+    assert not [d for d in decisions if d["action"] == "stop" and d["reason"] == "gpu_idle"]
+    assert notify_idle["totals"]["held_by_reason"]["gpu_idle"] >= idle_stops
+    # Stops of other reasons are still made.
+    assert notify_idle["totals"]["stops"] == stops - idle_stops

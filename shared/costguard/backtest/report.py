@@ -51,6 +51,10 @@ def totals(result: Result) -> dict[str, Any]:
         "stops": result.stops,
         "near_misses": result.near_misses,
         "stops_with_unknown_price": unpriced,
+        # Stops remediate would have made that the deployed ReasonModes or RemediateScope hold (told, not made).
+        "held_by_reason": result.held,
+        "reason_modes": result.params.reason_modes,
+        "remediate_scope": result.params.remediate_scope,
         "notices_by_reason": result.notices,
         "findings_by_reason": result.findings,
     } | ({"labelled": labelled.as_json()} if (labelled := result.labelled) is not None else {})
@@ -72,6 +76,7 @@ def resource_json(outcome: Outcome) -> dict[str, Any]:
         "unclaimed_idle_usd": round(outcome.unclaimed_usd, 2),
         "stops": outcome.stops,
         "near_misses": outcome.near_misses,
+        "held_by_reason": dict(sorted(outcome.held.items())),
         "notices_by_reason": dict(sorted(outcome.notices.items())),
         "findings_by_reason": dict(sorted(outcome.findings.items())),
         "decisions": [e.as_json() for e in outcome.events],
@@ -156,6 +161,14 @@ def as_text(result: Result, sweep: list[SweepRow] | None = None, limit: int = 20
         )
         + "."
     )
+    if t["held_by_reason"] or t["reason_modes"] or t["remediate_scope"]:
+        held = sum(t["held_by_reason"].values())
+        lines.append(
+            f"Held by ReasonModes ({t['reason_modes'] or 'none'}) and RemediateScope "
+            f"({t['remediate_scope'] or 'every resource'}): {held} stop(s) told in notify instead"
+            + (f" ({notices_line(t['held_by_reason'])})" if held else "")
+            + "."
+        )
     if (labelled := t.get("labelled")) is not None:
         lines.append(
             f"Labelled world ({result.params.idle_policy} policy): ${labelled['reclaimed_idle_usd']:,.2f} of "

@@ -83,6 +83,10 @@ class Params:
     # The sweep's read schedule (COSTGUARD_READ_SCHEDULE, detect/read_schedule.py): instances read only when a
     # finding could have come. The fixed idle policy only: the adaptive one observes every sweep.
     read_schedule: bool = True
+    # What remediate would act on, as deployed (policy.Policy): ReasonModes (COSTGUARD_REASON_MODES) and
+    # RemediateScope (COSTGUARD_REMEDIATE_SCOPE). A stop they hold is told, never played as a stop.
+    reason_modes: str = ""
+    remediate_scope: str = ""
 
     @classmethod
     def from_settings(cls, settings: Settings, **overrides: Any) -> Params:
@@ -101,6 +105,8 @@ class Params:
             adaptive_floor=timedelta(minutes=settings.adaptive_floor_minutes),
             adaptive_horizon=timedelta(minutes=settings.adaptive_horizon_minutes),
             read_schedule=settings.read_schedule,
+            reason_modes=settings.reason_modes,
+            remediate_scope=settings.remediate_scope,
         )
         return replace(base, **{k: v for k, v in overrides.items() if v is not None})
 
@@ -120,6 +126,17 @@ class Params:
             protect_tag_key=self.protect_tag_key,
             grace=self.grace,
             max_stops=self.max_stops_per_run,
+        )
+
+    def remediate(self) -> Policy:
+        """The policy the backtest previews: remediate mode, with the deployed ReasonModes and RemediateScope."""
+        return Policy(
+            dry_run=False,
+            protect_tag_key=self.protect_tag_key,
+            grace=self.grace,
+            max_stops=self.max_stops_per_run,
+            modes=policy_rules.parse_reason_modes(self.reason_modes),
+            scope=policy_rules.parse_scope(self.remediate_scope),
         )
 
     def adaptive(self) -> adaptive.AdaptiveParams:
@@ -148,6 +165,8 @@ class Params:
             "max_stops_per_hour": self.max_stops_per_hour,
             "repeat_window_minutes": _minutes(self.repeat_window),
             "read_schedule": self.scheduled,
+            "reason_modes": self.reason_modes,
+            "remediate_scope": self.remediate_scope,
         }
 
     @property
@@ -202,6 +221,8 @@ class Outcome:
     # that are news: not a standing finding's repeat, not a marked instance waiting out its grace period
     # (read_schedule.evidence_metrics).
     evidence_metrics: int = 0
+    # By reason: the stops remediate would have made but ReasonModes or RemediateScope holds (told, not made).
+    held: Counter[str] = field(default_factory=Counter)
 
     @property
     def near_misses(self) -> int:
@@ -241,6 +262,11 @@ class Result:
     @property
     def stops(self) -> int:
         return sum(o.stops for o in self.outcomes)
+
+    @property
+    def held(self) -> dict[str, int]:
+        """The stops ReasonModes or RemediateScope held (told in notify, not made), by reason, most first."""
+        return _by_count(sum((o.held for o in self.outcomes), Counter()))
 
     @property
     def labelled(self) -> Labelled | None:
@@ -773,6 +799,7 @@ def _walk(history: History, params: Params, progress: Progress | None) -> Result
     """``backtest``'s walk: at each step, account for the period just ended, then judge and decide."""
     thresholds = params.thresholds(history.step)
     policy = params.policy()
+    remediate = params.remediate()
     limiter = MemoryStopLimiter(params.max_stops_per_hour)
     gate = MemoryRepeatGate()
     step = history.step
@@ -845,7 +872,7 @@ def _walk(history: History, params: Params, progress: Progress | None) -> Result
             findings += found
             owners += [state] * len(found)
         for state, decision in zip(owners, policy_rules.decide_all(findings, policy, now), strict=True):
-            _apply(state, decision, now, history, params, limiter, gate)
+            _apply(state, decision, now, history, params, limiter, gate, remediate.held(decision.finding))
         if progress is not None:
             progress(n + 1, len(steps))
     return Result(history, params, [s.outcome for s in states])
@@ -904,12 +931,19 @@ def _apply(
     params: Params,
     limiter: MemoryStopLimiter,
     gate: MemoryRepeatGate,
+    held: str | None = None,
 ) -> None:
+    """``held``: why remediate with the deployed ReasonModes and RemediateScope would not act on this finding
+    (policy.Policy.held): its stop is then told as notify mode tells it, and not played as a stop."""
     action, reason = decision.action, decision.reason.value
     events = state.outcome.events
     if action is Action.NONE:
         return  # waiting out the grace period
     capped = False
+    if action is Action.STOP and held is not None:
+        action, note = Action.NOTIFY, f"would stop, held: {held}"
+        decision = decision.model_copy(update={"action": action, "note": note})
+        state.outcome.held[reason] += 1
     if action is Action.MARK:
         state.set_mark(now)
     elif action is Action.UNMARK:
