@@ -11,7 +11,7 @@ export AWS_DEFAULT_REGION ?= us-east-1
 export COSTGUARD_SAM := $(CURDIR)/$(SAM_VENV)/bin/sam
 export COSTGUARD_CHECKOV := $(CURDIR)/$(CHECKOV_VENV)/bin/checkov
 
-.PHONY: setup demo build test lint typecheck unit bench bench-adaptive clean
+.PHONY: setup test-setup demo build test lint typecheck unit bench bench-adaptive clean
 
 $(VENV)/.ready: pyproject.toml constraints.txt
 	@test -n "$(PYTHON)" || { echo "no Python 3.13 found: set PYTHON=/path/to/python3.13"; exit 1; }
@@ -34,7 +34,12 @@ $(CHECKOV_VENV)/.ready: requirements-checkov.txt
 	$(CHECKOV_VENV)/bin/pip install --quiet -r requirements-checkov.txt
 	touch $@
 
-setup: $(VENV)/.ready $(SAM_VENV)/.ready $(CHECKOV_VENV)/.ready
+# What deploying needs: the runtime and CLI (.venv) and the SAM CLI (.venv-sam). Nothing system-wide.
+setup: $(VENV)/.ready $(SAM_VENV)/.ready
+
+# What the tests add: checkov's environment and headless Chromium (the report rendering tests only; installed with
+# apt when missing, so on Debian-like machines).
+test-setup: setup $(CHECKOV_VENV)/.ready
 	scripts/ensure-chromium
 
 demo: $(VENV)/.ready
@@ -55,7 +60,7 @@ typecheck: $(VENV)/.ready
 
 # Independent tests run in parallel, one worker per core; a module's tests stay on one worker (its fixtures are
 # built once) unless they are marked to run apart, and the slowest groups start first (tests/conftest.py).
-unit: setup
+unit: test-setup
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/pytest -n auto --dist loadgroup
 
 test: lint typecheck unit

@@ -94,3 +94,44 @@ def test_make_build_runs_sam_with_pyenvs_python313_first_on_path(tmp_path: Path)
     assert out["args"] == "build --no-cached"
     assert out["path"].split(":")[0] == str(python.parent)
     assert out["python"] == str(python)
+
+
+@pytest.mark.skipif(shutil.which("make") is None, reason="no make")
+def test_make_setup_build_needs_no_apt_and_no_browser(tmp_path: Path) -> None:
+    """The README's deploy step on a machine without apt or Chromium (macOS, say): `make setup build` runs only
+    what `sam build` needs. The environments are stand-ins already made; PATH holds a shell, dirname and a
+    python3.13, and no apt-get, sudo or chromium."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for tool in ("sh", "dirname"):
+        found = shutil.which(tool)
+        assert found, tool
+        (bin_dir / tool).symlink_to(found)
+    (bin_dir / "python3.13").symlink_to(sys.executable)
+    for absent in ("apt-get", "chromium", "sudo"):
+        assert shutil.which(absent, path=str(bin_dir)) is None
+    venvs = {}
+    for name in ("VENV", "SAM_VENV"):
+        venv = tmp_path / name.lower()
+        (venv / "bin").mkdir(parents=True)
+        (venv / ".ready").touch()  # newer than their requirements: make leaves them be
+        venvs[name] = venv
+    sam = venvs["SAM_VENV"] / "bin" / "sam"
+    sam.write_text('#!/bin/sh\necho "sam $*"\n')
+    sam.chmod(0o755)
+    result = subprocess.run(
+        [str(shutil.which("make")), "--no-print-directory", "-C", str(ROOT), "setup", "build"]
+        + [f"{name}={venv}" for name, venv in venvs.items()],
+        capture_output=True,
+        text=True,
+        env={"PATH": str(bin_dir), "HOME": str(tmp_path)},
+        timeout=120,
+        check=False,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "sam build" in result.stdout
+    assert "chromium" not in result.stdout + result.stderr
+    assert "apt" not in result.stdout + result.stderr
+    # The tests' own prerequisites stay with the tests.
+    assert "ensure-chromium" in _recipe("test-setup")
+    assert _recipe("unit").startswith("unit: test-setup")
