@@ -39,7 +39,7 @@ def one_sentence(err: str) -> str:
 @pytest.mark.parametrize(
     ("argv", "said"),
     [
-        (["redrive", "--stack", "costguard"], "costguard redrive: no AWS region is set: set AWS_REGION"),
+        (["redrive"], "costguard redrive: no AWS region is set: give --region, or set AWS_REGION"),
         (["doctor"], "costguard doctor: no AWS region is set: give --region, or set AWS_REGION"),
         (["audit", "--live"], "costguard audit --live: no AWS region is set: give --region"),
     ],

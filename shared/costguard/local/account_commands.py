@@ -64,9 +64,13 @@ def unwritable(out: Path) -> str | None:
 
 
 def session_region(given: str | None) -> str | None:
-    """The region given, else the default session's (AWS_REGION, AWS_DEFAULT_REGION, the profile's)."""
+    """The region given, else AWS_REGION, else AWS_DEFAULT_REGION, else the profile's (the SDKs' order: botocore
+    itself reads AWS_DEFAULT_REGION only, so AWS_REGION is read here first)."""
     if given:
         return given
+    from_environment = os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION")
+    if from_environment:
+        return from_environment
     import boto3
 
     return boto3.session.Session().region_name

@@ -183,16 +183,17 @@ def _log_level(args: argparse.Namespace) -> dict[str, str]:
     return {"POWERTOOLS_LOG_LEVEL": "INFO" if args.verbose else "WARNING"}
 
 
-def _print_human(result: ReplayResult, counter: str = "") -> None:
+def _print_human(result: ReplayResult, counter: str = "", *, errors: bool = True) -> None:
     """One event's result; what came from the event or the account (ids, summaries, errors, the Slack
-    messages) printable: no control character of a Name tag reaches the terminal (local/terminal.py)."""
+    messages) printable: no control character of a Name tag reaches the terminal (local/terminal.py).
+    ``errors``: the error too (False: the caller says it once, on stderr)."""
     p = printable
     print(f"\n=== {counter}{p(result.event)}")
     if result.function:
         print(f"    function: {p(result.function)}" + (f" ({p(result.route)})" if result.route else ""))
     for note in result.notes:
         print(f"    note:     {p(note)}")
-    if result.error:
+    if result.error and errors:
         print(f"    ERROR: {p(result.error)}")
     if result.output:
         print(f"    result:   {json.dumps(result.output, default=str)}")
@@ -208,15 +209,39 @@ def _print_human(result: ReplayResult, counter: str = "") -> None:
 
 
 def _settings(pairs: list[str]) -> dict[str, str]:
-    """``--set NAME=VALUE`` pairs: costguard's own settings only (COSTGUARD_*), each validated when a function
-    starts, as in a deployed stack."""
+    """``--set NAME=VALUE`` pairs: costguard's own settings only, each validated when a function starts, as in a
+    deployed stack. NAME is the variable (``COSTGUARD_REASON_MODES``) or the template parameter that sets it
+    (``ReasonModes``)."""
     settings: dict[str, str] = {}
     for pair in pairs:
         name, equals, value = pair.partition("=")
-        if not equals or not name.startswith("COSTGUARD_"):
-            raise SystemExit(f"costguard: --set takes COSTGUARD_NAME=VALUE, not {pair!r}")
-        settings[name] = value
+        if not equals or not name:
+            raise SystemExit(
+                f"costguard: --set takes NAME=VALUE (ReasonModes=gpu_idle=notify, say), not {pair!r}"
+            )
+        variable = name if name.startswith("COSTGUARD_") else _parameter_variable(name)
+        if variable is None:
+            raise SystemExit(
+                f"costguard: --set {name}: not a costguard setting: give a template parameter that sets one "
+                f"(ReasonModes, RemediateScope, GraceMinutes, ...) or its COSTGUARD_ variable"
+            )
+        settings[variable] = value
     return settings
+
+
+def _parameter_variable(parameter: str) -> str | None:
+    """The COSTGUARD_ variable a template parameter sets (``ReasonModes``: ``COSTGUARD_REASON_MODES``)."""
+    template = _template()
+    environments = [template.global_environment()] + [
+        (r.get("Properties", {}).get("Environment") or {}).get("Variables") or {}
+        for r in template.resources.values()
+        if r.get("Type") == "AWS::Serverless::Function"
+    ]
+    for variables in environments:
+        for variable, value in variables.items():
+            if variable.startswith("COSTGUARD_") and value == {"Ref": parameter}:
+                return str(variable)
+    return None
 
 
 def cmd_replay(args: argparse.Namespace) -> int:
@@ -237,7 +262,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
             if args.json:
                 print(json.dumps(result.as_json(), default=str), flush=True)
             else:
-                _print_human(result)
+                _print_human(result, errors=False)  # said once, on stderr
                 sys.stdout.flush()
             if result.error:
                 ok = False
@@ -367,34 +392,58 @@ def cmd_audit(args: argparse.Namespace) -> int:
 
 def cmd_redrive(args: argparse.Namespace) -> int:
     from costguard.aws import clients
+    from costguard.local.account_commands import session_region
+    from costguard.local.aws_errors import REGION_HELP
     from costguard.local.redrive import redrive_parked, redrive_report
+    from costguard.local.uninstall import DEFAULT_STACK
 
     source, target = args.dlq_url, args.queue_url
-    if args.stack:
+    if bool(source) != bool(target):
+        print(
+            "costguard redrive: give both --dlq-url and --queue-url, or neither (then --stack)",
+            file=sys.stderr,
+        )
+        return 2
+    region = session_region(args.region)
+    if not source:
+        if region is None:
+            print(
+                f"costguard redrive: no AWS region is set: give --region, or {REGION_HELP}", file=sys.stderr
+            )
+            return 2
+        stack = args.stack or DEFAULT_STACK
         outputs = {
             o["OutputKey"]: o["OutputValue"]
-            for o in clients.client("cloudformation").describe_stacks(StackName=args.stack)["Stacks"][0][
+            for o in clients.client("cloudformation", region).describe_stacks(StackName=stack)["Stacks"][0][
                 "Outputs"
             ]
         }
         where = "FailedEventsQueueUrl" if args.parked else "DecisionsDeadLetterQueueUrl"
         source, target = outputs[where], outputs["DecisionsQueueUrl"]
-    if not source or not target:
-        print("costguard redrive: give --stack, or both --dlq-url and --queue-url", file=sys.stderr)
-        return 2
     if args.parked:
-        done = redrive_parked(source, target)
+        done = redrive_parked(source, target, region=args.region)
         print(f"moved {done.moved} parked notices from the failed-events queue back to the decisions queue")
     else:
-        done = redrive_report(source, target)
+        done = redrive_report(source, target, region=args.region)
         print(f"moved {done.moved} notices from the dead-letter queue back to the decisions queue")
     for message_id, why in sorted(done.left.items()):
         print(f"  left {printable(message_id)}: {printable(why)}")
     return 0
 
 
+def _version() -> str:
+    """The installed package's version (pyproject.toml's), or "unknown" when it is run from a bare checkout."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("costguard")
+    except PackageNotFoundError:
+        return "unknown"
+
+
 def parser() -> argparse.ArgumentParser:
     top = argparse.ArgumentParser(prog="costguard", description=__doc__)
+    top.add_argument("--version", action="version", version=f"costguard {_version()}")
     commands = top.add_subparsers(dest="command", required=True)
 
     rp = commands.add_parser("replay", help="route event files as the deployed rules would and run them")
@@ -458,7 +507,10 @@ def parser() -> argparse.ArgumentParser:
     rd = commands.add_parser(
         "redrive", help="move notices from the dead-letter queue back to the decisions queue"
     )
-    rd.add_argument("--stack", help="deployed stack name (reads its outputs)")
+    rd.add_argument("--stack", help="deployed stack name, whose outputs name the queues (default: costguard)")
+    rd.add_argument(
+        "--region", help="the stack's region (default: AWS_REGION, AWS_DEFAULT_REGION, the profile's)"
+    )
     rd.add_argument("--dlq-url", help="the queue to move from (with --parked: the failed-events queue)")
     rd.add_argument("--queue-url")
     rd.add_argument(

@@ -33,15 +33,19 @@ def redrive(dlq_url: str, target_url: str, *, limit: int = 10_000) -> int:
     return redrive_report(dlq_url, target_url, limit=limit).moved
 
 
-def redrive_report(dlq_url: str, target_url: str, *, limit: int = 10_000) -> Redriven:
+def redrive_report(
+    dlq_url: str, target_url: str, *, limit: int = 10_000, region: str | None = None
+) -> Redriven:
     """``redrive``, saying which messages it left in the dead-letter queue and why."""
-    return _move(dlq_url, target_url, _dead_lettered_notice, limit)
+    return _move(dlq_url, target_url, _dead_lettered_notice, limit, region)
 
 
-def redrive_parked(failed_events_url: str, target_url: str, *, limit: int = 10_000) -> Redriven:
+def redrive_parked(
+    failed_events_url: str, target_url: str, *, limit: int = 10_000, region: str | None = None
+) -> Redriven:
     """Queue parked notices (notify/parked.py) again, once what Slack refused is fixed (the webhook secret,
     say). Only parked records move, as the notice they hold; rejected events and Lambda failures stay."""
-    return _move(failed_events_url, target_url, _parked_notice, limit)
+    return _move(failed_events_url, target_url, _parked_notice, limit, region)
 
 
 def _dead_lettered_notice(body: str) -> tuple[str | None, str]:
@@ -58,6 +62,12 @@ def _dead_lettered_notice(body: str) -> tuple[str | None, str]:
     return body, ""
 
 
+def queue_region(url: str) -> str | None:
+    """The region in an SQS queue URL (``https://sqs.eu-west-1.amazonaws.com/...``); None for another form."""
+    host = url.split("://", 1)[-1].split("/", 1)[0].split(".")
+    return host[1] if len(host) > 3 and host[0] == "sqs" else None
+
+
 def _parked_notice(body: str) -> tuple[str | None, str]:
     try:
         data: Any = json.loads(body)
@@ -69,9 +79,13 @@ def _parked_notice(body: str) -> tuple[str | None, str]:
 
 
 def _move(
-    source_url: str, target_url: str, convert: Callable[[str], tuple[str | None, str]], limit: int
+    source_url: str,
+    target_url: str,
+    convert: Callable[[str], tuple[str | None, str]],
+    limit: int,
+    region: str | None = None,
 ) -> Redriven:
-    sqs = clients.sqs()
+    sqs = clients.sqs(region or queue_region(source_url))
     result = Redriven()
     seen: set[str] = set()
     stale_rounds = 0

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import re
 import traceback
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
@@ -75,11 +75,50 @@ class ReplayResult:
 
 
 class EventFileError(ValueError):
-    """An event file that is not a JSON object."""
+    """An event file that is not a JSON object (``content``: what it held instead, when it was JSON)."""
+
+    def __init__(self, message: str, content: Any = None) -> None:
+        super().__init__(message)
+        self.content = content
+
+
+def event_files(paths: Sequence[str | Path]) -> list[Path]:
+    """The files to replay: each file given, and each ``*.json`` of a directory given, by name."""
+    out: list[Path] = []
+    for given in paths:
+        path = Path(given)
+        out += sorted(path.glob("*.json")) if path.is_dir() else [path]
+    return out
+
+
+def read_events(path: str | Path) -> list[tuple[str, dict[str, Any] | EventFileError]]:
+    """A file's events, each with its label: one JSON object (labelled as the file), or a JSON array of them
+    (``file[0]``, ``file[1]``...); what cannot be read is an EventFileError in place of the event."""
+    try:
+        return [(str(path), read_event(path))]
+    except EventFileError as error:
+        if not isinstance(error.content, list):
+            return [(str(path), error)]
+        items = error.content
+    out: list[tuple[str, dict[str, Any] | EventFileError]] = []
+    for n, item in enumerate(items):
+        label = f"{path}[{n}]"
+        kind = type(item).__name__
+        out.append(
+            (
+                label,
+                item if isinstance(item, dict) else EventFileError(f"{label}: not a JSON object ({kind})"),
+            )
+        )
+    if not out:
+        out.append((str(path), EventFileError(f"{path}: an empty JSON array: no event in it")))
+    return out
 
 
 def read_event(path: str | Path) -> dict[str, Any]:
     path = Path(path)
+    if path.is_dir():
+        raise EventFileError(f"{path}: a directory: give its files (replay reads every *.json of it)")
     try:
         event = json.loads(path.read_text(encoding="utf-8"))
     except OSError as error:
@@ -91,7 +130,7 @@ def read_event(path: str | Path) -> dict[str, Any]:
             f"{path}: bad JSON at line {error.lineno} column {error.colno}: {error.msg}"
         ) from None
     if not isinstance(event, dict):
-        raise EventFileError(f"{path}: an event must be a JSON object, not {type(event).__name__}")
+        raise EventFileError(f"{path}: an event must be a JSON object, not {type(event).__name__}", event)
     return event
 
 
@@ -263,10 +302,18 @@ def _no_route(path: str | Path, event: dict[str, Any], why: Refusal | None = Non
 # -- replaying -------------------------------------------------------------------------------------
 
 
-def replay_event(stack: LocalStack, path: str | Path, function: str | None = None) -> ReplayResult:
+def replay_event(
+    stack: LocalStack,
+    path: str | Path,
+    function: str | None = None,
+    event: dict[str, Any] | EventFileError | None = None,
+) -> ReplayResult:
+    """One event: read from ``path``, or ``event`` as read already (one of a file's JSON array)."""
     result = ReplayResult(event=str(path))
     try:
-        event = read_event(path)
+        if isinstance(event, EventFileError):
+            raise event
+        event = read_event(path) if event is None else event
     except EventFileError as error:
         result.error = str(error)
         return result
@@ -349,22 +396,22 @@ def advance_clock(stack: LocalStack, event: dict[str, Any]) -> str | None:
 def latest_event_time(paths: list[str | Path]) -> datetime | None:
     """How far the world's metric series must run for these events (the stack caps it, see SEED_AHEAD)."""
     times = []
-    for path in paths:
-        try:
-            at = event_time(read_event(path))
-        except EventFileError:
-            continue
-        if at is not None:
-            times.append(at)
+    for path in event_files(paths):
+        for _, event in read_events(path):
+            at = None if isinstance(event, EventFileError) else event_time(event)
+            if at is not None:
+                times.append(at)
     return max(times, default=None)
 
 
 def replay_each(
     stack: LocalStack, paths: list[str | Path], function: str | None = None
 ) -> Iterator[ReplayResult]:
-    """Each event's result as soon as it has run (a failed one does not stop the next)."""
-    for path in paths:
-        yield replay_event(stack, path, function)
+    """Each event's result as soon as it has run (a failed one does not stop the next): a directory's files, a
+    file's JSON array, each in turn."""
+    for path in event_files(paths):
+        for label, event in read_events(path):
+            yield replay_event(stack, label, function, event)
 
 
 def replay(stack: LocalStack, paths: list[str | Path], function: str | None = None) -> list[ReplayResult]:
