@@ -13,12 +13,13 @@ from typing import Any
 from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from costguard.flows.notifier import DELIVER_PERMISSIONS, deliver_batch
+from costguard.flows.notifier import DELIVER_PERMISSIONS, deliver_batch, tell_ops_channel_refused
 from costguard.handler import lambda_entry
 from costguard.notify.delivery import Deadline, NotStartedError, PermanentDeliveryError, redact
 from costguard.notify.notice import AnyNotice, parse_notice
 from costguard.notify.parked import PERMISSIONS as PARK_PERMISSIONS
 from costguard.notify.parked import ParkError, park
+from costguard.notify.slack_api import ApiPermanentError
 from costguard.observability import logger, metrics
 from costguard.settings import get_settings, require
 
@@ -45,6 +46,8 @@ def handle(records: list[dict[str, Any]], deadline: Deadline | None = None) -> l
             metrics.add_metric(name="UnreadableNotices", unit=MetricUnit.Count, value=1)
             failed.append(mid)  # stays on the queue, then lands in the dead-letter queue
     failures = deliver_batch(items, settings, deadline=deadline)
+    # A channel Slack refuses the app in: told once on the ops topic with the count, not as one error a notice.
+    refused_channels: dict[tuple[str, str], int] = {}
     for mid, notice in items:
         error = failures.get(mid)
         if error is None:
@@ -56,12 +59,17 @@ def handle(records: list[dict[str, Any]], deadline: Deadline | None = None) -> l
             # Another try would meet the same answer: told once and kept, not retried into the dead-letter queue.
             try:
                 park(notice, error, settings, message_id=mid)
+                if isinstance(error, ApiPermanentError) and error.whole_channel:
+                    where = (str(error.channel), str(error.error))
+                    refused_channels[where] = refused_channels.get(where, 0) + 1
                 continue
             except ParkError as not_kept:
                 _delivery_failed(mid, notice, f"{error.cause}; not parked: {not_kept}")
         else:
             _delivery_failed(mid, notice, str(error))
         failed.append(mid)  # back to the queue: retried, then kept in the dead-letter queue
+    for (channel, code), parked in sorted(refused_channels.items()):
+        tell_ops_channel_refused(channel, code, parked, settings)
     return failed
 
 

@@ -63,7 +63,7 @@ def _posts(sink: SlackSink) -> int:
     ("status", "error"),
     [(400, "invalid_blocks"), (403, "not_in_channel"), (404, "channel_not_found"), (410, "is_archived")],
 )
-def test_each_refused_notice_is_parked_once_and_ops_is_not_told(
+def test_each_refused_notice_is_parked_once_and_ops_is_told_only_of_a_channel(
     stack: LocalStack, ops_inbox: str, status: int, error: str
 ) -> None:
     stack.sink.always = status
@@ -75,7 +75,12 @@ def test_each_refused_notice_is_parked_once_and_ops_is_not_told(
     assert {p["slack_body"] for p in parked} == {error}
     assert _posts(stack.sink) == 3  # one call each: a refusal of one message is not the app's
     assert stack.queue_depth("DecisionsQueue") == stack.queue_depth("DecisionsDeadLetterQueue") == 0
-    assert _read(ops_inbox) == []
+    told = _read(ops_inbox)
+    if error == "invalid_blocks":  # one message refused: not the channel's, not the app's
+        assert told == []
+    else:  # the channel refuses the app: told once, with the count
+        [said] = told
+        assert f"Slack answers '{error}'" in said and "3 notice(s)" in said
 
 
 @pytest.mark.parametrize("error", ["invalid_auth", "account_inactive", "token_revoked", "missing_scope"])
@@ -138,3 +143,47 @@ def test_the_app_rate_limited_past_its_retries_is_told_once_and_retried_not_park
     stack.drain()
     assert len(stack.sink.messages) == 3
     assert stack.queue_depth("DecisionsQueue") == stack.queue_depth("DecisionsDeadLetterQueue") == 0
+
+
+def test_a_channel_the_bot_was_removed_from_is_told_once_with_its_count_and_the_others_are_told(
+    world: World,
+    sink: SlackSink,
+    sleeps: list[float],
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Issue 41: the bot removed from one of two channels: each of that channel's notices is parked (kept for a
+    redrive), the ops topic is told once which channel, how many and the fix, and the other channel is told as
+    usual. A second batch to the same channel tells ops nothing more."""
+    flow._told.clear()
+    routes = {"ml": "C0ML0000001", "vision": "C0VISION001"}
+    with LocalStack(world, sink=sink, slack_app=True, routes=routes) as stack:
+        topic = boto3.client("sns", region_name=REGION).create_topic(Name="costguard-ops")["TopicArn"]
+        monkeypatch.setenv(flow.OPS_TOPIC_VARIABLE, topic)
+        inbox = subscribe_queue(topic, REGION)
+        sink.removed_channels.add("C0VISION001")
+        ml = [notice(n) for n in range(2)]
+        vision = [_with_team(notice(n), "vision") for n in range(10, 13)]
+        _queue(stack, [*ml, *vision])
+        stack.drain()
+        later = [_with_team(notice(n), "vision") for n in range(20, 22)]
+        _queue(stack, later)
+        stack.drain()
+        parked = _parked(stack)
+        assert sorted(p["event_id"] for p in parked) == sorted(n.id for n in [*vision, *later])
+        assert {p["slack_body"] for p in parked} == {"not_in_channel"}
+        assert {m["channel"] for m in sink.messages} == {"C0ML0000001"}  # the other channel is told
+        [told] = _read(inbox)
+        assert "C0VISION001" in told and "not_in_channel" in told
+        assert "3 notice(s)" in told  # the first batch's count
+        assert "/invite" in told and "costguard redrive --parked" in told
+        assert stack.queue_depth("DecisionsDeadLetterQueue") == 0
+    assert capsys.readouterr().err.count('"Slack refuses a channel"') == 2  # logged each batch, told once
+    flow._told.clear()
+
+
+def _with_team(told: Notice, team: str) -> Notice:
+    decision = told.decision
+    resource = decision.resource.model_copy(update={"tags": {**decision.resource.tags, "team": team}})
+    finding = decision.finding.model_copy(update={"resource": resource})
+    return told.model_copy(update={"decision": decision.model_copy(update={"finding": finding})})

@@ -1355,6 +1355,49 @@ def tell_ops_app_refused(problem: Exception, settings: Settings) -> bool:
     return True
 
 
+OPS_CHANNEL_SUBJECT = "costguard: Slack refuses a channel"
+_CHANNEL_FIX = {
+    "not_in_channel": "the app's bot is no longer a member of it (removed, or never invited)",
+    "channel_not_found": "Slack knows no such channel (deleted, or the id in the secret's routes is wrong)",
+    "is_archived": "the channel is archived",
+    "channel_is_archived": "the channel is archived",
+}
+
+
+def tell_ops_channel_refused(channel: str, code: str, parked: int, settings: Settings) -> bool:
+    """Publish to the ops topic, once a day per channel and answer across notifiers, that Slack refuses the app
+    in one channel (the others are told as usual): which channel, Slack's answer, how many notices this batch
+    parked, and the fix. Logged and counted each time; returns whether the ops topic took the message."""
+    topic = os.environ.get(OPS_TOPIC_VARIABLE, "").strip()
+    what = f"slack-channel:{channel}:{code}"
+    logger.error(
+        "Slack refuses a channel",
+        extra={"channel": channel, "error": code, "parked": parked, "ops_topic": topic or None},
+    )
+    metrics.add_metric(name="SlackChannelRefused", unit=MetricUnit.Count, value=1)
+    if (what, topic) in _told or not topic or not _first_to_tell(settings, what):
+        return False
+    _told.add((what, topic))
+    why = _CHANNEL_FIX.get(code, f"Slack answers '{code}'")
+    text = (
+        f"costguard cannot post in Slack channel {channel}: Slack answers '{code}': {why}.\n\n"
+        f"{parked} notice(s) routed there were parked in the failed-events queue by this delivery; each later one "
+        "is parked the same way, and the other channels are told as usual.\n\n"
+        f"Fix: invite the app to the channel (/invite @costguard in {channel}), or change the route that names it "
+        f"in the Slack secret {settings.slack_secret_id} ('routes', or 'default'). Then queue the parked notices "
+        "again: costguard redrive --parked --stack <stack>. This is sent once a day at most per channel while it "
+        "lasts."
+    )
+    try:
+        clients.client("sns").publish(TopicArn=topic, Subject=OPS_CHANNEL_SUBJECT, Message=text)
+    except Exception as failed:
+        logger.error(
+            "ops topic refused the message", extra={"ops_topic": topic, "cause": type(failed).__name__}
+        )
+        return False
+    return True
+
+
 def _first_to_tell(settings: Settings, what: str) -> bool:
     """Whether this notifier is the first to tell ``what`` today (a conditional write in the state table); told
     anyway when the table cannot say."""

@@ -122,6 +122,8 @@ class SlackSink:
     # chat.postMessage, with its "ts" and "method"; a chat.update is never one of them).
     bot_token: str = LOCAL_BOT_TOKEN
     missing_channels: set[str] = field(default_factory=set)
+    # Channels the app's bot was removed from: Slack answers not_in_channel (HTTP 200) to a post or update there.
+    removed_channels: set[str] = field(default_factory=set)
     users: dict[str, str] = field(default_factory=dict)
     usergroups: dict[str, list[str]] = field(default_factory=dict)
     updates: list[dict[str, Any]] = field(default_factory=list)
@@ -280,6 +282,8 @@ class SlackSink:
             not channel or channel in self.missing_channels
         ):
             return {"ok": False, "error": "channel_not_found"}
+        if method in ("chat.postMessage", "chat.update") and channel in self.removed_channels:
+            return {"ok": False, "error": "not_in_channel"}
         if method == "chat.postMessage":
             ts = self._next_ts()
             record = {**params, "channel": channel, "ts": ts, "method": method}

@@ -59,6 +59,8 @@ _TRANSIENT_ERRORS = frozenset(
 )
 RATE_LIMITED_ERRORS = frozenset({"ratelimited", "rate_limited"})
 # Refusals of the app itself, whatever the call: its token (revoked, expired, wrong), its workspace, its scopes.
+# Slack's answers that the app may no longer post in one channel (the others are unaffected).
+CHANNEL_ERRORS = frozenset({"not_in_channel", "channel_not_found", "is_archived", "channel_is_archived"})
 WHOLE_APP_ERRORS = frozenset(
     {
         "invalid_auth",
@@ -146,14 +148,23 @@ class ApiPermanentError(PermanentDeliveryError):
     """The Web API refused the call and would again: not_in_channel, channel_not_found, invalid_auth,
     invalid_blocks, msg_too_long... ``error`` is Slack's error code."""
 
-    def __init__(self, cause: str, *, error: str | None = None, status: int | None = None) -> None:
+    def __init__(
+        self, cause: str, *, error: str | None = None, status: int | None = None, channel: str | None = None
+    ) -> None:
         super().__init__(cause, status=status, body=error)
         self.error = error
+        self.channel = channel  # the channel the refused call was about, when it was about one
 
     @property
     def whole_app(self) -> bool:
         """The app cannot post at all (token, workspace, scopes): every call meets the same answer."""
         return self.error in WHOLE_APP_ERRORS
+
+    @property
+    def whole_channel(self) -> bool:
+        """The app cannot post in this channel (removed from it, archived, deleted): every notice routed to it
+        meets the same answer until someone invites the bot back or changes the route."""
+        return self.channel is not None and self.error in CHANNEL_ERRORS
 
 
 def method_of(url: str) -> str:
@@ -195,7 +206,7 @@ def _retry_handlers(timeout: float) -> list[RetryHandler]:
 limited_past_retries: ContextVar[bool] = ContextVar("costguard_slack_limited_past_retries", default=False)
 
 
-def _refused(method: str, error: SlackApiError) -> NoReturn:
+def _refused(method: str, error: SlackApiError, channel: str | None = None) -> NoReturn:
     response = error.response
     status = getattr(response, "status_code", None)
     code = response.get("error") if isinstance(getattr(response, "data", None), dict) else None
@@ -205,7 +216,7 @@ def _refused(method: str, error: SlackApiError) -> NoReturn:
         raise ApiDeliveryError(
             cause, error=code, status=status, past_retries=limited_past_retries.get()
         ) from None
-    raise ApiPermanentError(cause, error=code, status=status) from None
+    raise ApiPermanentError(cause, error=code, status=status, channel=channel) from None
 
 
 def _metadata(key: str) -> dict[str, Any]:
@@ -255,7 +266,9 @@ class SlackApi:
     def timeout(self) -> float:
         return self._timeout
 
-    def _call(self, method: str, call: Callable[[], SlackResponse]) -> SlackResponse:
+    def _call(
+        self, method: str, call: Callable[[], SlackResponse], *, channel: str | None = None
+    ) -> SlackResponse:
         from slack_sdk.errors import SlackApiError
 
         deadline = current_deadline()
@@ -265,7 +278,7 @@ class SlackApi:
         try:
             return call()
         except SlackApiError as error:
-            _refused(method, error)
+            _refused(method, error, channel)
         except Exception as error:  # connection errors that outlived the retries
             if method in NOT_IDEMPOTENT and not unsent(error):
                 raise ApiOutcomeUnknown(
@@ -286,6 +299,7 @@ class SlackApi:
             lambda: self._client.chat_postMessage(
                 channel=channel, text=message.get("text", ""), blocks=message.get("blocks"), **extra
             ),
+            channel=channel,
         )
         ts = response.get("ts")
         if not isinstance(ts, str) or not ts:
@@ -374,6 +388,7 @@ class SlackApi:
             lambda: self._client.chat_update(
                 channel=channel, ts=ts, text=message.get("text", ""), blocks=message.get("blocks")
             ),
+            channel=channel,
         )
 
     def ephemeral(self, channel: str, user: str, text: str) -> None:
