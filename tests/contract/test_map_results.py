@@ -128,8 +128,8 @@ def test_an_organization_of_17000_account_regions_passes_only_keys(
     s3: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """1,000 accounts x 17 regions: Plan writes 17,000 items to S3 and hands on a key; the outcomes come back
-    through the manifest; the report reads two objects (the manifest and one result file), not one per item,
-    as each item's small result travels in its outcome."""
+    through the manifest; the report reads three objects (the manifest, one result file, and the pointer to the
+    previous report it compares with), not one per item, as each item's small result travels in its outcome."""
     accounts = [Account(f"{100000000000 + n}", f"team-{n}") for n in range(1000)]
     directory = type("Directory", (), {"active": lambda self: accounts})()
     monkeypatch.setattr(organization, "directory", lambda: directory)
@@ -162,7 +162,7 @@ def test_an_organization_of_17000_account_regions_passes_only_keys(
         ReportInput.model_validate({"run": "run-1", "now": NOW, "results": details["ResultWriterDetails"]}),
         settings,
     )
-    assert clients.calls[("s3", "GetObject")] == 2
+    assert clients.calls[("s3", "GetObject")] == 3  # the manifest, the result file, reports/latest.json
     assert written["totals"]["resources"] == 0 and written["totals"]["failed_regions"] == []
     document = json.loads(s3.get_object(Bucket=BUCKET, Key=written["report_key"])["Body"].read())
     assert len(document["regions"]) == 17_000

@@ -123,9 +123,19 @@ def test_endpoints_are_ranked_by_cost_per_1000_requests_with_the_trickles_cheape
     assert demo.report is not None
     section = demo.report["endpoints"]
     rows = {r["id"]: r for r in section["rows"]}
-    assert [r["endpoint"] for r in section["rows"]] == ["sentiment-canary", "faq-bot", "search-rerank"]
+    assert [r["endpoint"] for r in section["rows"]] == [
+        "sentiment-canary",
+        "faq-bot",
+        "llm-shared",
+        "doc-ocr-async",
+        "search-rerank",
+    ]
     costs = [r["cost_per_1000_requests_usd"] for r in section["rows"]]
     assert costs[0] is None and costs[1:] == sorted(costs[1:], reverse=True)
+    # Requests where SageMaker publishes them for the endpoint's kind: an asynchronous endpoint's
+    # InvocationsProcessed, an inference-component endpoint's Invocations per component (never read as none).
+    assert rows["doc-ocr-async/AllTraffic"]["requests"] == pytest.approx(240 * 48, rel=0.01)
+    assert rows["llm-shared/AllTraffic"]["requests"] == pytest.approx(1200 * 48, rel=0.01)
 
     trickle = rows[TRICKLE]
     price = SAGEMAKER["ml.g5.12xlarge"]
@@ -322,8 +332,9 @@ class _Dom(HTMLParser):
 def test_the_html_report_renders_in_a_headless_browser(demo: AuditRun, tmp_path: Path) -> None:
     assert demo.report is not None
     chromium = shutil.which("chromium")
-    assert chromium, "chromium is not installed: run scripts/ensure-chromium (make setup does)"
-    [_, page] = write_outputs(demo, tmp_path)
+    assert chromium, "chromium is not installed: run scripts/ensure-chromium (make test does)"
+    written = write_outputs(demo, tmp_path)
+    [page] = [path for path in written if path.suffix == ".html"]
     rendered = subprocess.run(
         [
             chromium,
@@ -347,7 +358,7 @@ def test_the_html_report_renders_in_a_headless_browser(demo: AuditRun, tmp_path:
     assert dom.ids["total-resources"] == str(totals["resources"])
     assert dom.rows == len(demo.report["findings"]) == 9
     # The endpoints section: a row per GPU endpoint variant, the trickle on four A10Gs before the busy one.
-    assert rendered.count('<tr class="endpoint"') == len(demo.report["endpoints"]["rows"]) == 3
+    assert rendered.count('<tr class="endpoint"') == len(demo.report["endpoints"]["rows"]) == 5
     assert rendered.index("faq-bot") < rendered.index("search-rerank", rendered.index('id="endpoint-rows"'))
     assert "<polyline" in rendered  # the utilization charts are there
     assert 'class="threshold"' in rendered  # with the 80% threshold

@@ -12,7 +12,7 @@ from datetime import datetime
 from typing import Any
 
 from costguard.audit.model import Subject, TypeFacts, TypeOption
-from costguard.aws import clients, inventory, sagemaker
+from costguard.aws import clients, inference_components, inventory, sagemaker
 from costguard.aws.inventory import DESCRIBE_TYPES_BATCH, _describe_types, describe_gpu_instances
 from costguard.aws.sagemaker import in_progress_jobs_described, in_service_endpoints, in_service_notebooks
 from costguard.model import ResourceKind
@@ -21,7 +21,10 @@ from costguard.pricing import PriceBook, bundled_regions, live, region_prices
 
 OFFERINGS_FILTER_VALUES = 200  # DescribeInstanceTypeOfferings takes up to 200 values in one filter
 
-DISCOVER_PERMISSIONS = inventory.PERMISSIONS | sagemaker.INVENTORY_PERMISSIONS  # discover
+# discover; an endpoint's inference components, where its requests are counted (ListInferenceComponents).
+DISCOVER_PERMISSIONS = (
+    inventory.PERMISSIONS | sagemaker.INVENTORY_PERMISSIONS | inference_components.PERMISSIONS
+)
 # priced_options: type facts, what the region offers, and (with live prices) the Price List.
 PRICED_OPTIONS_PERMISSIONS = (
     inventory.TYPES_PERMISSIONS | needs("ec2:DescribeInstanceTypeOfferings") | live.PERMISSIONS
@@ -149,7 +152,11 @@ def discover(region: str, now: datetime) -> list[Subject]:
                 tags=notebook.tags,
             )
         )
-    for endpoint in in_service_endpoints(region):
+    endpoints = in_service_endpoints(region)
+    hosted = inference_components.in_service(region) if endpoints else {}
+    for endpoint in endpoints:
+        components = hosted.get(endpoint.name, ())
+        serving = "components" if components else "async" if endpoint.asynchronous else "realtime"
         for variant in endpoint.variants:
             if variant.has_gpu and variant.instance_type and variant.instance_count:
                 subjects.append(
@@ -163,6 +170,8 @@ def discover(region: str, now: datetime) -> list[Subject]:
                         instance_count=variant.instance_count,
                         running_hours=_hours(endpoint.created, now),
                         tags=endpoint.tags,
+                        serving=serving,
+                        components=components,
                     )
                 )
     facts = type_facts(region, {s.instance_type for s in subjects})

@@ -57,6 +57,11 @@ class Subject(_Frozen):
     running_hours: float = 0.0  # since launch or start
     tags: dict[str, str] = Field(default_factory=dict)
     facts: TypeFacts | None = None
+    # An endpoint variant: how its requests are published (SageMaker's documented metrics by endpoint kind):
+    # "realtime" Invocations per variant; "async" InvocationsProcessed per variant; "components" Invocations per
+    # inference component the endpoint hosts (``components``).
+    serving: str = "realtime"
+    components: tuple[str, ...] = ()
 
     @property
     def key(self) -> str:

@@ -86,15 +86,7 @@ def subject_queries(region: str, subjects: Sequence[Subject]) -> list[tuple[Subj
                 queries.append(
                     Query((subject.key, measure, ""), ENDPOINT_NAMESPACE, metric, variant_dims, STAT)
                 )
-            queries.append(
-                Query(
-                    (subject.key, "invocations", ""),
-                    INVOCATIONS_NAMESPACE,
-                    INVOCATIONS_METRIC,
-                    variant_dims,
-                    INVOCATIONS_STAT,
-                )
-            )
+            queries += _request_queries(subject, variant_dims)
     for dimension, members in by_dimension.items():
         series = list_gpu_series(region, [s.id for s in members], dimension=dimension)
         for subject in members:
@@ -107,6 +99,27 @@ def subject_queries(region: str, subjects: Sequence[Subject]) -> list[tuple[Subj
                         Query((subject.key, measure, index), GPU_NAMESPACE, metric, dims, STAT)
                     )
     return [(s, own[s.key]) for s in subjects]
+
+
+def _request_queries(subject: Subject, variant_dims: tuple[tuple[str, str], ...]) -> list[Query]:
+    """An endpoint variant's requests, where SageMaker publishes them for its kind: Invocations per variant
+    (real-time), InvocationsProcessed per variant (asynchronous: it publishes no Invocations), Invocations per
+    inference component the endpoint hosts (none per variant). Each component's sum adds to the variant's."""
+    if subject.serving == "components":
+        return [
+            Query(
+                (subject.key, "invocations", f"component/{name}"),
+                INVOCATIONS_NAMESPACE,
+                INVOCATIONS_METRIC,
+                (("InferenceComponentName", name),),
+                INVOCATIONS_STAT,
+            )
+            for name in subject.components
+        ]
+    metric = "InvocationsProcessed" if subject.serving == "async" else INVOCATIONS_METRIC
+    return [
+        Query((subject.key, "invocations", ""), INVOCATIONS_NAMESPACE, metric, variant_dims, INVOCATIONS_STAT)
+    ]
 
 
 def read_usage(
@@ -185,5 +198,7 @@ def _usage_of(
     )
     if subject.kind is not ResourceKind.ENDPOINT:
         return summary
-    requests = found.get(("invocations", ""), [])
+    requests = [
+        point for (measure, _), points in found.items() if measure == "invocations" for point in points
+    ]
     return summary.model_copy(update={"invocations": sum(v for _, v in requests) if requests else None})

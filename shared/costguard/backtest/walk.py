@@ -29,6 +29,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
+from functools import cached_property
 from typing import Any, NamedTuple
 
 from costguard import policy as policy_rules
@@ -128,6 +129,7 @@ class Params:
             max_stops=self.max_stops_per_run,
         )
 
+    @cached_property
     def remediate(self) -> Policy:
         """The policy the backtest previews: remediate mode, with the deployed ReasonModes and RemediateScope."""
         return Policy(
@@ -799,7 +801,6 @@ def _walk(history: History, params: Params, progress: Progress | None) -> Result
     """``backtest``'s walk: at each step, account for the period just ended, then judge and decide."""
     thresholds = params.thresholds(history.step)
     policy = params.policy()
-    remediate = params.remediate()
     limiter = MemoryStopLimiter(params.max_stops_per_hour)
     gate = MemoryRepeatGate()
     step = history.step
@@ -872,7 +873,7 @@ def _walk(history: History, params: Params, progress: Progress | None) -> Result
             findings += found
             owners += [state] * len(found)
         for state, decision in zip(owners, policy_rules.decide_all(findings, policy, now), strict=True):
-            _apply(state, decision, now, history, params, limiter, gate, remediate.held(decision.finding))
+            _apply(state, decision, now, history, params, limiter, gate)
         if progress is not None:
             progress(n + 1, len(steps))
     return Result(history, params, [s.outcome for s in states])
@@ -931,16 +932,16 @@ def _apply(
     params: Params,
     limiter: MemoryStopLimiter,
     gate: MemoryRepeatGate,
-    held: str | None = None,
 ) -> None:
-    """``held``: why remediate with the deployed ReasonModes and RemediateScope would not act on this finding
-    (policy.Policy.held): its stop is then told as notify mode tells it, and not played as a stop."""
+    """A stop the deployed ReasonModes and RemediateScope hold (remediate would not act on the finding:
+    policy.Policy.held) is told as notify mode tells it, and not played as a stop."""
     action, reason = decision.action, decision.reason.value
     events = state.outcome.events
     if action is Action.NONE:
         return  # waiting out the grace period
     capped = False
-    if action is Action.STOP and held is not None:
+    held = params.remediate.held(decision.finding) if action is Action.STOP else None
+    if held is not None:
         action, note = Action.NOTIFY, f"would stop, held: {held}"
         decision = decision.model_copy(update={"action": action, "note": note})
         state.outcome.held[reason] += 1

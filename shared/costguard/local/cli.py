@@ -441,13 +441,11 @@ def _version() -> str:
         return "unknown"
 
 
-def parser() -> argparse.ArgumentParser:
-    top = argparse.ArgumentParser(prog="costguard", description=__doc__)
-    top.add_argument("--version", action="version", version=f"costguard {_version()}")
-    commands = top.add_subparsers(dest="command", required=True)
-
-    rp = commands.add_parser("replay", help="route event files as the deployed rules would and run them")
-    rp.add_argument("events", nargs="+", help="event JSON files")
+def _replay_arguments(rp: argparse.ArgumentParser) -> None:
+    """`costguard replay`'s options."""
+    rp.add_argument(
+        "events", nargs="+", help="event JSON files (a JSON array: each of its events), or folders of them"
+    )
     rp.add_argument("--world", help="world YAML file (default: the demo world)")
     rp.add_argument("--now", type=_time, help="the time to run at (ISO 8601 or epoch), default the world's")
     rp.add_argument("--mode", choices=["notify", "remediate"], default="notify")
@@ -462,10 +460,19 @@ def parser() -> argparse.ArgumentParser:
         action="append",
         metavar="NAME=VALUE",
         help="a function setting for this run, as a deployed stack's parameter would set it "
-        "(COSTGUARD_REQUIRED_TAGS=team,project,owner, say); repeatable",
+        "(ReasonModes=gpu_idle=notify, or its variable COSTGUARD_REASON_MODES=...); repeatable",
     )
     rp.add_argument("--json", action="store_true", help="one JSON object per event")
     rp.add_argument("--verbose", action="store_true", help="the functions' INFO logs on stderr")
+
+
+def parser() -> argparse.ArgumentParser:
+    top = argparse.ArgumentParser(prog="costguard", description=__doc__)
+    top.add_argument("--version", action="version", version=f"costguard {_version()}")
+    commands = top.add_subparsers(dest="command", required=True)
+
+    rp = commands.add_parser("replay", help="route event files as the deployed rules would and run them")
+    _replay_arguments(rp)
     rp.set_defaults(run=cmd_replay)
 
     dm = commands.add_parser("demo", help="seed the demo world and replay every file in events/")

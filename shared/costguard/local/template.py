@@ -275,6 +275,7 @@ LOCAL_CONDITIONS: dict[str, bool] = {
     "CreateSlackSecret": True,
     "CreateGpuBudget": False,
     "SlackAppOn": False,
+    "EksInVpc": False,  # the EKS function outside any VPC (no EksSubnetIds)
 }
 
 
