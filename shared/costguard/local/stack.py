@@ -508,6 +508,9 @@ def _sqs_record(message: dict[str, Any], url: str, offset_ms: int = 0) -> dict[s
 STAND_IN_IMAGE = "ami-0c55b159cbfafe1f0"
 
 
+UNSAID_LAUNCH_AGE = timedelta(days=30)  # an instance of a world that names no launch time: running a month
+
+
 def seed_world(world: World, until: datetime | None = None) -> None:
     """Create the world's instances (with the world's own ids) and SageMaker resources, and publish their
     metrics."""
@@ -535,8 +538,9 @@ def seed_world(world: World, until: datetime | None = None) -> None:
         instance = backend.get_instance_by_id(made["Instances"][0]["InstanceId"])
         assert instance is not None
         instance.id = spec.id  # moto assigns random ids; the world's events name real-looking ones
-        if spec.launched:
-            instance.launch_time = spec.launched
+        # Launched as the world says, else well before the world's now (moto would say the machine's own clock,
+        # which can be after the world's: a run that starts after the marks written in it).
+        instance.launch_time = spec.launched or world.now - UNSAID_LAUNCH_AGE
         tags = {**spec.tags, **({"Name": spec.name} if spec.name else {})}
         if tags:
             ec2.create_tags(Resources=[spec.id], Tags=[{"Key": k, "Value": v} for k, v in tags.items()])
