@@ -420,6 +420,7 @@ class Decision(BaseModel):
             "id": self.id,
             "action": self.action.value,
             "resource_id": self.resource.id,
+            "resource_name": self.resource.display_name,
             "resource_kind": self.resource.kind.value,
             "account": self.resource.account,
             "region": self.resource.region,

@@ -6,6 +6,7 @@ import os
 import subprocess
 import sys
 from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Any
 
 import boto3
@@ -30,8 +31,26 @@ def stack(world: World, sink: SlackSink, sleeps: list[float]) -> Iterator[LocalS
         yield running
 
 
+@dataclass(frozen=True)
+class DemoRun:
+    brief: str  # what the terminal shows by default: the short story
+    transcript: str  # every event, finding, decision and Slack message in full (its transcript.txt)
+
+
 @pytest.fixture(scope="session")
-def demo_output(tmp_path_factory: pytest.TempPathFactory) -> str:
+def demo_output(demo_run: DemoRun) -> str:
+    """The demo's full detail: its transcript (what --verbose prints)."""
+    return demo_run.transcript
+
+
+@pytest.fixture(scope="session")
+def demo_brief(demo_run: DemoRun) -> str:
+    """What the demo prints by default."""
+    return demo_run.brief
+
+
+@pytest.fixture(scope="session")
+def demo_run(tmp_path_factory: pytest.TempPathFactory) -> DemoRun:
     """`costguard demo` as a user runs it, in a fresh interpreter, once for the session.
 
     A fresh process also keeps the demo's state machine run clear of the many mocks an in-process test run
@@ -54,7 +73,7 @@ def demo_output(tmp_path_factory: pytest.TempPathFactory) -> str:
         check=False,
     )
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
-    return run.stdout
+    return DemoRun(run.stdout, (out / "transcript.txt").read_text(encoding="utf-8"))
 
 
 def subscribe_queue(topic_arn: str, region: str = REGION) -> str:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -111,9 +112,41 @@ def test_demo_prints_each_slack_message_under_the_events_it_came_from(demo_outpu
 
 
 @pytest.mark.xdist_group("demo")
-def test_demo_shows_progress_and_names_its_report(demo_output: str) -> None:
-    lines = demo_output.splitlines()
+def test_demo_shows_progress_and_names_its_report(demo_brief: str, demo_output: str) -> None:
+    lines = demo_brief.splitlines()
     assert lines[0].startswith("costguard demo: account")  # no stray log line first
-    assert any(line.startswith("=== [1/") for line in lines)  # each event as it runs
+    assert any(line.startswith("[1/") for line in lines)  # each event as it runs
+    assert any(
+        line.startswith("=== [1/") for line in demo_output.splitlines()
+    )  # and in full in the transcript
     [opened] = [line for line in lines if line.startswith("Open the audit report in a browser: file://")]
     assert opened.endswith("/audit/report.html")
+    assert lines[-1].startswith("Every event, finding, decision and Slack message in full: ")
+    assert lines[-1].split(": ", 1)[1].split(" (")[0].endswith("transcript.txt")
+
+
+@pytest.mark.xdist_group("demo")
+def test_the_demo_tells_a_short_story_by_default(demo_brief: str) -> None:
+    """Issue 41: a newcomer can read it: under 400 lines; each Slack message by its title in words (never a
+    reason code, never "Findings (N)"); what would be stopped, by name; one time format."""
+    from costguard.model import Reason
+
+    lines = demo_brief.splitlines()
+    assert len(lines) < 400, len(lines)
+    titles = [line.split("Slack: ", 1)[1] for line in lines if "Slack: " in line]
+    titles += [
+        t
+        for line in lines
+        if "Slack, after the batching window: " in line
+        for t in line.split("Slack, after the batching window: ", 1)[1].split("; ")
+    ]
+    assert titles
+    codes = {r.value for r in Reason}
+    for title in titles:
+        assert not any(code in title.split() or f"{code}:" in title for code in codes), title
+        assert not re.search(r"\bFindings \(\d+\)", title), title
+    assert not any("Findings (" in line for line in lines)
+    [stopping] = [line for line in lines if line.startswith("Would stop (in remediate mode): ")]
+    assert "$" in stopping and "/h)" in stopping
+    assert "The world holds " in demo_brief
+    assert not re.search(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\+00:00", demo_brief)  # times as ... UTC

@@ -211,7 +211,7 @@ def test_injection_in_every_field_arrives_escaped_in_every_field_of_the_payload(
     [every] = [
         m for m in stack.sink.messages if "invalid account id" in m["text"] and "&lt;!here&gt;" in m["text"]
     ][-1:]
-    assert "costguard gpu_idle: " in every["text"]
+    assert "costguard: Idle GPU instance: " in every["text"]
     assert stack.queue_depth("DecisionsDeadLetterQueue") == 0
 
 
@@ -265,7 +265,7 @@ def test_huge_names_and_emoji_at_the_clip_boundary_stay_within_slack_limits(
     stack.drain()
     [message] = stack.sink.messages
     assert_safe(message)
-    assert message["text"].startswith("costguard gpu_idle: ")
+    assert message["text"].startswith("costguard: Idle GPU instance: ")
     assert "…" in message["text"] or len(name) <= 1000
 
 

@@ -122,7 +122,7 @@ def test_sweep_reports_the_hung_job_the_idle_notebook_and_the_idle_endpoint(
     assert titles == {
         "costguard: Training job stalled",
         "costguard: Idle GPU notebook",
-        "costguard: Findings (2)",  # the two endpoints, one kind: one grouped message
+        "costguard: 2 findings on 2 endpoints",  # the two endpoints, one kind: one grouped message
     }
 
 

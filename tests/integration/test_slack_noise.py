@@ -64,7 +64,7 @@ def test_a_day_of_sweeps_over_an_unchanged_world_tells_once_then_one_digest(tmp_
     told = [n for n, r in enumerate(results) if r.slack]
     assert told[:2] == [0, 3] and told[2:] == [n for n in range(3 + day, count) if results[n].findings][:1]
     [digest] = results[told[2]].slack
-    assert "Still open after a day (3)" in json.dumps(digest)
+    assert "Still open after a day: Idle GPU instance: 3 EC2 instances" in json.dumps(digest)
     assert all(f"-idle-{n}" in json.dumps(digest) for n in range(1, 4))
 
 

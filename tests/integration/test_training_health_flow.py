@@ -232,7 +232,7 @@ def test_the_demo_stops_the_diverged_run_in_remediate_and_tells_the_stale_checkp
     [stopped] = [m for m in run.posted if DIVERGED in m["text"] and "Stopped" in json.dumps(m["blocks"])]
     assert f"${rest_of_run_usd(world_job(world, DIVERGED), midnight):,.2f}" in json.dumps(stopped)  # $127.62
     # Told at noon, then again in its thread at midnight with what is at risk by then.
-    *_, told = [m for m in run.posted if m["text"].startswith(f"costguard checkpoint_stale: {STALE}")]
+    *_, told = [m for m in run.posted if m["text"].startswith(f"costguard: Checkpoints stopped: {STALE}")]
     assert f"${at_risk_usd(world_job(world, STALE), midnight):,.2f}" in json.dumps(told)  # 14h: $107.10
     # Both opened in the channel at noon: one group of training jobs, or each alone when the notifier's batch of
     # the noon sweep's notices is split between two invocations (the demo's noon batch is larger than one).

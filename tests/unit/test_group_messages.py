@@ -126,7 +126,7 @@ def test_group_header_says_the_count_and_the_summary_the_total() -> None:
     grouped = _group(7)
     message = build_group_message(grouped)
     assert message["blocks"][0]["type"] == "header"
-    assert message["blocks"][0]["text"]["text"] == "costguard: Findings (7)"
+    assert message["blocks"][0]["text"]["text"] == "costguard: Idle GPU instance: 7 EC2 instances"
     total = sum(range(1, 8))
     assert (
         f"*7 findings* on 7 EC2 instances costing *${total:,.2f}/h* together"
@@ -219,7 +219,10 @@ def test_a_huge_group_stays_within_slack_limits() -> None:
 
 def test_the_digest_says_still_open_after_a_day() -> None:
     message = build_group_message(_group(4, digest=True))
-    assert message["blocks"][0]["text"]["text"] == "costguard: Still open after a day (4)"
+    assert (
+        message["blocks"][0]["text"]["text"]
+        == "costguard: Still open after a day: Idle GPU instance: 4 EC2 instances"
+    )
     assert "is not told again on its own" in message["blocks"][1]["text"]["text"]
     assert "Still open" not in json.dumps(build_group_message(_group(4)))
 
@@ -386,3 +389,20 @@ def test_an_actor_that_is_not_a_user_id_is_not_shown() -> None:
     message = build_message(notice)
     assert "Asked by" not in json.dumps(message)
     assert HOSTILE not in "\n".join(_strings(message))
+
+
+def test_every_reason_has_a_title_in_words_and_a_group_says_what_it_is_about() -> None:
+    from costguard.model import Reason, ResourceKind
+    from costguard.notify.message import TITLES, group_title
+
+    assert set(TITLES) == set(Reason)
+    assert all(title != reason.value and "_" not in title for reason, title in TITLES.items())
+    assert (
+        group_title({"gpu_idle": 3}, 3, 3, ResourceKind.EC2_INSTANCE) == "Idle GPU instance: 3 EC2 instances"
+    )
+    assert group_title({"gpu_metrics_missing": 1}, 1, 1, ResourceKind.EC2_INSTANCE) == (
+        "No GPU metrics: 1 EC2 instance"
+    )
+    assert group_title({"gpu_idle": 4, "gpu_starved": 3}, 7, 6, ResourceKind.EC2_INSTANCE) == (
+        "7 findings on 6 EC2 instances"
+    )

@@ -14,6 +14,7 @@ from collections.abc import Callable, Sequence
 from datetime import datetime
 from functools import cache
 from pathlib import Path
+from typing import Any
 
 from costguard.events.common import to_datetime
 from costguard.local.headline import headline, summary_lines
@@ -208,6 +209,46 @@ def _print_human(result: ReplayResult, counter: str = "", *, errors: bool = True
         print(printable(render(message), lines=True))
 
 
+def _title(message: dict[str, Any]) -> str:
+    """A Slack message's title (its header block), else its notification text, on one printable line."""
+    blocks = message.get("blocks") or []
+    head = next((b for b in blocks if b.get("type") == "header"), None)
+    text = str((head or {}).get("text", {}).get("text") or message.get("text") or "")
+    return printable(text.removeprefix("costguard: ").splitlines()[0] if text else "(no text)")
+
+
+def _print_brief(result: ReplayResult, counter: str = "") -> None:
+    """One event as the demo tells it by default: the event, each finding in words, what was decided, and the
+    title of each Slack message it gave (`--verbose`: everything, the messages whole)."""
+    p = printable
+    name = Path(result.event).name
+    where = f" -> {p(result.function)}" if result.function else ""
+    print(f"{counter}{p(name)}{where}")
+    if result.error:
+        print(f"    error: {p(result.error)}")
+    decided = {d["resource_id"]: d for d in result.decisions}
+    for finding in result.findings:
+        decision = decided.get(finding["resource_id"])
+        action = ""
+        if decision is not None and decision["action"] != "notify":
+            action = f" ({'would ' if decision['dry_run'] else ''}{p(decision['action'])})"
+        print(
+            f"    found: {p(_reason_words(finding['reason']))}: {p(finding.get('resource_name') or finding['resource_id'])}{action}"
+        )
+    for message in result.slack:
+        print(f"    Slack: {_title(message)}")
+
+
+def _reason_words(reason: str) -> str:
+    from costguard.model import Reason
+    from costguard.notify.message import TITLES
+
+    try:
+        return TITLES.get(Reason(reason), reason)
+    except ValueError:
+        return reason
+
+
 def _settings(pairs: list[str]) -> dict[str, str]:
     """``--set NAME=VALUE`` pairs: costguard's own settings only, each validated when a function starts, as in a
     deployed stack. NAME is the variable (``COSTGUARD_REASON_MODES``) or the template parameter that sets it
@@ -277,7 +318,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
 def cmd_demo(args: argparse.Namespace) -> int:
     from dataclasses import replace
 
-    from costguard.local.demo import Batch, batch_heading, count_line, demo_events, run_demo
+    from costguard.local.demo import Batch, batch_heading, demo_events, run_demo
 
     world = _world(args.world, None)
     out = Path(args.out)
@@ -291,26 +332,85 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
     batched: set[int] = set()  # the messages printed under their batch's line, not the closing event's
 
-    def told(batch: Batch) -> None:  # what the batching window told, under the events it came from
-        batched.update(id(message) for message in batch.messages)
-        print(batch_heading(batch))
-        for message in batch.messages:
-            print(printable(render(message), lines=True))
+    # Everything in full (each event, finding, decision, the Slack messages whole) goes to the transcript in
+    # the output folder; the terminal gets the short story, or the same full detail with --verbose.
+    transcript = io.StringIO()
+
+    def detail(write: Callable[[], None], brief: Callable[[], None]) -> None:
+        full = io.StringIO()
+        with contextlib.redirect_stdout(full):
+            write()
+        transcript.write(full.getvalue())
+        if args.verbose:
+            sys.stdout.write(full.getvalue())
+        else:
+            brief()
         sys.stdout.flush()
 
+    def told(batch: Batch) -> None:  # what the batching window told, under the events it came from
+        batched.update(id(message) for message in batch.messages)
+
+        def full() -> None:
+            print(batch_heading(batch))
+            for message in batch.messages:
+                print(printable(render(message), lines=True))
+
+        def brief() -> None:
+            print(f"    Slack, after the batching window: {'; '.join(_title(m) for m in batch.messages)}")
+
+        detail(full, brief)
+
     def shown(n: int, total: int, result: ReplayResult) -> None:  # each event as soon as it has run
-        own = [message for message in result.slack if id(message) not in batched]
-        _print_human(replace(result, slack=own), f"[{n}/{total}] ")
-        sys.stdout.flush()
+        own = replace(result, slack=[message for message in result.slack if id(message) not in batched])
+        detail(lambda: _print_human(own, f"[{n}/{total}] "), lambda: _print_brief(own, f"[{n}/{total}] "))
 
     # The functions' JSON log lines would land between the Slack messages: kept in a file unless --verbose.
     logs = io.StringIO()
     quiet = contextlib.nullcontext() if args.verbose else contextlib.redirect_stderr(logs)
     with quiet:
         run = run_demo(world, args.mode, overrides=_log_level(args), on_result=shown, on_batch=told)
+    with contextlib.redirect_stdout(_Tee(sys.stdout, transcript)):
+        code = _demo_ending(args, world, run, out, logs, quiet)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "transcript.txt").write_text(transcript.getvalue(), encoding="utf-8")
+    print(
+        f"Every event, finding, decision and Slack message in full: {(out / 'transcript.txt')}"
+        + ("" if args.verbose else " (or run with --verbose)")
+    )
+    return code
+
+
+class _Tee(io.TextIOBase):
+    """Writes to each of its streams (the terminal and the demo's transcript)."""
+
+    def __init__(self, *streams: Any) -> None:
+        self.streams = streams
+
+    def write(self, text: str) -> int:
+        for stream in self.streams:
+            stream.write(text)
+        return len(text)
+
+    def flush(self) -> None:
+        for stream in self.streams:
+            stream.flush()
+
+
+def _demo_ending(
+    args: argparse.Namespace, world: World, run: Any, out: Path, logs: io.StringIO, quiet: Any
+) -> int:
+    """The demo's summary, its backtest and its audit, after the events."""
+    from costguard.local.demo import count_line
+
     results = run.results
     head = headline([f for r in results for f in r.findings], [d for r in results for d in r.decisions])
     print(f"\nSummary: {count_line(run)}.")
+    print(
+        f"The world holds {len(world.instances)} EC2 instances, {len(world.notebooks)} notebooks, "
+        f"{len(world.training_jobs)} training jobs and {len(world.endpoints)} endpoints. The events above are "
+        "about some of them; the backtest below walks those with GPU series over its period; the audit judges "
+        "every running GPU resource (an endpoint once per variant), and lists what it could not judge."
+    )
     for line in summary_lines(head):
         print(line)
     from costguard.backtest.command import demo_backtest

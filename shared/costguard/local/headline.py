@@ -47,6 +47,7 @@ class Headline:
     context: list[tuple[str, str, float]] = field(
         default_factory=list
     )  # (reason, resource id, USD): not added
+    names: dict[tuple[str, str], str] = field(default_factory=dict)  # (kind, id) -> what it is called
 
     @property
     def spent_usd(self) -> float:
@@ -82,7 +83,8 @@ def headline(findings: Iterable[dict[str, Any]], decisions: Iterable[dict[str, A
         for key, d in latest.items()
         if d.get("action") in _STOPPING and d.get("hourly_usd") is not None
     }
-    return Headline(spent, hourly, context)
+    names = {key: str(d.get("resource_name") or key[1]) for key, d in latest.items()}
+    return Headline(spent, hourly, context, names)
 
 
 def summary_lines(head: Headline) -> list[str]:
@@ -92,6 +94,13 @@ def summary_lines(head: Headline) -> list[str]:
         f"cost (each counted once, at its latest figure); ${head.hourly_usd:,.2f}/h on the "
         f"{len(head.hourly_by_resource)} resources costguard would stop."
     ]
+    if head.hourly_by_resource:
+        stopping = sorted(head.hourly_by_resource.items(), key=lambda item: -item[1])
+        lines.append(
+            "Would stop (in remediate mode): "
+            + ", ".join(f"{head.names.get(key, key[1])} (${hourly:,.2f}/h)" for key, hourly in stopping)
+            + "."
+        )
     if head.context:
         lines.append("Not added to those (about many resources or the whole account):")
         seen: set[tuple[str, str]] = set()

@@ -70,6 +70,17 @@ TITLES: dict[Reason, str] = {
     Reason.HYPERPOD_CLUSTER_FAILED: "HyperPod cluster failed or stuck creating",
     Reason.HYPERPOD_PROVISIONING_FAILED: "HyperPod could not provision a node",
     Reason.HYPERPOD_IDLE: "HyperPod instance group with idle GPUs",
+    Reason.GPU_METRICS_PARTIAL: "GPU metrics missing for some GPUs",
+    Reason.GPU_ALARM_UNMATCHED: "GPU-idle alarm for an instance that is gone",
+    Reason.GPU_ACTIVE_AGAIN: "GPU instance at work again",
+    Reason.RIGHTSIZE_IDLE: "Idle all window: stop it",
+    Reason.RIGHTSIZE_DOWNSIZE: "Fewer GPUs would do",
+    Reason.RIGHTSIZE_FAMILY: "A cheaper GPU family would do",
+    Reason.RIGHTSIZE_MODEL_SIZE: "Sized above its model's needs",
+    Reason.RIGHTSIZE_SPOT: "Checkpointed work on on-demand: spot would do",
+    Reason.TRAINIUM_CANDIDATE: "Transformer training Trainium could take",
+    Reason.COMMITMENT_CANDIDATE: "Steady GPU use a Savings Plan could cover",
+    Reason.ORPHANED_STORAGE: "Storage GPU work left behind",
 }
 
 _TITLE_OF_CODE = {reason.value: title for reason, title in TITLES.items()}  # a group counts by reason code
@@ -576,7 +587,7 @@ def build_message(notice: Notice, *, owner: str | None = None, interactive: bool
         blocks.append(buttons)
     name = _text(resource.display_name, _NOTIFICATION_NAME)
     figure = _figure(finding)
-    text = f"costguard {_text(decision.reason.value, _SHORT)}: {name} ({account}/{region})"
+    text = f"costguard: {_text(title_of(decision), _SHORT)}: {name} ({account}/{region})"
     text = clip(f"{text}: {figure}" if figure else text, MAX_TEXT)
     return {"text": text, "blocks": [block.to_dict() for block in blocks]}
 
@@ -716,9 +727,7 @@ def build_reply(notice: Notice, *, owner: str | None = None) -> dict[str, Any]:
     if summary := _text(decision.finding.summary, 600):
         lines.append(summary)
     figure = _figure(decision.finding)
-    plain = (
-        f"costguard {_text(decision.reason.value, _SHORT)}: {_text(decision.resource.display_name, _NAME)}"
-    )
+    plain = f"costguard: {_text(title_of(decision), _SHORT)}: {_text(decision.resource.display_name, _NAME)}"
     return {
         "text": clip(f"{plain}: {figure}" if figure else plain, MAX_TEXT),
         "blocks": [SectionBlock(text=MarkdownTextObject(text=clip("\n".join(lines), MAX_SECTION))).to_dict()],
@@ -768,6 +777,17 @@ def _brief_line(notice: Notice) -> str:
     return f"{name} · {figure} · {title}" if figure else f"{name} · {title}"
 
 
+def group_title(by_reason: dict[str, int], count: int, resources: int, kind: ResourceKind | None) -> str:
+    """What a group is about, in words: "Idle GPU instance: 3 EC2 instances" for one verdict, "7 findings on 5
+    EC2 instances" for several (never a reason code, never a bare count)."""
+    many = resources or count
+    things = f"{many} {kind_noun(kind, many)}"
+    if len(by_reason) == 1:
+        [reason] = by_reason
+        return f"{_TITLE_OF_CODE.get(reason, reason.replace('_', ' '))}: {things}"
+    return f"{count} findings on {things}"
+
+
 def build_group_message(
     group: GroupNotice,
     *,
@@ -780,8 +800,10 @@ def build_group_message(
     once, at its own hourly price (the group's tally); kinds without a price of their own have no total."""
     owners = owners or {}
     verdicts = ", ".join(f"{_text(_TITLE_OF_CODE.get(r, r), 80)} {n}" for r, n in group.by_reason.items())
-    title = "Still open after a day" if group.digest else "Findings"
     kind = kind_of(group)
+    title = group_title(group.by_reason, group.count, group.resource_count, kind)
+    if group.digest:
+        title = f"Still open after a day: {title}"
     priced = group.resource_count > 0 or any(r.decision.resource.kind.has_own_rate for r in group.rows)
     summary = f"*{group.count} findings*"
     if group.resource_count:
@@ -793,7 +815,7 @@ def build_group_message(
     if group.digest:
         summary = f"{summary}\nEach was told when it was first seen and is still open; it is not told again on its own."
     blocks: list[Block] = [
-        HeaderBlock(text=PlainTextObject(text=clip(f"costguard: {title} ({group.count})", MAX_HEADER))),
+        HeaderBlock(text=PlainTextObject(text=clip(f"costguard: {title}", MAX_HEADER))),
         SectionBlock(text=MarkdownTextObject(text=clip(summary, MAX_SECTION))),
     ]
     shown = group.rows[:ROWS_SHOWN]
