@@ -35,9 +35,24 @@ PREFIXES = {"service-quotas": "servicequotas"}
 
 
 def actions_of(policy: dict[str, Any]) -> set[str]:
-    [statement] = policy["Statement"]
-    assert statement["Effect"] == "Allow" and statement["Resource"] == "*"
-    return set(statement["Action"])
+    """Every action the policy allows: the reads on any resource, and the Slack secret's read on the stack's own
+    secret only (a condition on the tag CloudFormation writes)."""
+    actions: set[str] = set()
+    for statement in policy["Statement"]:
+        assert statement["Effect"] == "Allow"
+        if statement["Resource"] != "*":
+            assert statement["Action"] == ["secretsmanager:GetSecretValue"]
+            condition = statement["Condition"]["StringLike"]
+            assert condition == {"secretsmanager:ResourceTag/aws:cloudformation:stack-name": "costguard*"}
+        actions |= set(statement["Action"])
+    return actions
+
+
+def test_the_doctor_reads_no_secret_but_its_stacks() -> None:
+    """Issue 41: a read-only check does not get GetSecretValue on every secret of the account."""
+    wide = [s for s in DOCTOR_POLICY["Statement"] if s["Resource"] == "*"]
+    assert all("secretsmanager:GetSecretValue" not in s["Action"] for s in wide)
+    assert "secretsmanager:GetSecretValue" in actions_of(DOCTOR_POLICY)
 
 
 @pytest.fixture

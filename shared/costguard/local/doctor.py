@@ -70,7 +70,6 @@ DOCTOR_PERMISSIONS = (
         "sns:ListSubscriptionsByTopic",
         # DescribeBudgets, DescribeNotificationsForBudget and DescribeSubscribersForNotification.
         "budgets:ViewBudget",
-        "secretsmanager:GetSecretValue",
         "cloudwatch:DescribeAlarms",
     )
     | inventory.PERMISSIONS
@@ -80,8 +79,21 @@ DOCTOR_PERMISSIONS = (
     | quotas.PERMISSIONS
     | LIVE_PRICE_PERMISSIONS  # with PriceSource=live, the sweep's prices
 )
-# What `costguard doctor --print-policy` prints: attach it to the role or user the doctor runs as.
+SECRET_PERMISSIONS = needs("secretsmanager:GetSecretValue")  # the Slack secret, to say whether it is filled
+# A secret the stack created carries CloudFormation's own tag of the stack's name (AWS writes it, nobody else
+# can): the doctor may read the secret of a stack named costguard* and no other. A secret of your own
+# (SlackWebhookSecretArn): add its ARN to the statement.
+SECRET_STATEMENT = {
+    "Sid": "CostguardDoctorReadsTheStacksSlackSecret",
+    "Effect": "Allow",
+    "Action": sorted(SECRET_PERMISSIONS),
+    "Resource": "arn:aws:secretsmanager:*:*:secret:*",
+    "Condition": {"StringLike": {"secretsmanager:ResourceTag/aws:cloudformation:stack-name": "costguard*"}},
+}
+# What `costguard doctor --print-policy` prints: attach it to the role or user the doctor runs as. Every read on
+# any resource, but the Slack secret's, which only the stack's own.
 DOCTOR_POLICY = read_only_policy("CostguardDoctorReadOnly", DOCTOR_PERMISSIONS)
+DOCTOR_POLICY["Statement"].append(SECRET_STATEMENT)
 
 T = TypeVar("T")
 
