@@ -9,6 +9,7 @@ from typing import Any
 
 import boto3
 import pytest
+from aws_lambda_powertools.utilities.parameters.exceptions import GetParameterError
 from moto import mock_aws
 
 from costguard.aws import clients
@@ -125,7 +126,9 @@ def test_a_malformed_or_missing_secret_is_not_told_on_the_ops_topic(aws: dict[st
     with pytest.raises(MalformedSecretError) as raised:
         _deliver(text)
     assert not isinstance(raised.value, EmptySecretError)
-    with pytest.raises(Exception) as missing:  # a wrong ARN: as before, not an unfilled secret
+    # A wrong ARN: as before (Secrets Manager's ResourceNotFoundException, through powertools' parameters), not
+    # an unfilled secret.
+    with pytest.raises(GetParameterError, match="ResourceNotFoundException") as missing:
         _deliver(f"arn:aws:secretsmanager:{REGION}:123456789012:secret:nope-AbCdEf")
     assert not isinstance(missing.value, UnsetSecretError)
     assert _inbox(aws["inbox"]) == []

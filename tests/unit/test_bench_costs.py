@@ -166,3 +166,14 @@ def test_the_bill_at_a_thousand_instances_stays_within_a_hundred_dollars() -> No
     """The project's budget for its own bill (bench/results.json, as `make bench` measured it)."""
     assert RESULTS["monthly_cost"]["fleets"]["1000"]["total_usd"] <= 100.0
     assert costs.bench_costs(RESULTS)["fleets"]["1000"]["total_usd"] <= 100.0
+
+
+def test_the_written_bill_is_the_one_its_lines_and_prices_give() -> None:
+    """bench/results.json's bill, recomputed from its measured figures, the template and the prices: a figure
+    edited by hand, or a template change not priced again (`python -m bench.costs`), fails here."""
+    assert costs.bench_costs(RESULTS) == RESULTS["monthly_cost"]
+    for size, month in RESULTS["monthly_cost"]["fleets"].items():
+        lines = month["lines"]
+        assert lines, size
+        assert all(entry["unit_usd"] == costs.PRICES[entry["price"]]["usd"] for entry in lines)
+        assert month["total_usd"] == pytest.approx(sum(e["usd"] for e in lines), abs=0.02), size
