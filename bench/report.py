@@ -407,3 +407,44 @@ def write_cost_section(results: dict[str, Any]) -> None:
     following = text.find("\n## ", start + len(heading))
     rest = text[following:] if following != -1 else "\n"
     path.write_text(text[:start] + section + rest)
+
+
+DETECTORS = ROOT / "docs" / "detectors.md"
+ADAPTIVE_BEGIN = (
+    "<!-- bench-adaptive:begin (written by bench/run.py from bench/results.json: do not edit by hand) -->"
+)
+ADAPTIVE_END = "<!-- bench-adaptive:end -->"
+_POLICIES = ("fixed_30", "fixed_60", "adaptive", "perfect_foresight")
+
+
+def adaptive_table(results: dict[str, Any]) -> str:
+    """docs/detectors.md's table of the idle policies on the generated weeks (``adaptive_policy``): per seed,
+    each policy's share of the reclaimable idle dollars, near-misses and stops of labelled work."""
+    section = results["adaptive_policy"]
+    rows = [
+        "| seed | fixed 30 min | fixed 60 min | adaptive | perfect foresight (30-min minimum) |",
+        "|---|---|---|---|---|",
+    ]
+    for seed in section["seeds"]:
+        cells = []
+        for name in _POLICIES:
+            p = seed["policies"][name]
+            cell = f"{p['reclaimed_share']:.1%}, {p['near_misses']}, {p['work_stops']}"
+            if name == "fixed_30":
+                cell = f"{p['reclaimed_share']:.1%}, {p['near_misses']} near-misses, {p['work_stops']} stops of work"
+            if name == "adaptive" and seed["seed"] == section["project_seed"]:
+                cell = f"**{cell}**"
+            cells.append(cell)
+        label = (
+            f"{seed['seed']} (the project's week)"
+            if seed["seed"] == section["project_seed"]
+            else str(seed["seed"])
+        )
+        rows.append(f"| {label} | " + " | ".join(cells) + " |")
+    return "\n".join(rows)
+
+
+def write_adaptive_table(results: dict[str, Any]) -> None:
+    DETECTORS.write_text(
+        replace_block(DETECTORS.read_text(), adaptive_table(results), ADAPTIVE_BEGIN, ADAPTIVE_END)
+    )

@@ -31,7 +31,7 @@ from bench.fleet import bench_fleet  # noqa: E402
 from bench.imports import bench_imports  # noqa: E402
 from bench.org_scale import bench_org_scale  # noqa: E402
 from bench.read_schedule import bench_read_schedule  # noqa: E402
-from bench.report import results_sections, write_readme  # noqa: E402
+from bench.report import results_sections, write_adaptive_table, write_readme  # noqa: E402
 from bench.trust import bench_trust  # noqa: E402
 from costguard import clock  # noqa: E402
 from costguard.aws import clients  # noqa: E402
@@ -283,6 +283,7 @@ def main(names: list[str]) -> None:
         + results_sections(results)
     )
     write_readme(results)
+    write_adaptive_table(results)
     print(json.dumps(results, indent=2))
 
 

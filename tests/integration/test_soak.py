@@ -122,10 +122,10 @@ def test_a_thousand_notices_with_slack_failing_arrive_exactly_once_after_redrive
         "notifier_invocations": invocations,
         "duration_seconds": round(duration, 2),
     }
-    FIGURES.parent.mkdir(exist_ok=True)
-    FIGURES.write_text(json.dumps(figures, indent=2) + "\n", encoding="utf-8")
-
-    assert dead_lettered == len(down)  # the outage did put them aside, and nothing else
-    assert moved >= len(down)
+    assert dead_lettered == len(down), figures  # the outage did put them aside, and nothing else
+    assert moved >= len(down), figures
     assert exactly_once == NOTICES, figures
     assert stack.queue_depth("DecisionsDeadLetterQueue") == 0
+    # Figures are written only once the checks that judge them have passed.
+    FIGURES.parent.mkdir(exist_ok=True)
+    FIGURES.write_text(json.dumps(figures, indent=2) + "\n", encoding="utf-8")

@@ -28,6 +28,19 @@ def test_the_benchmark_block_is_the_one_rendered_from_the_results(results: dict[
     )
 
 
+def test_the_adaptive_table_of_the_detectors_page_is_the_one_rendered_from_the_results(
+    results: dict[str, Any],
+) -> None:
+    detectors = report.DETECTORS.read_text()
+    block = report.current_block(detectors, report.ADAPTIVE_BEGIN, report.ADAPTIVE_END)
+    assert block == report.adaptive_table(results), (
+        "docs/detectors.md's adaptive table differs from bench/results.json: run `make bench`"
+    )
+    changed = copy.deepcopy(results)
+    changed["adaptive_policy"]["seeds"][0]["policies"]["adaptive"]["near_misses"] += 1
+    assert report.adaptive_table(changed) != block
+
+
 def test_the_readme_cost_block_is_the_one_rendered_from_the_results(results: dict[str, Any]) -> None:
     readme = report.README.read_text()
     block = report.current_block(readme, report.COST_BEGIN, report.COST_END)
