@@ -89,6 +89,22 @@ def test_input_that_ends_names_the_option_that_answers(config: Path) -> None:
     assert config.read_text() == SAMCONFIG.read_text(), "nothing written"
 
 
+@pytest.mark.parametrize(("stop", "said"), [(EOFError, "input ended"), (KeyboardInterrupt, "interrupted")])
+def test_the_error_starts_on_a_line_of_its_own_and_writes_nothing(
+    config: Path, stop: type[BaseException], said: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 41: the prompt's line is ended before the error, so the error never lands after the question."""
+
+    def stopped(prompt: str) -> str:
+        print(prompt, end="")  # as input() shows it: no newline
+        raise stop
+
+    with pytest.raises(InitError, match=f"\\({said}\\): nothing was written"):
+        run_init(config, read=stopped, region="us-east-1")
+    assert capsys.readouterr().out.endswith(": \n")  # the prompt, then the line ended
+    assert config.read_text() == SAMCONFIG.read_text()
+
+
 def test_options_answer_without_asking(
     config: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -245,10 +245,12 @@ def ask(question: Question, read: Callable[[str], str], out: Callable[[str], Non
     while True:
         try:
             text = read(f"{question.prompt}{shown}: ")
-        except EOFError:
+        except (EOFError, KeyboardInterrupt) as stopped:
             out("")  # the prompt's line ends before the error
+            how = "input ended" if isinstance(stopped, EOFError) else "interrupted"
             raise InitError(
-                f"no answer for {question.parameter} (input ended): give {question.option} to answer it"
+                f"no answer for {question.parameter} ({how}): nothing was written; give {question.option} to "
+                "answer it"
             ) from None
         try:
             return question.parse(text if text.strip() else question.default)
