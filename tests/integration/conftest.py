@@ -64,7 +64,7 @@ def demo_run(tmp_path_factory: pytest.TempPathFactory) -> DemoRun:
         "AWS_DEFAULT_REGION": "us-east-1",
     }
     run = subprocess.run(
-        [sys.executable, "-m", "costguard.local.cli", "demo", "--out", str(out)],
+        [sys.executable, "-m", "costguard.cli", "demo", "--out", str(out)],
         cwd=ROOT,
         env=env,
         capture_output=True,

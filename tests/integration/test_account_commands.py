@@ -13,13 +13,13 @@ import pytest
 from botocore.client import BaseClient
 
 from costguard.aws import clients, quotas
-from costguard.local.cli import main
-from costguard.local.doctor import DOCTOR_POLICY
+from costguard.cli import main
 from costguard.local.holdings import HoldingsResponder, seed_holdings
-from costguard.local.live_audit import LIVE_AUDIT_POLICY
 from costguard.local.responder import Responder
 from costguard.local.stack import LocalStack
 from costguard.local.world import World
+from costguard.ops.doctor import DOCTOR_POLICY
+from costguard.ops.live_audit import LIVE_AUDIT_POLICY
 from costguard.permissions import is_read
 
 NO_AGENT = "i-0a1f00000000000a5"  # nlp-g6-no-agent: gpu_metrics pattern none

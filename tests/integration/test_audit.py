@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
+from costguard.cli import main
 from costguard.local.audit import BUCKET, AuditRun, definition, run_audit, write_outputs
-from costguard.local.cli import main
 from costguard.local.template import Template
 from costguard.local.world import World, load_world
 from costguard.pricing import bundled_table

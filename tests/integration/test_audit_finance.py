@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 
 from costguard.audit.export import COLUMNS
+from costguard.cli import main
 from costguard.local.audit import AuditRun, print_summary, run_audit, write_outputs
-from costguard.local.cli import main
 from costguard.local.world import load_world
 from costguard.pricing import bundled_table
 from tests.conftest import DEMO_WORLD

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from costguard.backtest.command import demo_backtest
-from costguard.local.cli import main
+from costguard.cli import main
 from costguard.local.world import load_world
 from tests.conftest import DEMO_WORLD, ROOT
 

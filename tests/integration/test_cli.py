@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from costguard.local.cli import main
+from costguard.cli import main
 from tests.conftest import EVENTS, FIXTURES
 
 FAILED = str(EVENTS / "sagemaker-training-job-failed.json")

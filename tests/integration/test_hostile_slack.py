@@ -14,7 +14,6 @@ import pytest
 
 from costguard.act.executor import Outcome
 from costguard.aws import clients
-from costguard.local.redrive import redrive, redrive_parked, redrive_report
 from costguard.local.replay import replay
 from costguard.local.sink import SlackSink
 from costguard.local.stack import MAX_RECEIVE_COUNT, SECRET, LocalStack
@@ -22,6 +21,7 @@ from costguard.local.world import World
 from costguard.model import Action, Decision, Finding, Reason, Resource, ResourceKind
 from costguard.notify.delivery import DeliveryError, PermanentDeliveryError, post
 from costguard.notify.notice import Notice
+from costguard.ops.redrive import redrive, redrive_parked, redrive_report
 from tests.conftest import EVENTS
 
 FAILED_JOB = EVENTS / "sagemaker-training-job-failed.json"
@@ -512,7 +512,7 @@ def test_an_unreachable_slack_is_transient(no_backoff: list[float]) -> None:
 def test_the_redrive_command_moves_parked_notices_with_parked(
     stack: LocalStack, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from costguard.local.cli import main
+    from costguard.cli import main
 
     sqs = clients.sqs()
     failed, decisions = stack.urls["FailedEventsQueue"], stack.urls["DecisionsQueue"]

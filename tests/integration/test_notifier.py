@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from costguard.local.redrive import redrive
 from costguard.local.replay import replay
 from costguard.local.stack import MAX_RECEIVE_COUNT, LocalStack
+from costguard.ops.redrive import redrive
 from tests.conftest import EVENTS
 
 FAILED = EVENTS / "sagemaker-training-job-failed.json"

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from costguard.local.cli import main
+from costguard.cli import main
 from tests.conftest import EVENTS, FIXTURES
 
 WRAPPED = FIXTURES / "sns-budget-stack-finops.json"

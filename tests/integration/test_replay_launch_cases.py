@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from costguard.local.cli import main
+from costguard.cli import main
 from tests.conftest import EVENTS
 
 CROSS = str(EVENTS / "sagemaker-training-job-inprogress-cross-region.json")

@@ -14,10 +14,10 @@ from typing import Any
 import pytest
 
 from costguard.aws import clients
-from costguard.local.redrive import redrive
 from costguard.local.sink import SlackSink
 from costguard.local.stack import LocalStack
 from costguard.local.world import World
+from costguard.ops.redrive import redrive
 from tests.conftest import EVENTS, ROOT
 
 NOTICES = 1000

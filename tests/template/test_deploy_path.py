@@ -18,8 +18,8 @@ from typing import Any
 
 import pytest
 
-from costguard.local.samconfig import QUESTIONS, REGION_QUESTION, run_init
 from costguard.local.template import Template
+from costguard.ops.samconfig import QUESTIONS, REGION_QUESTION, run_init
 from tests.template.test_sam import _sam_binary
 
 pytestmark = pytest.mark.template

@@ -10,9 +10,10 @@ from typing import Any
 import pytest
 from botocore.stub import Stubber
 
+from costguard import cli
 from costguard.aws import clients
-from costguard.local import cli, redrive
 from costguard.local.replay import EventFileError, event_files, read_events
+from costguard.ops import redrive
 from tests.conftest import ROOT
 
 

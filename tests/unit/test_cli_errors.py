@@ -12,8 +12,8 @@ import pytest
 from botocore.exceptions import ClientError, NoCredentialsError, NoRegionError
 
 from costguard.aws import clients
+from costguard.cli import main
 from costguard.local.aws_errors import ends_the_run, explain
-from costguard.local.cli import main
 from tests.conftest import ROOT
 
 
@@ -121,7 +121,7 @@ def test_a_scrubbed_environment_gets_a_sentence_not_a_traceback(tmp_path: Path) 
         "AWS_EC2_METADATA_DISABLED": "true",
     }
     run = subprocess.run(
-        [sys.executable, "-m", "costguard.local.cli", "redrive", "--stack", "costguard"],
+        [sys.executable, "-m", "costguard.cli", "redrive", "--stack", "costguard"],
         cwd=ROOT,
         env=env,
         capture_output=True,

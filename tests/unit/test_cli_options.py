@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from costguard.local.cli import parser
+from costguard.cli import parser
 from tests.conftest import EVENTS
 
 FAILED = str(EVENTS / "sagemaker-training-job-failed.json")
@@ -75,7 +75,7 @@ def test_the_command_gives_powertools_the_templates_variables_the_caller_did_not
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """costguard.observability reads them at import, which building the parser may already trigger."""
-    from costguard.local.cli import _powertools_defaults
+    from costguard.cli import _powertools_defaults
 
     monkeypatch.delenv("POWERTOOLS_METRICS_NAMESPACE", raising=False)
     monkeypatch.setenv("POWERTOOLS_SERVICE_NAME", "mine")

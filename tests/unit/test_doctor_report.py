@@ -9,7 +9,8 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from costguard.aws.quotas import Quota
-from costguard.local.doctor import (
+from costguard.model import Accelerators, Ec2Instance, NotebookInstance, TrainingJob
+from costguard.ops.doctor import (
     AccountFacts,
     AlarmFacts,
     BudgetAlerts,
@@ -24,7 +25,6 @@ from costguard.local.doctor import (
     render,
     secret_state,
 )
-from costguard.model import Accelerators, Ec2Instance, NotebookInstance, TrainingJob
 
 NOW = datetime(2026, 11, 20, 12, 0, tzinfo=UTC)
 ACCOUNT = "123456789012"

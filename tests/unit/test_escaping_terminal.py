@@ -7,8 +7,8 @@ import re
 
 import pytest
 
-from costguard.local.doctor import Status, build_report, render
 from costguard.local.terminal import printable
+from costguard.ops.doctor import Status, build_report, render
 from tests.unit.test_doctor_report import facts, instance
 
 HOSTILE_NAME = "\x1b[32mOK\x1b[0m\r\x07"

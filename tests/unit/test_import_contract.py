@@ -3,7 +3,8 @@ over the import graph of shared/costguard.
 
 - The domain (model, events, detect, policy, windows, settings, clock, permissions) loads no adapter: no boto3 or
   botocore, nothing from aws/, act/, notify/, flows/, interact/, runtime.
-- Nothing a Lambda function loads imports local/ or backtest/ (they stay out of the layer's code path).
+- Nothing a Lambda function loads imports local/, ops/, cli or backtest/ (they stay out of the layer's code path).
+- The embedded stack (local/) loads nothing of the account commands (ops/) or the command line (cli).
 - No flow loads another flow: what two flows share lives outside flows/ (an adapter, a detector, fleet.py).
 
 A lazy import inside a function is the way to reach an adapter from the domain only when a path needs it.
@@ -23,7 +24,8 @@ PACKAGE = ROOT / "shared" / "costguard"
 DOMAIN = ("model", "events", "detect", "policy", "windows", "settings", "clock", "permissions")
 ADAPTERS: tuple[str, ...] = ("costguard.aws", "costguard.act", "costguard.notify", "costguard.flows")
 ADAPTERS += ("costguard.interact", "costguard.runtime", "costguard.local", "costguard.backtest")
-LOCAL_ONLY = ("costguard.local", "costguard.backtest")
+ADAPTERS += ("costguard.ops", "costguard.cli")
+LOCAL_ONLY = ("costguard.local", "costguard.backtest", "costguard.ops", "costguard.cli")
 FLOWS = "costguard.flows."
 
 
@@ -214,3 +216,29 @@ def test_the_documented_layout_names_every_module_and_package_of_the_package() -
     assert entries
     missing = [e for e in entries if not re.search(rf"(^|\s){re.escape(e)}", layout, re.MULTILINE)]
     assert not missing, missing
+
+
+def test_the_embedded_stack_leans_on_no_account_command() -> None:
+    """local/ (the embedded stack) imports nothing of ops/ (the account commands) or cli.py, at load time or
+    lazily: the command line leans on both rooms, neither on the other's commands."""
+    local = sorted((PACKAGE / "local").rglob("*.py"))
+    assert local
+    leaning = [
+        f"{path.relative_to(PACKAGE)}: {name}"
+        for path in local
+        for name in sorted(all_imports(path.read_text(encoding="utf-8")))
+        if name.startswith(("costguard.ops", "costguard.cli"))
+    ]
+    assert not leaning, leaning
+
+
+def all_imports(source: str) -> set[str]:
+    """Every module a source imports, wherever the import statement is (module level or inside a function)."""
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            found.add(node.module)
+            found.update(f"{node.module}.{alias.name}" for alias in node.names)
+        elif isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+    return found

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from costguard.local.cli import main
-from costguard.local.samconfig import InitError, overrides, run_init, write_answers
+from costguard.cli import main
+from costguard.ops.samconfig import InitError, overrides, run_init, write_answers
 from tests.conftest import ROOT
 
 SAMCONFIG = ROOT / "samconfig.toml"

@@ -6,7 +6,7 @@ the operator as if Slack were down, and every redrive would loop it again. Inste
 (``notice parked``, with Slack's status, body and the cause), counted in the ``ParkedNotices`` metric, and kept
 in the failed-events queue, whose alarm tells the operator once. The kept body is a parked record: ``parked``,
 the function, the notice id, the problem, Slack's status and body, and the notice whole, so that
-``redrive_parked`` (local/redrive.py) can queue it again once the cause is fixed.
+``redrive_parked`` (ops/redrive.py) can queue it again once the cause is fixed.
 """
 
 from __future__ import annotations

@@ -420,7 +420,7 @@ def report(found: Leftovers, *, done: bool) -> list[str]:
 
 
 def run(args: argparse.Namespace, out: Callable[[str], None] = print) -> Leftovers:
-    from costguard.local.samconfig import configured_region
+    from costguard.ops.samconfig import configured_region
 
     region = args.region or configured_region()
     if not region:

@@ -154,7 +154,7 @@ _BACKTEST_CHECKS: dict[str, Callable[[str], object]] = {
 
 def _region(text: str) -> str:
     """--region: a region AWS has (argparse names the option and exits 2 on one it has not)."""
-    from costguard.local.account_commands import region_option
+    from costguard.ops.account_commands import region_option
 
     return region_option(text)
 
@@ -459,7 +459,7 @@ def cmd_audit(args: argparse.Namespace) -> int:
     except RulesFileError as error:
         print(f"costguard: bad rules file: {error}", file=sys.stderr)
         return 2
-    from costguard.local import account_commands
+    from costguard.ops import account_commands
 
     if args.print_policy:
         return account_commands.print_live_audit_policy()
@@ -492,10 +492,10 @@ def cmd_audit(args: argparse.Namespace) -> int:
 
 def cmd_redrive(args: argparse.Namespace) -> int:
     from costguard.aws import clients
-    from costguard.local.account_commands import session_region
     from costguard.local.aws_errors import REGION_HELP
-    from costguard.local.redrive import redrive_parked, redrive_report
-    from costguard.local.uninstall import DEFAULT_STACK
+    from costguard.ops.account_commands import session_region
+    from costguard.ops.redrive import redrive_parked, redrive_report
+    from costguard.ops.uninstall import DEFAULT_STACK
 
     source, target = args.dlq_url, args.queue_url
     if bool(source) != bool(target):
@@ -604,7 +604,7 @@ def parser() -> argparse.ArgumentParser:
     au.add_argument("--csv", action="store_true", help="print the findings as CSV (and write report.csv)")
     au.add_argument("--out", default="costguard-audit", help="directory for report.json and report.html")
     au.add_argument("--rules", help="JSON file overriding the packaged rules")
-    from costguard.local import account_commands
+    from costguard.ops import account_commands
 
     account_commands.add_live_audit_arguments(au)  # --regions, --live, --print-policy
     au.add_argument("--verbose", action="store_true", help="the functions' INFO logs on stderr")
@@ -627,7 +627,7 @@ def parser() -> argparse.ArgumentParser:
     )
     rd.set_defaults(run=cmd_redrive)
 
-    from costguard.local import samconfig, uninstall
+    from costguard.ops import samconfig, uninstall
 
     samconfig.add_command(commands)  # costguard init
     uninstall.add_command(commands)

@@ -85,7 +85,7 @@ def _no_region(command: str) -> int:
 
 
 def cmd_doctor(args: argparse.Namespace) -> int:
-    from costguard.local.doctor import DOCTOR_POLICY, doctor, policy_text, render
+    from costguard.ops.doctor import DOCTOR_POLICY, doctor, policy_text, render
     from costguard.settings import SettingsError
 
     if args.print_policy:
@@ -158,7 +158,7 @@ def cmd_live_audit(args: argparse.Namespace) -> int:
     """The audit of the session's account, read-only; the same report files as the local audit."""
     from costguard.audit.rules import load_rules
     from costguard.local.audit import AuditRun, print_summary, write_outputs
-    from costguard.local.live_audit import run_live_audit
+    from costguard.ops.live_audit import run_live_audit
     from costguard.settings import parse_settings
 
     regions = args.regions or [session_region(None)]
@@ -186,8 +186,8 @@ def cmd_live_audit(args: argparse.Namespace) -> int:
 
 
 def print_live_audit_policy() -> int:
-    from costguard.local.doctor import policy_text
-    from costguard.local.live_audit import LIVE_AUDIT_POLICY
+    from costguard.ops.doctor import policy_text
+    from costguard.ops.live_audit import LIVE_AUDIT_POLICY
 
     print(policy_text(LIVE_AUDIT_POLICY))
     return 0
