@@ -223,7 +223,8 @@ class Outcome:
     # that are news: not a standing finding's repeat, not a marked instance waiting out its grace period
     # (read_schedule.evidence_metrics).
     evidence_metrics: int = 0
-    # By reason: the stops remediate would have made but ReasonModes or RemediateScope holds (told, not made).
+    # By reason: the stops remediate would have made but ReasonModes or RemediateScope holds (told, not made), once
+    # an episode (the held stop is decided again at each step, as notify mode would decide it).
     held: Counter[str] = field(default_factory=Counter)
 
     @property
@@ -944,7 +945,6 @@ def _apply(
     if held is not None:
         action, note = Action.NOTIFY, f"would stop, held: {held}"
         decision = decision.model_copy(update={"action": action, "note": note})
-        state.outcome.held[reason] += 1
     if action is Action.MARK:
         state.set_mark(now)
     elif action is Action.UNMARK:
@@ -965,6 +965,8 @@ def _apply(
         if key == state.last_notice:
             return  # the same news as the step before: one event for the whole episode
         state.last_notice = key
+        if held is not None:
+            state.outcome.held[reason] += 1  # a held stop, once an episode (as its notice is)
     elif action is Action.MARK:
         state.last_notice = None
     events.append(Event(now, action.value, reason, decision.note))
