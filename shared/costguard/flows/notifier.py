@@ -101,7 +101,8 @@ from costguard.notify.notice import (
     totals_without,
 )
 from costguard.notify.routing import SlackRoutes
-from costguard.notify.slack_api import RATE_LIMITED_ERRORS, ApiDeliveryError, ApiOutcomeUnknown
+from costguard.notify.slack_api import ApiDeliveryError, ApiOutcomeUnknown
+from costguard.notify.slack_limits import RATE_LIMITED_ERRORS
 from costguard.observability import logger, metrics, tracer
 from costguard.permissions import needs
 from costguard.settings import Settings

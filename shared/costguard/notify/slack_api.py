@@ -18,11 +18,9 @@ from __future__ import annotations
 import logging
 import os
 import re
-import socket
 import threading
 import time
 from collections.abc import Callable
-from contextvars import ContextVar
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any, NoReturn
 from urllib.parse import urlsplit
@@ -35,13 +33,21 @@ from costguard.notify.delivery import (
     current_deadline,
 )
 from costguard.notify.routing import LOCAL_HOSTS, SlackRoutes, check_url
+from costguard.notify.slack_limits import (
+    BACKOFF_FACTOR,
+    JITTER,
+    MAX_RETRIES,
+    NOT_IDEMPOTENT,
+    RATE_LIMITED_ERRORS,
+    limited_past_retries,
+    unsent,
+)
 
 # slack_sdk's Web API client is loaded by the first client built, not by importing this module: the queued clicks'
 # function loads slack_sdk at its first click (the notifier loads it at import anyway, for its Block Kit messages).
 if TYPE_CHECKING:
     from slack_sdk.errors import SlackApiError
     from slack_sdk.http_retry import RetryHandler
-    from slack_sdk.http_retry.response import HttpResponse
     from slack_sdk.web import SlackResponse
 
 # Only for the local sink: the Web API's base URL, accepted when it is plain http on this machine.
@@ -57,7 +63,6 @@ _TOKEN = re.compile(r"xox[a-z]-[A-Za-z0-9-]+|(?i:bearer)\s+\S+")
 _TRANSIENT_ERRORS = frozenset(
     {"ratelimited", "rate_limited", "internal_error", "fatal_error", "service_unavailable", "request_timeout"}
 )
-RATE_LIMITED_ERRORS = frozenset({"ratelimited", "rate_limited"})
 # Refusals of the app itself, whatever the call: its token (revoked, expired, wrong), its workspace, its scopes.
 # Slack's answers that the app may no longer post in one channel (the others are unaffected).
 CHANNEL_ERRORS = frozenset({"not_in_channel", "channel_not_found", "is_archived", "channel_is_archived"})
@@ -75,18 +80,12 @@ WHOLE_APP_ERRORS = frozenset(
         "ekm_access_denied",
     }
 )
-# Calls another try would repeat (a second message): never retried once sent.
-NOT_IDEMPOTENT = frozenset({"chat.postMessage", "chat.postEphemeral"})
-MAX_RETRIES = 2
 _MAX_BODY = 200
 # Each post carries its key in the message metadata (``event_payload.post``) under this event type.
 METADATA_EVENT = "costguard_post"
 # Looking for an earlier post: at most this many pages of this many messages, newest first.
 FIND_PAGES = 5
 FIND_PAGE_SIZE = 200
-# slack_sdk's back-off before retry n (0-based): 0.5 * 2**n seconds plus up to 1 s of jitter.
-BACKOFF_FACTOR = 0.5
-JITTER = 1.0
 # A 429's Retry-After as Slack usually sends it (a longer one is waited for only if the deadline allows it).
 _RETRY_AFTER = 1.0
 
@@ -167,43 +166,12 @@ class ApiPermanentError(PermanentDeliveryError):
         return self.channel is not None and self.error in CHANNEL_ERRORS
 
 
-def method_of(url: str) -> str:
-    return urlsplit(url).path.rsplit("/", 1)[-1]
-
-
-def unsent(error: BaseException) -> bool:
-    """The request surely never reached Slack: the connection was refused, or the host not found."""
-    from urllib.error import URLError
-
-    reason = error.reason if isinstance(error, URLError) else error
-    return isinstance(reason, ConnectionRefusedError | socket.gaierror)
-
-
-def retry_after(response: HttpResponse) -> float:
-    for name, values in response.headers.items():
-        if name.lower() == "retry-after":
-            value = values[0] if isinstance(values, list) and values else values
-            try:
-                return max(0.0, float(str(value)))
-            except ValueError:
-                break
-    return 1.0
-
-
-def fits(seconds: float) -> bool:
-    return current_deadline().allows(seconds)
-
-
 def _retry_handlers(timeout: float) -> list[RetryHandler]:
     """slack_sdk's handlers, bounded by the deadline in hand: a retry starts only if its wait and the call fit
     (notify/slack_retry.py, loaded with the first client: it loads slack_sdk's retry machinery)."""
     from costguard.notify.slack_retry import handlers
 
     return handlers(timeout)
-
-
-# Set by the rate-limit handler when a call was still limited after its last retry (read by _refused).
-limited_past_retries: ContextVar[bool] = ContextVar("costguard_slack_limited_past_retries", default=False)
 
 
 def _refused(method: str, error: SlackApiError, channel: str | None = None) -> NoReturn:

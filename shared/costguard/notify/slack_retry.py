@@ -16,7 +16,7 @@ from slack_sdk.http_retry.request import HttpRequest
 from slack_sdk.http_retry.response import HttpResponse
 from slack_sdk.http_retry.state import RetryState
 
-from costguard.notify.slack_api import (
+from costguard.notify.slack_limits import (
     BACKOFF_FACTOR,
     JITTER,
     MAX_RETRIES,
