@@ -1287,14 +1287,7 @@ def tell_ops_once(problem: DeliveryError, settings: Settings) -> bool:
         "dead-letter queue (costguard redrive); a blank secret parks them in the failed-events queue "
         "(costguard redrive --parked). This message is sent at most once per notifier cold start."
     )
-    try:
-        clients.client("sns").publish(TopicArn=topic, Subject=OPS_SUBJECT, Message=text)
-    except Exception as failed:
-        logger.error(
-            "ops topic refused the message", extra={"ops_topic": topic, "cause": type(failed).__name__}
-        )
-        return False
-    return True
+    return _publish_ops(topic, OPS_SUBJECT, text)
 
 
 OPS_APP_SUBJECT = "costguard: Slack refuses the costguard app"
@@ -1346,14 +1339,7 @@ def tell_ops_app_refused(problem: Exception, settings: Settings) -> bool:
         fix = (_SCOPE_FIX if code in ("missing_scope", "no_permission") else _REINSTALL).format(secret=secret)
         fix += _PARKED
     text = f"costguard cannot post to Slack: Slack answers '{code}' ({problem}).\n\n{fix}"
-    try:
-        clients.client("sns").publish(TopicArn=topic, Subject=OPS_APP_SUBJECT, Message=text)
-    except Exception as failed:
-        logger.error(
-            "ops topic refused the message", extra={"ops_topic": topic, "cause": type(failed).__name__}
-        )
-        return False
-    return True
+    return _publish_ops(topic, OPS_APP_SUBJECT, text)
 
 
 OPS_CHANNEL_SUBJECT = "costguard: Slack refuses a channel"
@@ -1389,8 +1375,13 @@ def tell_ops_channel_refused(channel: str, code: str, parked: int, settings: Set
         "again: costguard redrive --parked --stack <stack>. This is sent once a day at most per channel while it "
         "lasts."
     )
+    return _publish_ops(topic, OPS_CHANNEL_SUBJECT, text)
+
+
+def _publish_ops(topic: str, subject: str, text: str) -> bool:
+    """One message to the ops topic; whether it took it (a refusal is logged, never raised)."""
     try:
-        clients.client("sns").publish(TopicArn=topic, Subject=OPS_CHANNEL_SUBJECT, Message=text)
+        clients.client("sns").publish(TopicArn=topic, Subject=subject, Message=text)
     except Exception as failed:
         logger.error(
             "ops topic refused the message", extra={"ops_topic": topic, "cause": type(failed).__name__}
