@@ -97,7 +97,7 @@ def test_a_family_guessed_from_names_never_stops_another_teams_job(
     # Nothing was even looked up to act on: no walk over the in-progress jobs' tags, no GPU read.
     assert calls.get(("sagemaker", "ListTags"), 0) == 0
     assert calls.get(("cloudwatch", "GetMetricData"), 0) == 0
-    [message] = [m for m in stack.sink.messages if "job_failure_loop" in m["text"]]
+    [message] = [m for m in stack.sink.messages if "Training job failing in a loop" in m["text"]]
     text = json.dumps(message)
     assert "Nothing is stopped" in text and "guessed from job names" in text and FAMILY in text
 

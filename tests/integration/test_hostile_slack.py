@@ -388,7 +388,7 @@ def test_parked_notice_is_not_redriven_from_the_dead_letter_queue_and_is_posted_
     assert moved.moved == 1
     stack.drain()
     assert len(stack.sink.messages) == 1
-    assert "training_job_failed" in stack.sink.messages[0]["text"]
+    assert "Training job failed" in stack.sink.messages[0]["text"]
     # Requeued again (twice by mistake): the notifier is idempotent on the notice id.
     assert redrive_parked(stack.urls["FailedEventsQueue"], stack.urls["DecisionsQueue"]).moved == 0
     assert stack.queue_depth("FailedEventsQueue") == 0

@@ -44,7 +44,7 @@ def test_slack_down_ends_in_dead_letter_queue_then_redrive_delivers(stack: Local
     assert moved == 1
     stack.drain()
     assert len(stack.sink.messages) == 1
-    assert "training_job_failed" in stack.sink.messages[0]["text"]
+    assert "Training job failed" in stack.sink.messages[0]["text"]
     assert stack.queue_depth("DecisionsDeadLetterQueue") == 0
 
 

@@ -35,5 +35,5 @@ def test_a_replay_shows_the_untagged_launch_only_with_required_tags_set(
 
 
 def test_set_takes_costguard_settings_only() -> None:
-    with pytest.raises(SystemExit, match="COSTGUARD_NAME=VALUE"):
+    with pytest.raises(SystemExit, match="--set AWS_REGION: not a costguard setting"):
         main(["replay", UNTAGGED, "--set", "AWS_REGION=eu-west-1"])

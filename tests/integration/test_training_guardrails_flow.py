@@ -53,7 +53,7 @@ def test_a_burst_of_one_family_gives_exactly_one_loop_alert(stack: LocalStack, t
     [finding] = with_reason(results, "job_failure_loop", "findings")
     assert finding["evidence"]["failures"] == 3
     assert not any("resnet" in job for job in finding["evidence"]["jobs"])  # two families never merge
-    messages = [m for m in stack.sink.messages if "job_failure_loop" in m["text"]]
+    messages = [m for m in stack.sink.messages if "Training job failing in a loop" in m["text"]]
     assert len(messages) == 1
     assert f"${total:,.2f}" in json.dumps(messages[0])
 

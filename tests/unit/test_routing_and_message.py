@@ -147,7 +147,7 @@ def test_training_job_message_has_what_a_reader_needs() -> None:
     assert "Training job failed" in message["blocks"][0]["text"]["text"]
 
     assert resource.id in message["text"]
-    assert "training_job_failed" in message["text"]
+    assert "Training job failed" in message["text"]  # the finding in words; the reason code is in the blocks
 
     console = f"https://us-east-1.console.aws.amazon.com/sagemaker/home?region=us-east-1#/jobs/{resource.id}"
     assert f"<{console}|{resource.display_name}>" in everything
