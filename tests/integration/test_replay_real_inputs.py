@@ -140,7 +140,9 @@ def test_a_handler_that_raises_shows_the_events_before_it_and_the_error(
     # The error is said once, on stderr (not again on stdout).
     assert "the training-jobs flow broke" not in out
     assert err.count("the training-jobs flow broke") == 1
-    assert f"costguard: {FAILED}: TrainingJobsFunction raised RuntimeError: the training-jobs flow broke" in err
+    assert (
+        f"costguard: {FAILED}: TrainingJobsFunction raised RuntimeError: the training-jobs flow broke" in err
+    )
     assert "(--verbose for the traceback)" in err
     assert "Traceback" not in err  # the traceback only with --verbose
 
