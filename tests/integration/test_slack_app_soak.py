@@ -79,10 +79,10 @@ def played(monkeypatch: pytest.MonkeyPatch) -> threading.local:
 
     call = slack_api.SlackApi._call
 
-    def timed(self: slack_api.SlackApi, method: str, make: Any) -> Any:
+    def timed(self: slack_api.SlackApi, method: str, make: Any, **options: Any) -> Any:
         started = time.monotonic()
         try:
-            return call(self, method, make)
+            return call(self, method, make, **options)
         finally:
             clock.in_slack = getattr(clock, "in_slack", 0.0) + time.monotonic() - started
             clock.calls = getattr(clock, "calls", 0) + 1
