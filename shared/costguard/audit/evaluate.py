@@ -509,6 +509,22 @@ def _tag_hits(
     return [hit for hit in hits if hit is not None]
 
 
+def trainium_target(subject: Subject, rules: Rules, workload: str) -> str | None:
+    """The Trainium type the Trainium rule would move long transformer training on GPUs to (``ml.`` for
+    SageMaker), or None when the rule does not apply to the subject."""
+    trainium = rules.trainium
+    facts = subject.facts
+    if not (
+        workload in trainium.workloads
+        and subject.running_hours * subject.instance_count >= trainium.min_cumulative_hours
+        and facts is not None
+        and facts.accelerator_kind != "neuron"
+    ):
+        return None
+    wanted = trainium.single_device_type if facts.accelerator_count <= 1 else trainium.multi_device_type
+    return ("ml." if subject.instance_type.startswith("ml.") else "") + wanted
+
+
 def unoffered_moves(
     subjects: Sequence[Subject], findings: Sequence[AuditFinding], catalog: Catalog, rules: Rules, region: str
 ) -> list[dict[str, Any]]:
@@ -517,21 +533,12 @@ def unoffered_moves(
     report lists them, so an audit in a region without the type says why the recommendation is absent."""
     told = {f.subject.key for f in findings if f.reason is Reason.TRAINIUM_CANDIDATE}
     out: list[dict[str, Any]] = []
-    trainium = rules.trainium
     for subject in subjects:
-        facts = subject.facts
         workload = subject.tags.get(rules.tags.workload, "").strip().lower()
-        if (
-            subject.key in told
-            or facts is None
-            or facts.accelerator_kind == "neuron"
-            or workload not in trainium.workloads
-            or subject.running_hours * subject.instance_count < trainium.min_cumulative_hours
-        ):
+        target = None if subject.key in told else trainium_target(subject, rules, workload)
+        if target is None:
             continue
-        wanted = trainium.single_device_type if facts.accelerator_count <= 1 else trainium.multi_device_type
-        target = ("ml." if subject.instance_type.startswith("ml.") else "") + wanted
-        if target not in catalog.by_type and not_offered(wanted, region):
+        if target not in catalog.by_type and not_offered(target.removeprefix("ml."), region):
             out.append(
                 {
                     "id": subject.id,
@@ -701,17 +708,10 @@ def _trainium_hit(
     """Long transformer training on GPUs: the Trainium type of its size (the code must be ported first)."""
     trainium = rules.trainium
     cumulative = subject.running_hours * subject.instance_count
-    facts = subject.facts
-    if not (
-        workload in trainium.workloads
-        and cumulative >= trainium.min_cumulative_hours
-        and facts is not None
-        and facts.accelerator_kind != "neuron"
-    ):
+    wanted = trainium_target(subject, rules, workload)
+    if wanted is None:
         return None
-    wanted = trainium.single_device_type if facts.accelerator_count <= 1 else trainium.multi_device_type
-    sagemaker = subject.instance_type.startswith("ml.")
-    trn = catalog.by_type.get(("ml." if sagemaker else "") + wanted)
+    trn = catalog.by_type.get(wanted)
     assessed = _assess(subject, used, trn, rules, memory_measured=False) if trn is not None else None
     if trn is None or assessed is None:
         return None
