@@ -1,6 +1,8 @@
 """Entry point: queued notices from SQS, told in Slack (flows/notifier.py: conversations, groups, digests).
 
-A transient failure (429, 5xx, a connection error) goes back to the queue, then its dead-letter queue; a notice
+Notices arrive from two queues: the urgent one (stops made, budgets breached) with no batching window, the
+decisions queue after it. A transient failure (429, 5xx, a connection error) goes back to its queue, visible again
+in seconds (notify/handback.py), then its dead-letter queue; a notice
 Slack refuses for good (another 4xx, a malformed secret, a parent update refused) is parked in the failed-events
 queue instead. A notice already told in its conversation (a redelivery, a redrive) is not told again. What the
 invocation has no time left to start (Lambda's remaining time) goes back to the queue untouched.
@@ -16,6 +18,8 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 from costguard.flows.notifier import DELIVER_PERMISSIONS, deliver_batch, tell_ops_channel_refused
 from costguard.handler import lambda_entry
 from costguard.notify.delivery import Deadline, NotStartedError, PermanentDeliveryError, redact
+from costguard.notify.handback import PERMISSIONS as HAND_BACK_PERMISSIONS
+from costguard.notify.handback import hand_back
 from costguard.notify.notice import AnyNotice, parse_notice
 from costguard.notify.parked import PERMISSIONS as PARK_PERMISSIONS
 from costguard.notify.parked import ParkError, park
@@ -26,7 +30,8 @@ from costguard.settings import get_settings, require
 # The IAM actions this handler's calls need: tests/template/test_iam.py holds the template to them.
 # An unreadable notice stays on the queue for its dead-letter queue: nothing is sent anywhere.
 # A notice Slack refuses for good is parked in the failed-events queue (notify/parked.py).
-PERMISSIONS = DELIVER_PERMISSIONS | PARK_PERMISSIONS
+# A notice handed back is tried again in seconds (notify/handback.py).
+PERMISSIONS = DELIVER_PERMISSIONS | PARK_PERMISSIONS | HAND_BACK_PERMISSIONS
 
 # Validated at cold start: a bad variable, or a table, queue or secret it needs unset, fails here, named.
 settings = require(get_settings(), "state_table", "failed_events_queue_url", "slack_secret_id")
@@ -70,6 +75,8 @@ def handle(records: list[dict[str, Any]], deadline: Deadline | None = None) -> l
         failed.append(mid)  # back to the queue: retried, then kept in the dead-letter queue
     for (channel, code), parked in sorted(refused_channels.items()):
         tell_ops_channel_refused(channel, code, parked, settings)
+    if failed:  # tried again in seconds, not after the queue's visibility timeout
+        hand_back(records, failed, (settings.decisions_queue_url, settings.urgent_queue_url))
     return failed
 
 

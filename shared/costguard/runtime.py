@@ -131,7 +131,7 @@ def runtime() -> Runtime:
     return Runtime(
         settings=settings,
         remediator=AwsRemediator(),
-        queue=SqsNoticeQueue(settings.decisions_queue_url),
+        queue=SqsNoticeQueue(settings.decisions_queue_url, settings.urgent_queue_url),
         gate=DynamoRepeatGate(settings.state_table),
         prices=price_book(live=settings.price_source == "live"),
         limiter=DynamoStopLimiter(settings.state_table, settings.max_stops_per_hour),

@@ -59,6 +59,10 @@ class Settings(BaseModel):
         description="messages carry buttons: on when the Slack app's interactions endpoint is deployed (SlackApp=on)",
     )
     decisions_queue_url: str = ""
+    urgent_queue_url: str = Field(
+        default="",
+        description="stops made and budgets breached, told without the batching window (empty: none)",
+    )
     failed_events_queue_url: str = ""
     state_table: str = ""
     dedupe_window_minutes: int = Field(default=240, ge=0, le=7 * 24 * 60)

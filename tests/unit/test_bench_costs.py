@@ -143,13 +143,13 @@ def test_make_bench_measures_every_section_the_bill_is_priced_from() -> None:
 
 
 def test_only_the_pollers_and_alarms_the_priced_deployment_has_are_billed() -> None:
-    """A single account with a webhook: the notifier's queue alone is polled (the sweeps' work queues are a hub's,
-    their mappings disabled elsewhere; the Slack app's queue is not created), and the Slack app's alarms are not
-    there. A hub with a Slack app has all six mappings."""
+    """A single account with a webhook: the notifier's two queues alone are polled (the sweeps' work queues are a
+    hub's, their mappings disabled elsewhere; the Slack app's queue is not created), and the Slack app's alarms are
+    not there. A hub with a Slack app has all seven mappings."""
     single = TEMPLATE.conditions()
     hub = TEMPLATE.conditions({"OrganizationId": "o-a1b2c3d4e5", "SlackApp": "on"})
-    assert costs.sqs_sources(TEMPLATE, single) == 1
-    assert costs.sqs_sources(TEMPLATE, hub) == 6
+    assert costs.sqs_sources(TEMPLATE, single) == 2
+    assert costs.sqs_sources(TEMPLATE, hub) == 7
     functions = len(TEMPLATE.functions())
     queues = 8  # four queues' depth and four oldest-message ages
     # One Errors metric a function, one of the account's throttles; the Slack app's two functions only with it
@@ -158,7 +158,7 @@ def test_only_the_pollers_and_alarms_the_priced_deployment_has_are_billed() -> N
     # (and the interactions' dead-letter queue, with its depth alarm, only with the Slack app).
     assert costs.ops_alarm_metrics(TEMPLATE, single) == functions - 2 + 1 + queues - 1
     sqs = line(bill(1_000), "SQS")
-    assert "1 SQS event sources" in sqs["how"]
+    assert "2 SQS event sources" in sqs["how"]
     assert line(bill(1_000), "CloudWatch ops alarms")["quantity"] == costs.ops_alarm_metrics(TEMPLATE, single)
 
 

@@ -665,6 +665,8 @@ def _catch_up(
                     _render_group(item, conversation.ts, sender, run, clock_now())
             elif conversation.stale:
                 _render_parent(conversation, sender, run, clock_now())
+        except ParentChangedError:
+            _left_to_another(conversation)
         except Exception as error:
             run.fail([mid], error)
 
@@ -815,16 +817,28 @@ def _reply(planned: Post, sender: Sender, run: _Run, now: datetime) -> None:
 
 
 def _show(conversation: Conversation, notice: Notice, sender: Sender, run: _Run, now: datetime) -> None:
-    """The parent of a conversation with news shows it: its row of a group, or the whole single parent."""
-    if conversation.grouped:
-        _update_row(conversation, notice, sender, run, now)
-        return
+    """The parent of a conversation with news shows it: its row of a group, or the whole single parent. The
+    notice is told by now: a render another notifier kept overtaking is left to that notifier (the last render to
+    begin shows the newest), never handed back to the queue."""
     try:
-        state = run.store.set_parent(destination_id(sender.destination), conversation.key, notice)
-    except Exception as error:
-        logger.warning("parent state not recorded", extra={"cause": type(error).__name__})
-        return
-    _render_parent(conversation, sender, run, now, state)
+        if conversation.grouped:
+            _update_row(conversation, notice, sender, run, now)
+            return
+        try:
+            state = run.store.set_parent(destination_id(sender.destination), conversation.key, notice)
+        except Exception as error:
+            logger.warning("parent state not recorded", extra={"cause": type(error).__name__})
+            return
+        _render_parent(conversation, sender, run, now, state)
+    except ParentChangedError:
+        _left_to_another(conversation)
+
+
+def _left_to_another(conversation: Conversation) -> None:
+    logger.info(
+        "parent render left to the notifier that overtook it", extra={"conversation": conversation.key}
+    )
+    metrics.add_metric(name="ParentRendersOvertaken", unit=MetricUnit.Count, value=1)
 
 
 # A group of news is posted under this prefix and its rows' ids (its rows are kept under that key).

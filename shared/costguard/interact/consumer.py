@@ -81,7 +81,7 @@ def interactions(settings: Settings, allowed: Allowed) -> Interactions:
         policy=policy_from(settings),  # Mode, ReasonModes and RemediateScope, as a sweep's
         allowed=allowed,
         slack=api_for(load_routes(settings.slack_secret_id)),
-        queue=SqsNoticeQueue(settings.decisions_queue_url),
+        queue=SqsNoticeQueue(settings.decisions_queue_url, settings.urgent_queue_url),
         remediator=AwsRemediator(),
         prices=price_book(
             live=False

@@ -58,10 +58,11 @@ TABLE = "costguard-state"
 QUEUES = {  # the dead-letter queue first: the decisions queue's redrive policy names it
     "DecisionsDeadLetterQueue": "costguard-decisions-dlq",
     "DecisionsQueue": "costguard-decisions",
+    "UrgentDecisionsQueue": "costguard-urgent-decisions",
     "FailedEventsQueue": "costguard-failed-events",
 }
 SECRET = "costguard/slack-webhook"  # noqa: S105 (a secret name, not a secret)
-MAX_RECEIVE_COUNT = 5
+MAX_RECEIVE_COUNT = 12  # the template's, for both decisions queues (tests/template holds them equal)
 
 
 # How far past the world's now the local stack seeds metric series for events dated later (seeding costs about
@@ -222,7 +223,7 @@ class LocalStack:
         sqs: Any = clients.client("sqs")
         for logical, name in QUEUES.items():
             attributes = {"VisibilityTimeout": "0"}
-            if logical == "DecisionsQueue":
+            if logical in ("DecisionsQueue", "UrgentDecisionsQueue"):
                 dlq = self.urls["DecisionsDeadLetterQueue"]
                 dlq_arn = sqs.get_queue_attributes(QueueUrl=dlq, AttributeNames=["QueueArn"])["Attributes"][
                     "QueueArn"
@@ -317,6 +318,7 @@ class LocalStack:
             {
                 "StateTable": TABLE,
                 "DecisionsQueue": self.urls["DecisionsQueue"],
+                "UrgentDecisionsQueue": self.urls["UrgentDecisionsQueue"],
                 "FailedEventsQueue": self.urls["FailedEventsQueue"],
                 "SlackWebhookSecret": self.urls["SlackWebhookSecret"],
                 "SlackWebhookSecretArn": "",
@@ -362,8 +364,14 @@ class LocalStack:
             result = handler(event, LambdaContext(function_name=logical_id))
         return Invocation(logical_id, result, buffer.getvalue())
 
-    def drain(self, queue_logical_id: str = "DecisionsQueue", max_rounds: int = 50) -> list[Invocation]:
-        """Play Lambda's SQS event source mapping until the queue is empty (or only failures remain)."""
+    def drain(self, queue_logical_id: str | None = None, max_rounds: int = 50) -> list[Invocation]:
+        """Play Lambda's SQS event source mapping until the queue is empty (or only failures remain). No queue
+        named: the notifier's two, the urgent one first."""
+        if queue_logical_id is None:
+            return [
+                *self.drain("UrgentDecisionsQueue", max_rounds),
+                *self.drain("DecisionsQueue", max_rounds),
+            ]
         consumer = self.template.queue_consumer(queue_logical_id)
         assert consumer, f"no function consumes {queue_logical_id}"
         url = self.urls[queue_logical_id]
@@ -458,9 +466,11 @@ class LocalStack:
             self.flush()
 
     def queued(self, at: datetime | None = None) -> None:
-        """After an event that arrived ``at``: tell its notices now, or open the batching window on them."""
+        """After an event that arrived ``at``: its urgent notices told now (no batching window on their queue),
+        the rest now too, or the batching window opened on them."""
+        self.drain("UrgentDecisionsQueue")
         if self.batch_window is None:
-            self.drain()
+            self.drain("DecisionsQueue")
         elif self._pending_since is None and self.queue_depth("DecisionsQueue"):
             self._pending_since = at or clock.now()
 

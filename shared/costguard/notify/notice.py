@@ -14,7 +14,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, computed_field
 
 from costguard.act.executor import Outcome
-from costguard.model import Decision, Reason, ResourceKind
+from costguard.model import Action, Decision, Reason, ResourceKind
 
 # A run with more than this many notices for one channel sends them as group messages, one per resource kind
 # (notify/message.py); a kind with a single notice is still told on its own.
@@ -109,6 +109,20 @@ class GroupNotice(BaseModel):
 
 
 AnyNotice = Notice | GroupNotice
+
+
+def urgent(notice: AnyNotice) -> bool:
+    """Whether a notice tells what cannot wait for the batching window: a stop, scale to zero, deletion or
+    cancellation made (not a dry run's), or a budget breached. It travels on the urgent queue, told at once."""
+    rows = notice.rows if isinstance(notice, GroupNotice) else [notice]
+    return any(_urgent(row) for row in rows)
+
+
+def _urgent(notice: Notice) -> bool:
+    decision = notice.decision
+    if decision.reason is Reason.BUDGET_BREACH:
+        return True
+    return decision.action is Action.STOP and not decision.dry_run and notice.outcome.done
 
 
 def parse_notice(body: str) -> AnyNotice:

@@ -1,4 +1,5 @@
-"""The decisions queue between detectors and the notifier."""
+"""The decisions queues between detectors and the notifier: what cannot wait (a stop made, a budget breached) on
+the urgent queue, told as soon as it arrives; the rest on the decisions queue, gathered for the batching window."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from typing import Protocol
 from aws_lambda_powertools.metrics import MetricUnit
 
 from costguard.aws import clients
-from costguard.notify.notice import AnyNotice
+from costguard.notify.notice import AnyNotice, urgent
 from costguard.observability import logger, metrics
 from costguard.permissions import needs
 
@@ -27,16 +28,30 @@ class QueueSendError(RuntimeError):
 
 
 class SqsNoticeQueue:
-    def __init__(self, queue_url: str) -> None:
+    def __init__(self, queue_url: str, urgent_url: str = "") -> None:
         self.queue_url = queue_url
+        self.urgent_url = urgent_url or queue_url  # none configured: one queue for all
 
     def send(self, notices: Sequence[AnyNotice]) -> None:
+        """Urgent notices first, on their own queue; each queue in batches of ten. A batch not queued raises
+        QueueSendError after the notices not queued are logged whole."""
+        now = [n for n in notices if urgent(n)] if self.urgent_url != self.queue_url else []
+        later = [n for n in notices if not any(n is u for u in now)]
+        for url, part in ((self.urgent_url, now), (self.queue_url, later)):
+            try:
+                self._send(url, part)
+            except QueueSendError:
+                if part is now:
+                    _keep_in_log(later, "not tried: an urgent notice before them was not queued")
+                raise
+
+    def _send(self, queue_url: str, notices: Sequence[AnyNotice]) -> None:
         sqs = clients.sqs()
         for start in range(0, len(notices), _SQS_BATCH):
             chunk = notices[start : start + _SQS_BATCH]
             try:
                 response = sqs.send_message_batch(
-                    QueueUrl=self.queue_url,
+                    QueueUrl=queue_url,
                     Entries=[{"Id": str(i), "MessageBody": n.model_dump_json()} for i, n in enumerate(chunk)],
                 )
             except Exception as error:
