@@ -121,8 +121,35 @@ def _reads(schedule: dict[str, Any]) -> str:
 
 
 def readme_cost_block(r: dict[str, Any]) -> str:
-    """The README's "What it costs to run" figures: the monthly bill of each fleet size, from ``r``."""
-    return "\n".join(cost_lines(r["monthly_cost"]))
+    """The README's "What it costs to run" figures: the monthly bill of each fleet size, and how soon a stop
+    reaches Slack, from ``r``."""
+    lines = cost_lines(r["monthly_cost"])
+    latency = latency_sentence(r.get("slack_latency"))
+    if latency:
+        lines[-1] += " " + latency
+    return "\n".join(lines)
+
+
+LATENCY_CASES = {
+    "organization_burst": "an organization's burst",
+    "slow_slack": "Slack answering late for five minutes",
+    "throttled_state_writes": "a fifth of state writes throttled",
+}
+
+
+def latency_sentence(latency: dict[str, Any] | None) -> str:
+    """How soon a stop reaches Slack after its decision, each case of tests/integration/test_slack_latency.py."""
+    if not latency:
+        return ""
+    cases = "; ".join(
+        f"{words}, {latency[case]['stop_seconds_p95']} s"
+        for case, words in LATENCY_CASES.items()
+        if case in latency
+    )
+    return (
+        "A stop reaches Slack this soon after its decision (95th percentile, time played as docs/slack.md "
+        f"says): {cases}."
+    )
 
 
 def cost_lines(costs: dict[str, Any]) -> list[str]:

@@ -222,6 +222,30 @@ def bench_backtest(instances: int = 1000, days: int = 7) -> dict[str, Any]:
     }
 
 
+def bench_slack_latency() -> dict[str, Any]:
+    """From a stop's decision to Slack, through both notifier queues as Lambda runs them (an organization's
+    burst, a Slack answering late for five minutes, a fifth of state writes throttled): the cases of
+    tests/integration/test_slack_latency.py, run with their figures written (only once their checks pass)."""
+    import subprocess
+
+    out = ROOT / "bench" / "results.json"
+    stored = json.loads(out.read_text()) if out.exists() else {}
+    stored.pop("slack_latency", None)  # written again by the test only if its checks pass
+    out.write_text(json.dumps(stored, indent=2) + "\n")
+    env = os.environ | {"COSTGUARD_SLACK_LATENCY_RESULTS": "1"}
+    test = "tests/integration/test_slack_latency.py"
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-o", "addopts=", test],
+        cwd=ROOT,
+        env=env,
+        check=False,
+    )
+    figures = json.loads(out.read_text()).get("slack_latency")
+    if done.returncode != 0 or figures is None:
+        raise SystemExit(f"{test} failed (exit {done.returncode}): no slack_latency figures written")
+    return dict(figures)
+
+
 CASES: dict[str, Callable[[], dict[str, Any]]] = {
     "cold_imports": bench_imports,
     "detector_latency": bench_detectors,
@@ -234,6 +258,7 @@ CASES: dict[str, Callable[[], dict[str, Any]]] = {
     "hostile_input_and_soak": bench_trust,
     "organization_scale": bench_org_scale,
     "read_schedule": bench_read_schedule,  # the bill (bench_costs) prices the sweep from these reads
+    "slack_latency": bench_slack_latency,
 }
 # Measured by scripts of their own, too long for every run (`make bench-adaptive`, the Slack app soak with
 # COSTGUARD_SOAK_RESULTS=1 and the channel-rate bursts with COSTGUARD_CHANNEL_RATE_RESULTS=1, bench/generate_week.py

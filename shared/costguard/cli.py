@@ -205,8 +205,14 @@ def _print_human(result: ReplayResult, counter: str = "", *, errors: bool = True
         print(
             f"    decision: {p(decision['action'])}{dry} {p(decision['resource_id'])} [{p(decision['reason'])}]"
         )
+    if result.slack:
+        print(f"    {AT_ONCE}")
     for message in result.slack:
         print(printable(render(message), lines=True))
+
+
+# What an event's own Slack messages are: told as it ran, not after the batching window (notify/notice.py, urgent).
+AT_ONCE = "Slack, at once (a stop made or a budget breached skips the batching window):"
 
 
 def _title(message: dict[str, Any]) -> str:
@@ -236,7 +242,7 @@ def _print_brief(result: ReplayResult, counter: str = "") -> None:
             f"    found: {p(_reason_words(finding['reason']))}: {p(finding.get('resource_name') or finding['resource_id'])}{action}"
         )
     for message in result.slack:
-        print(f"    Slack: {_title(message)}")
+        print(f"    Slack, at once: {_title(message)}")
 
 
 def _reason_words(reason: str) -> str:

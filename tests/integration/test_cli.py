@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from costguard import cli
 from costguard.cli import main
 from tests.conftest import EVENTS, FIXTURES
 
@@ -90,13 +91,17 @@ def test_demo_headline_counts_each_resource_once(demo_output: str) -> None:
 @pytest.mark.xdist_group("demo")
 def test_demo_prints_each_slack_message_under_the_events_it_came_from(demo_output: str) -> None:
     """The batching window posts when a later event arrives: its messages are printed under a line naming the
-    events whose notices they carry, not under that later event."""
+    events whose notices they carry, not under that later event. What skips the window (a stop made, a budget
+    breached) is told as its own event runs, printed under that event and said to be told at once."""
     replay = demo_output.split("\nSummary:", 1)[0]
     sections = replay.split("\n=== ")[1:]
     told = [s for s in sections if "┌─ Slack" in s]
-    assert told and all(s.startswith("Slack: the notifier's batch (") for s in told), [
-        s.splitlines()[0] for s in told if not s.startswith("Slack:")
-    ]
+    at_once = [s for s in told if not s.startswith("Slack:")]
+    assert told and all(s.startswith("Slack: the notifier's batch (") for s in told if s not in at_once)
+    for section in at_once:  # the event's own messages, after the line saying they skipped the window
+        assert section.index(cli.AT_ONCE) < section.index("┌─ Slack"), section.splitlines()[0]
+        assert "decision: stop" in section or "budget" in section.splitlines()[0], section.splitlines()[0]
+    assert any("budget" in s.splitlines()[0] for s in at_once)
 
     def heading_of(shown: str) -> str:
         [section] = [s for s in told if shown in s.split("\n", 1)[1]][:1]

@@ -159,6 +159,10 @@ class _PerThreadRandom:
 
 @pytest.fixture
 def played(monkeypatch: pytest.MonkeyPatch) -> Played:
+    return playing(monkeypatch)
+
+
+def playing(monkeypatch: pytest.MonkeyPatch) -> Played:
     """Every wait, Slack call and AWS call of a poller's thread on its played clock."""
     clock = Played()
     real_sleep = time.sleep
@@ -192,6 +196,10 @@ def played(monkeypatch: pytest.MonkeyPatch) -> Played:
 
 @pytest.fixture
 def handed_back(monkeypatch: pytest.MonkeyPatch) -> Counter[str]:
+    return counting_hand_backs(monkeypatch)
+
+
+def counting_hand_backs(monkeypatch: pytest.MonkeyPatch) -> Counter[str]:
     """Why the notifier handed notices back to the queue: the error's kind and Slack's error code, per notice."""
     causes: Counter[str] = Counter()
     fail = notifier._Run.fail
@@ -208,6 +216,14 @@ def handed_back(monkeypatch: pytest.MonkeyPatch) -> Counter[str]:
 
 @pytest.fixture
 def stack(world: World, sink: SlackSink, played: Played) -> Iterator[LocalStack]:
+    with organization_stack(world, sink, played) as running:
+        yield running
+
+
+@contextlib.contextmanager
+def organization_stack(world: World, sink: SlackSink, played: Played) -> Iterator[LocalStack]:
+    """The stack in remediate mode with the Slack app, routed to CHANNELS, its sink limiting each channel to a
+    post a second in played time."""
     sink.post_interval = 1.0
     sink.clock = lambda: played.current
     with (

@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 
+from costguard.local.stack import MAX_RECEIVE_COUNT
 from costguard.local.template import Template
 
 pytestmark = pytest.mark.template
@@ -324,15 +325,35 @@ def test_event_sourced_functions_keep_failures() -> None:
                 )
     assert sqs_sourced, "no function is sourced from SQS"
 
-    queue = body["Resources"].get("DecisionsQueue", {})
-    redrive = queue.get("Properties", {}).get("RedrivePolicy") or {}
-    if redrive.get("deadLetterTargetArn") != {"Fn::GetAtt": ["DecisionsDeadLetterQueue", "Arn"]}:
-        problems.append(
-            f"DecisionsQueue: RedrivePolicy does not target DecisionsDeadLetterQueue: {redrive!r}"
-        )
-    if not redrive.get("maxReceiveCount"):
-        problems.append("DecisionsQueue: RedrivePolicy has no maxReceiveCount")
+    for logical in ("DecisionsQueue", "UrgentDecisionsQueue"):
+        queue = body["Resources"].get(logical, {})
+        redrive = queue.get("Properties", {}).get("RedrivePolicy") or {}
+        if redrive.get("deadLetterTargetArn") != {"Fn::GetAtt": ["DecisionsDeadLetterQueue", "Arn"]}:
+            problems.append(f"{logical}: RedrivePolicy does not target DecisionsDeadLetterQueue: {redrive!r}")
+        if redrive.get("maxReceiveCount") != MAX_RECEIVE_COUNT:
+            problems.append(f"{logical}: maxReceiveCount is not the local stack's {MAX_RECEIVE_COUNT}")
     assert not problems, "\n".join(problems)
+
+
+def test_an_sqs_batch_of_more_than_ten_has_a_batching_window_of_at_least_a_second() -> None:
+    """Lambda refuses an SQS event source whose BatchSize is over 10 without MaximumBatchingWindowInSeconds of at
+    least 1: a parameter giving the window must not allow 0."""
+    body = _body()
+    parameters = body.get("Parameters", {})
+    checked = []
+    for logical_id, function in _functions(body).items():
+        for name, event in (function.get("Properties", {}).get("Events") or {}).items():
+            props = event.get("Properties", {})
+            if event.get("Type") != "SQS" or int(props.get("BatchSize", 10)) <= 10:
+                continue
+            window = props.get("MaximumBatchingWindowInSeconds", 0)
+            if isinstance(window, dict) and "Ref" in window:
+                window = parameters[window["Ref"]].get("MinValue", 0)
+            assert int(window) >= 1, (
+                f"{logical_id}.Events.{name}: batch over 10 with a window that may be {window}"
+            )
+            checked.append(f"{logical_id}.{name}")
+    assert {"NotifierFunction.Decisions", "NotifierFunction.UrgentDecisions"} <= set(checked), checked
 
 
 def test_no_secret_in_plain_environment() -> None:

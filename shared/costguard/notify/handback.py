@@ -28,7 +28,7 @@ _SQS_BATCH = 10
 def retry_after(receive_count: int) -> int:
     """Seconds before a message received ``receive_count`` times is visible again: 5, 10, 20, ... up to 15
     minutes."""
-    return min(FIRST_RETRY_SECONDS * 2 ** max(receive_count - 1, 0), LONGEST_RETRY_SECONDS)
+    return int(min(FIRST_RETRY_SECONDS * 2 ** max(receive_count - 1, 0), LONGEST_RETRY_SECONDS))
 
 
 def queue_url(source_arn: str, known: Iterable[str] = ()) -> str:
@@ -63,7 +63,7 @@ def hand_back(records: Sequence[Mapping[str, Any]], failed: Iterable[str], known
 
 
 def _change(url: str, records: Sequence[Mapping[str, Any]]) -> int:
-    entries = [
+    entries: list[Any] = [
         {
             "Id": str(i),
             "ReceiptHandle": str(r["receiptHandle"]),
