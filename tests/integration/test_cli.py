@@ -139,6 +139,8 @@ def test_the_demo_tells_a_short_story_by_default(demo_brief: str) -> None:
     lines = demo_brief.splitlines()
     assert len(lines) < 400, len(lines)
     titles = [line.split("Slack: ", 1)[1] for line in lines if "Slack: " in line]
+    titles += [line.split("Slack, at once: ", 1)[1] for line in lines if "Slack, at once: " in line]
+    assert any("Slack, at once: " in line for line in lines)  # the budget breaches, told as they arrive
     titles += [
         t
         for line in lines
