@@ -30,7 +30,7 @@ import os
 import random
 import threading
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
@@ -51,7 +51,7 @@ from costguard.model import Action
 from costguard.notify.notice import Notice, urgent
 from costguard.notify.queue import SqsNoticeQueue
 from tests.conftest import ROOT
-from tests.integration.test_slack_app_soak import _Context
+from tests.integration.test_slack_app_soak import _Context, _record
 from tests.integration.test_slack_channel_rate import (
     BURSTS,
     GRACE,
@@ -161,7 +161,7 @@ class Poller:
                 self.clock.advance(max(IDLE_POLL_SECONDS, (later or now) - now))
                 continue
             context = _Context("NotifierFunction", self.timeout, now, lambda s: self.clock.now() - s)
-            event = {"Records": [self._record(m) for m in received]}
+            event = {"Records": [_record(m, self.source.arn) for m in received]}
             self.clock.invoking.on = True
             try:
                 result = handler(event, context)
@@ -204,19 +204,6 @@ class Poller:
         if received:
             self.world.running += 1
         return received
-
-    def _record(self, message: dict[str, Any]) -> dict[str, Any]:
-        return {
-            "messageId": message["MessageId"],
-            "receiptHandle": message["ReceiptHandle"],
-            "body": message["Body"],
-            "attributes": message.get("Attributes", {}),
-            "messageAttributes": {},
-            "md5OfBody": message.get("MD5OfBody", ""),
-            "eventSource": "aws:sqs",
-            "eventSourceARN": self.source.arn,
-            "awsRegion": "us-east-1",
-        }
 
     def _settle(self, received: list[dict[str, Any]], failed: set[str], started: float, ended: float) -> None:
         sqs, source = clients.sqs(), self.source
@@ -468,6 +455,29 @@ def test_an_organizations_burst_tells_its_stops_within_a_minute_of_the_decision(
     _record_figures("organization_burst", figures)
 
 
+def _played_sweeps(
+    stack: LocalStack,
+    played: Played,
+    hastened: dict[str, int],
+    handed_back: Counter[str],
+    rng: random.Random,
+    fault: Callable[[float], object],
+) -> tuple[dict[str, Any], World]:
+    """The marks before the first sweep told (not measured), then ``fault(start)`` (the fault begins), then the
+    sweeps from played time ``start``: their figures and the world."""
+    posted = Posted()
+    posted.watch(stack.sink, played)
+    earlier, arrivals = _sweeps(rng)
+    _, _, end = _play(stack, played, [(0.0, earlier)], hastened)
+    start = end + 60.0
+    fault(start)
+    handed_back.clear()
+    world, pollers, _ = _play(stack, played, [(start + at, batch) for at, batch in arrivals], hastened, start)
+    notices = [n for _, batch in arrivals for n in batch]
+    figures = _figures(stack, posted, world, pollers, notices, start) | {"handed_back": dict(handed_back)}
+    return figures, world
+
+
 def test_stops_reach_slack_within_a_minute_while_slack_answers_late_for_five_minutes(
     stack: LocalStack,
     played: Played,
@@ -475,22 +485,18 @@ def test_stops_reach_slack_within_a_minute_while_slack_answers_late_for_five_min
     handed_back: Counter[str],
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    rng = random.Random(f"{SEED}-slow")
-    posted = Posted()
-    posted.watch(stack.sink, played)
     window: list[float] = [float("inf"), float("inf")]
     slow = slow_slack(monkeypatch, played, window)
-    earlier, arrivals = _sweeps(rng)
-    _, _, end = _play(stack, played, [(0.0, earlier)], hastened)
-    handed_back.clear()
-    start = end + 60.0
-    window[:] = [start + SLOW[0], start + SLOW[1]]
-    world, pollers, _ = _play(stack, played, [(start + at, batch) for at, batch in arrivals], hastened, start)
-    notices = [n for _, batch in arrivals for n in batch]
-    figures = _figures(stack, posted, world, pollers, notices, start) | {
+
+    def slow_from(start: float) -> None:
+        window[:] = [start + SLOW[0], start + SLOW[1]]
+
+    figures, world = _played_sweeps(
+        stack, played, hastened, handed_back, random.Random(f"{SEED}-slow"), slow_from
+    )
+    figures |= {
         "slow_from_to_seconds": list(SLOW),
         "slow_calls": dict(slow),
-        "handed_back": dict(handed_back),
         "handed_back_retried_in_seconds": world.retried_soon,
     }
     assert sum(slow.values()) > 0, figures  # the slow minutes did meet calls
@@ -507,21 +513,15 @@ def test_stops_reach_slack_within_a_minute_with_a_fifth_of_state_writes_throttle
     handed_back: Counter[str],
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    rng = random.Random(f"{SEED}-throttled")
-    posted = Posted()
-    posted.watch(stack.sink, played)
-    earlier, arrivals = _sweeps(rng)
-    _, _, end = _play(stack, played, [(0.0, earlier)], hastened)
-    throttled = throttle_writes(monkeypatch, THROTTLED_SHARE, random.Random(f"{SEED}-writes"))
-    handed_back.clear()
-    start = end + 60.0
-    world, pollers, _ = _play(stack, played, [(start + at, batch) for at, batch in arrivals], hastened, start)
-    notices = [n for _, batch in arrivals for n in batch]
-    figures = _figures(stack, posted, world, pollers, notices, start) | {
-        "throttled_share": THROTTLED_SHARE,
-        "throttled_writes": dict(throttled),
-        "handed_back": dict(handed_back),
-    }
-    assert sum(throttled.values()) > 0, figures
+    throttled: list[Counter[str]] = []  # the writes throttled, counted as they are
+
+    def throttled_from(start: float) -> None:
+        throttled.append(throttle_writes(monkeypatch, THROTTLED_SHARE, random.Random(f"{SEED}-writes")))
+
+    figures, _ = _played_sweeps(
+        stack, played, hastened, handed_back, random.Random(f"{SEED}-throttled"), throttled_from
+    )
+    figures |= {"throttled_share": THROTTLED_SHARE, "throttled_writes": dict(throttled[0])}
+    assert sum(throttled[0].values()) > 0, figures
     _check(figures)
     _record_figures("throttled_state_writes", figures)
