@@ -35,15 +35,15 @@ class SqsNoticeQueue:
     def send(self, notices: Sequence[AnyNotice]) -> None:
         """Urgent notices first, on their own queue; each queue in batches of ten. A batch not queued raises
         QueueSendError after the notices not queued are logged whole."""
-        now = [n for n in notices if urgent(n)] if self.urgent_url != self.queue_url else []
-        later = [n for n in notices if not any(n is u for u in now)]
-        for url, part in ((self.urgent_url, now), (self.queue_url, later)):
-            try:
-                self._send(url, part)
-            except QueueSendError:
-                if part is now:
-                    _keep_in_log(later, "not tried: an urgent notice before them was not queued")
-                raise
+        apart = self.urgent_url != self.queue_url
+        now = [n for n in notices if apart and urgent(n)]
+        later = [n for n in notices if not (apart and urgent(n))]
+        try:
+            self._send(self.urgent_url, now)
+        except QueueSendError:
+            _keep_in_log(later, "not tried: an urgent notice before them was not queued")
+            raise
+        self._send(self.queue_url, later)
 
     def _send(self, queue_url: str, notices: Sequence[AnyNotice]) -> None:
         sqs = clients.sqs()
