@@ -422,3 +422,33 @@ def test_no_wildcard_actions() -> None:
                     problems.append(f"{path}.Statement[{index}].{key}: {wildcards}")
     assert statements_seen, "found no IAM policy statements in template.yaml"
     assert not problems, "wildcard actions:\n" + "\n".join(problems)
+
+
+def test_the_urgent_queue_takes_notices_only_from_the_functions_allowed_to_send_them() -> None:
+    """A forged stop notice would be posted to Slack: as on the decisions queue, any sender but costguard's own
+    function roles is denied sqs:SendMessage on the urgent queue, and each function whose role may send to it is
+    one of those roles."""
+    resources = _body()["Resources"]
+    [deny] = [
+        s
+        for s in resources["UrgentDecisionsQueuePolicy"]["Properties"]["PolicyDocument"]["Statement"]
+        if s["Effect"] == "Deny"
+    ]
+    assert deny["Principal"] == "*" and deny["Action"] == "sqs:SendMessage"
+    assert deny["Resource"] == {"Fn::GetAtt": ["UrgentDecisionsQueue", "Arn"]}
+    assert deny["Condition"]["Bool"] == {"aws:PrincipalIsAWSService": "false"}
+    allowed = set()
+    for entry in deny["Condition"]["ArnNotEquals"]["aws:PrincipalArn"]:
+        role = entry["Fn::If"][1] if "Fn::If" in entry else entry
+        allowed.add(role["Fn::GetAtt"][0].removesuffix("Role"))
+    target = {"Fn::GetAtt": ["UrgentDecisionsQueue", "Arn"]}
+    senders = set()
+    for logical_id, function in _functions(_body()).items():
+        for policy in function.get("Properties", {}).get("Policies") or []:
+            for statement in policy.get("Statement", []) if isinstance(policy, dict) else []:
+                resource = statement.get("Resource")
+                targets = resource if isinstance(resource, list) else [resource]
+                if statement.get("Action") == "sqs:SendMessage" and target in targets:
+                    senders.add(logical_id)
+    assert senders and senders <= allowed, senders - allowed
+    assert "NotifierFunction" not in allowed
