@@ -117,8 +117,14 @@ def main() -> None:
         "rows": rows,
     }
     (HERE / "adaptive_cold.json").write_text(json.dumps(document, indent=2) + "\n", encoding="utf-8")
-    table = "Each cell: dollars reclaimed (share), near-misses, stops of labelled work.\n\n" + markdown(rows)
-    (HERE / "adaptive_cold.md").write_text(table, encoding="utf-8")
+    (HERE / "adaptive_cold.md").write_text(render(document), encoding="utf-8")
+
+
+def render(document: dict[str, Any]) -> str:
+    """bench/adaptive_cold.md from bench/adaptive_cold.json."""
+    return "Each cell: dollars reclaimed (share), near-misses, stops of labelled work.\n\n" + markdown(
+        document["rows"]
+    )
 
 
 if __name__ == "__main__":

@@ -8,6 +8,7 @@ import json
 import os
 import re
 import threading
+import urllib.error
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from datetime import UTC, datetime, timedelta
@@ -16,11 +17,53 @@ from typing import Any
 from costguard.act.executor import Outcome
 from costguard.aws import clients
 from costguard.local.interactions import LOCAL_SIGNING_SECRET
-from costguard.local.sink import LOCAL_BOT_TOKEN, SlackSink
+from costguard.local.sink import LOCAL_BOT_TOKEN, STALL_HEADER, SlackSink
 from costguard.model import Action, Decision, Finding, Reason, Resource, ResourceKind
 from costguard.notify.conversation import Conversation, DynamoConversationStore
 from costguard.notify.notice import Notice
 from costguard.settings import Settings
+
+# How long the client's socket waits for an answer when its stalls are played: far past any call a loaded machine
+# makes, so only a stall the sink tells is a timeout.
+SOCKET_TIMEOUT_SECONDS = 30.0
+
+
+def playing_stalls(
+    monkeypatch: Any, sink: SlackSink, waited: Callable[[float], object] = lambda seconds: None
+) -> None:
+    """Stalls on the played clock: the sink tells a stall at once, and the client meets its timeout there, as it
+    would have after waiting its timeout (``waited(timeout)``: the test's clock moves on by as much). Every other
+    call's answer is waited for as long as a loaded machine needs, so a slow answer is never a lost one."""
+    from slack_sdk.web.base_client import BaseClient as SlackClient
+
+    sink.stall_at_once = True
+    request = SlackClient._perform_urllib_http_request_internal
+
+    def call(self: SlackClient, url: str, req: Any) -> dict[str, Any]:
+        timeout = self.timeout
+        self.timeout = int(SOCKET_TIMEOUT_SECONDS)
+        try:
+            return request(self, url, req)
+        except urllib.error.HTTPError as error:
+            if error.headers.get(STALL_HEADER):
+                waited(timeout)
+                raise TimeoutError("The read operation timed out") from None
+            raise
+        finally:
+            self.timeout = timeout
+
+    monkeypatch.setattr(SlackClient, "_perform_urllib_http_request_internal", call)
+
+
+def playing_wall(monkeypatch: Any, at: float = 1_800_000_000.0) -> list[float]:
+    """The wall clock that claims and leases are judged by (costguard.clock.wall), played: a one-item list the
+    test moves on."""
+    from costguard import clock
+
+    wall = [at]
+    monkeypatch.setattr(clock, "_played_wall", lambda: wall[0])
+    return wall
+
 
 CHANNEL = "C0APP000001"
 NOW = datetime(2026, 11, 20, 12, 0, tzinfo=UTC)

@@ -36,7 +36,6 @@ import json
 import os
 import random
 import threading
-import time
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -44,8 +43,6 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
-from botocore.client import BaseClient
-from slack_sdk.web.base_client import BaseClient as SlackClient
 
 from costguard.act.executor import Outcome
 from costguard.aws import clients
@@ -54,20 +51,24 @@ from costguard.local.sink import SlackSink
 from costguard.local.stack import TABLE, LocalStack
 from costguard.local.world import World
 from costguard.model import Action, Decision, Finding, Reason, Resource, ResourceKind
-from costguard.notify import slack_retry
 from costguard.notify.conversation import DynamoConversationStore, destination_id, group_post_id
 from costguard.notify.notice import Notice
 from tests.conftest import ROOT
+from tests.integration.played_source import (
+    AWS_CALL_SECONDS,
+    IDLE_POLL_SECONDS,
+    SEED,
+    SLACK_CALL_SECONDS,
+    Played,
+    _Context,
+    _record,
+    playing,
+)
 from tests.integration.slack_app import atomic_dynamodb
-from tests.integration.test_slack_app_soak import _Context, _record
 
-SEED = 20261215
 REGIONS = ("us-east-1", "us-west-2", "eu-west-1")
 SWEEP = datetime(2026, 12, 15, 14, 0, tzinfo=UTC)
 GRACE = timedelta(hours=1)  # the marks were told at the sweep before
-SLACK_CALL_SECONDS = 0.2  # one Web API call, Slack's answer included
-AWS_CALL_SECONDS = 0.01  # one DynamoDB, SQS or Secrets Manager call
-IDLE_POLL_SECONDS = 1.0  # a poller finding the queue empty looks again
 STOP_DELAY_LIMIT = 60.0  # played seconds from receipt to Slack
 RESULTS = ROOT / "bench" / "results.json"
 # Read as the module loads (each test starts with no COSTGUARD_ variable).
@@ -95,103 +96,9 @@ BURSTS = [
 ]
 
 
-class Played:
-    """The pollers' played clocks, in step: a poller takes its turn (a Slack call, a receive) only when no other
-    is behind it, so the sink sees every call in played order, at ``current``."""
-
-    def __init__(self) -> None:
-        self._cond = threading.Condition()
-        self._at: dict[int, float] = {}
-        self._local = threading.local()
-        self.current = 0.0  # the played time of the call in hand
-        self.caller = -1  # the poller making it
-        self.invoking = (
-            threading.local()
-        )  # ``on``: the poller's thread is in an invocation (its AWS calls count)
-
-    def enter(self, index: int, at: float) -> None:
-        with self._cond:
-            self._local.index = index
-            self._at[index] = at
-            self._cond.notify_all()
-
-    def leave(self) -> None:
-        with self._cond:
-            del self._at[self._local.index]
-            self._local.index = None
-            self._cond.notify_all()
-
-    def playing(self) -> bool:
-        return getattr(self._local, "index", None) is not None
-
-    def now(self) -> float:
-        with self._cond:
-            return self._at[self._local.index]
-
-    def advance(self, seconds: float) -> None:
-        with self._cond:
-            self._at[self._local.index] += max(0.0, float(seconds))
-            self._cond.notify_all()
-
-    @contextlib.contextmanager
-    def turn(self) -> Iterator[float]:
-        """Wait until this poller is the earliest (ties by index): nobody else moves on meanwhile."""
-        me = self._local.index
-        with self._cond:
-            self._cond.wait_for(lambda: min((t, i) for i, t in self._at.items())[1] == me)
-            self.current, self.caller = self._at[me], me
-        yield self.current
-
-
-class _PerThreadRandom:
-    """The retry handler's jitter, one seeded sequence per poller: the same waits every run."""
-
-    def __init__(self, seed: int) -> None:
-        self._seed = seed
-        self._local = threading.local()
-
-    def random(self) -> float:
-        rng = getattr(self._local, "rng", None)
-        if rng is None:
-            rng = self._local.rng = random.Random(f"{self._seed}-{threading.current_thread().name}")
-        return rng.random()
-
-
 @pytest.fixture
 def played(monkeypatch: pytest.MonkeyPatch) -> Played:
     return playing(monkeypatch)
-
-
-def playing(monkeypatch: pytest.MonkeyPatch) -> Played:
-    """Every wait, Slack call and AWS call of a poller's thread on its played clock."""
-    clock = Played()
-    real_sleep = time.sleep
-    slack_request = SlackClient._perform_urllib_http_request_internal
-    aws_call = BaseClient._make_api_call  # type: ignore[attr-defined]
-
-    def sleep(seconds: float) -> None:
-        clock.advance(seconds) if clock.playing() else real_sleep(seconds)
-
-    def request(self: SlackClient, url: str, req: Any) -> dict[str, Any]:
-        if not clock.playing():
-            return slack_request(self, url, req)
-        with clock.turn():
-            try:
-                return slack_request(self, url, req)
-            finally:
-                clock.advance(SLACK_CALL_SECONDS)
-
-    def call(self: BaseClient, operation: str, params: dict[str, Any]) -> Any:
-        if clock.playing() and getattr(clock.invoking, "on", False):
-            clock.advance(AWS_CALL_SECONDS)
-        return aws_call(self, operation, params)
-
-    monkeypatch.setattr(time, "sleep", sleep)  # slack_sdk's back-off and Retry-After, the notifier's turns
-    monkeypatch.setattr(notifier, "_pause", sleep)  # waiting for the other notifier's claim or lease
-    monkeypatch.setattr(SlackClient, "_perform_urllib_http_request_internal", request)
-    monkeypatch.setattr(BaseClient, "_make_api_call", call)
-    monkeypatch.setattr(slack_retry, "random", _PerThreadRandom(SEED))
-    return clock
 
 
 @pytest.fixture

@@ -23,52 +23,49 @@ With COSTGUARD_SLACK_LATENCY_RESULTS=1 (``make bench``) the figures go into benc
 
 from __future__ import annotations
 
-import contextlib
-import io
 import json
 import os
 import random
-import threading
 from collections import Counter
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
 import pytest
 from botocore.awsrequest import AWSResponse
-from botocore.client import BaseClient
 from botocore.compat import HTTPHeaders
 from botocore.retries.bucket import TokenBucket
 from moto.core.botocore_stubber import BotocoreStubber, MockRawResponse
 from slack_sdk.web.base_client import BaseClient as SlackClient
 
-from costguard.aws import clients
 from costguard.local.sink import SlackSink
 from costguard.local.stack import LocalStack
 from costguard.local.world import World as LocalWorld
 from costguard.model import Action
 from costguard.notify.notice import Notice, urgent
-from costguard.notify.queue import SqsNoticeQueue
 from tests.conftest import ROOT
-from tests.integration.test_slack_app_soak import _Context, _record
+from tests.integration.played_source import (
+    Played,
+    Poller,
+    World,
+    _PerThreadRandom,
+    play,
+    playing,
+    recording_hand_backs,
+)
 from tests.integration.test_slack_channel_rate import (
     BURSTS,
     GRACE,
     SWEEP,
-    Played,
     Posted,
     _notice,
     _organization,
-    _PerThreadRandom,
     _told,
     counting_hand_backs,
     organization_stack,
-    playing,
 )
 
 SEED = 20261207
-IDLE_POLL_SECONDS = 1.0
 SLACK_TIMEOUT_SECONDS = 5.0  # notify/slack_api.py's CALL_TIMEOUT_SECONDS
 STOP_P95_LIMIT = 60.0
 SWEEP_EVERY = 300.0
@@ -82,147 +79,6 @@ THROTTLED_P95_BOUND = 120.0
 RESULTS = ROOT / "bench" / "results.json"
 WRITE_RESULTS = os.environ.get("COSTGUARD_SLACK_LATENCY_RESULTS") == "1"
 _WRITES = ("PutItem", "UpdateItem", "DeleteItem", "BatchWriteItem", "TransactWriteItems")
-
-
-@dataclass
-class Source:
-    """One of the notifier's event sources: its queue and the template's settings for it."""
-
-    logical_id: str
-    url: str
-    arn: str
-    window: float
-    batch_size: int
-    concurrency: int
-    visibility: float
-    opened: float | None = None  # when its batching window began gathering
-    returned: list[tuple[float, str]] = field(default_factory=list)  # (visible again at, receipt handle)
-
-    def visible(self) -> int:
-        attributes = clients.sqs().get_queue_attributes(
-            QueueUrl=self.url, AttributeNames=["ApproximateNumberOfMessages"]
-        )["Attributes"]
-        return int(attributes["ApproximateNumberOfMessages"])
-
-
-@dataclass
-class World:
-    """What the pollers share: the sources, the notices still to be decided (played time, notices), when each
-    notice was decided, the visibility the notifier gave each handed-back message, and the invocations running."""
-
-    sources: list[Source]
-    arrivals: list[tuple[float, list[Notice]]]
-    queue: SqsNoticeQueue
-    decided: dict[str, float] = field(default_factory=dict)
-    hastened: dict[str, int] = field(default_factory=dict)  # receipt handle -> seconds
-    retried_soon: int = 0  # hand-backs the notifier made visible again sooner than the visibility timeout
-    running: int = 0
-    lock: threading.Lock = field(default_factory=threading.Lock)
-
-    def feed(self, now: float) -> None:
-        while self.arrivals and self.arrivals[0][0] <= now:
-            at, notices = self.arrivals.pop(0)
-            for notice in notices:
-                self.decided.setdefault(notice.id, at)
-            self.queue.send(notices)
-
-    def next_event(self) -> float | None:
-        times = [t for s in self.sources for t, _ in s.returned]
-        times += [s.opened + s.window for s in self.sources if s.opened is not None]
-        times += [self.arrivals[0][0]] if self.arrivals else []
-        return min(times, default=None)
-
-
-@dataclass
-class Poller:
-    index: int
-    source: Source
-    world: World
-    stack: LocalStack
-    clock: Played
-    timeout: float
-    invocations: list[dict[str, Any]] = field(default_factory=list)
-
-    start: float = 0.0
-
-    def run(self) -> None:
-        self.clock.enter(self.index, self.start)
-        try:
-            self._run()
-        finally:
-            self.clock.leave()
-
-    def _run(self) -> None:
-        handler = self.stack.module(self.stack.template.functions()["NotifierFunction"]).lambda_handler
-        while True:
-            with self.clock.turn() as now, self.world.lock:
-                self.world.feed(now)
-                received = self._receive(now)
-                later = self.world.next_event()
-                idle = not received and later is None and self.world.running == 0 and not self._queued()
-            if idle:
-                return
-            if not received:
-                self.clock.advance(max(IDLE_POLL_SECONDS, (later or now) - now))
-                continue
-            context = _Context("NotifierFunction", self.timeout, now, lambda s: self.clock.now() - s)
-            event = {"Records": [_record(m, self.source.arn) for m in received]}
-            self.clock.invoking.on = True
-            try:
-                result = handler(event, context)
-            finally:
-                self.clock.invoking.on = False
-            took = self.clock.now() - now
-            failed = {f["itemIdentifier"] for f in result.get("batchItemFailures", [])}
-            if took > self.timeout:
-                failed = {m["MessageId"] for m in received}
-            self._settle(received, failed, now, self.clock.now())
-            self.invocations.append({"started": now, "records": len(received), "seconds": took})
-
-    def _queued(self) -> bool:
-        return any(s.visible() for s in self.world.sources)
-
-    def _receive(self, now: float) -> list[dict[str, Any]]:
-        source, sqs = self.source, clients.sqs()
-        for visible_at, handle in [r for r in source.returned if r[0] <= now]:
-            source.returned.remove((visible_at, handle))
-            sqs.change_message_visibility(QueueUrl=source.url, ReceiptHandle=handle, VisibilityTimeout=0)
-        waiting = source.visible()
-        if not waiting:
-            return []
-        if source.opened is None:
-            source.opened = now
-        if waiting < source.batch_size and now < source.opened + source.window:
-            return []  # the batching window is still gathering
-        received: list[dict[str, Any]] = []
-        while len(received) < source.batch_size:
-            got = sqs.receive_message(
-                QueueUrl=source.url,
-                MaxNumberOfMessages=min(10, source.batch_size - len(received)),
-                AttributeNames=["All"],
-                VisibilityTimeout=43_200,  # handed back in played time
-            ).get("Messages", [])
-            if not got:
-                break
-            received.extend(dict(m) for m in got)
-        source.opened = None
-        if received:
-            self.world.running += 1
-        return received
-
-    def _settle(self, received: list[dict[str, Any]], failed: set[str], started: float, ended: float) -> None:
-        sqs, source = clients.sqs(), self.source
-        with self.world.lock:
-            for message in received:
-                handle = message["ReceiptHandle"]
-                if message["MessageId"] not in failed:
-                    sqs.delete_message(QueueUrl=source.url, ReceiptHandle=handle)
-                elif handle in self.world.hastened:
-                    source.returned.append((ended + self.world.hastened.pop(handle), handle))
-                    self.world.retried_soon += 1
-                else:
-                    source.returned.append((started + source.visibility, handle))
-            self.world.running -= 1
 
 
 @pytest.fixture(name="played")
@@ -243,20 +99,7 @@ def _stack(world: LocalWorld, sink: SlackSink, played: Played) -> Iterator[Local
 
 @pytest.fixture
 def hastened(monkeypatch: pytest.MonkeyPatch, played: Played) -> dict[str, int]:
-    """The notifier's ChangeMessageVisibilityBatch calls, kept in played time (not sent to moto, whose clock is
-    the machine's): receipt handle -> seconds."""
-    seen: dict[str, int] = {}
-    call = BaseClient._make_api_call  # type: ignore[attr-defined]
-
-    def recorded(self: BaseClient, operation: str, params: dict[str, Any]) -> Any:
-        if operation == "ChangeMessageVisibilityBatch" and getattr(played.invoking, "on", False):
-            for entry in params["Entries"]:
-                seen[entry["ReceiptHandle"]] = int(entry["VisibilityTimeout"])
-            return {"Successful": [{"Id": e["Id"]} for e in params["Entries"]], "Failed": []}
-        return call(self, operation, params)
-
-    monkeypatch.setattr(BaseClient, "_make_api_call", recorded)
-    return seen
+    return recording_hand_backs(monkeypatch, played)
 
 
 def slow_slack(monkeypatch: pytest.MonkeyPatch, clock: Played, window: list[float]) -> Counter[str]:
@@ -312,67 +155,6 @@ def throttle_writes(monkeypatch: pytest.MonkeyPatch, share: float, rng: _PerThre
     # on time.sleep: it is not played. Its retries and their back-off are (time.sleep, played).
     monkeypatch.setattr(TokenBucket, "acquire", lambda self, amount=1, block=True: True)
     return throttled
-
-
-def _sources(stack: LocalStack) -> list[Source]:
-    template = stack.template
-    sqs = clients.sqs()
-    found = []
-    for logical in ("UrgentDecisionsQueue", "DecisionsQueue"):
-        props = template.resources[logical]["Properties"]
-        url = stack.urls[logical]
-        arn = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
-        event = next(
-            e["Properties"]
-            for e in template.resources["NotifierFunction"]["Properties"]["Events"].values()
-            if e["Properties"]["Queue"] == {"Fn::GetAtt": [logical, "Arn"]}
-        )
-        found.append(
-            Source(
-                logical_id=logical,
-                url=url,
-                arn=arn,
-                window=float(template.batch_window("NotifierFunction", logical)),
-                batch_size=int(event.get("BatchSize", 10)),
-                concurrency=int(event["ScalingConfig"]["MaximumConcurrency"]),
-                visibility=float(props["VisibilityTimeout"]),
-            )
-        )
-    return found
-
-
-def _play(
-    stack: LocalStack,
-    clock: Played,
-    arrivals: list[tuple[float, list[Notice]]],
-    hastened: dict[str, int],
-    start: float = 0.0,
-) -> tuple[World, list[Poller], float]:
-    """The event sources from played time ``start`` until every arrival is told or kept; the world, the pollers
-    and when the last invocation ended."""
-    template = stack.template
-    props = template.resources["NotifierFunction"]["Properties"]
-    timeout = float(props.get("Timeout", template.body["Globals"]["Function"]["Timeout"]))
-    sources = _sources(stack)
-    world = World(
-        sources=sources,
-        arrivals=sorted(arrivals, key=lambda a: a[0]),
-        queue=SqsNoticeQueue(stack.urls["DecisionsQueue"], stack.urls["UrgentDecisionsQueue"]),
-        hastened=hastened,
-    )
-    pollers: list[Poller] = []
-    for source in sources:
-        for _ in range(source.concurrency):
-            pollers.append(Poller(len(pollers), source, world, stack, clock, timeout, start=start))
-    threads = [threading.Thread(target=p.run, name=f"poller-{p.index}") for p in pollers]
-    with contextlib.redirect_stdout(io.StringIO()):
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join(timeout=900)
-    assert not any(t.is_alive() for t in threads), "a poller is still running"
-    ends = [i["started"] + i["seconds"] for p in pollers for i in p.invocations]
-    return world, pollers, max(ends, default=start)
 
 
 def _sweeps(
@@ -434,8 +216,10 @@ def _record_figures(case: str, figures: dict[str, Any]) -> None:
 
 
 def _check(figures: dict[str, Any], limit: float = STOP_P95_LIMIT) -> None:
-    assert figures["never_told"] == 0 and figures["told_more_than_once"] == 0, figures
-    assert figures["dead_lettered"] == 0 and figures["parked"] == 0, figures
+    # Why notices went back to the queue comes first: a failure's summary line is cut short.
+    why = {"handed_back": figures.get("handed_back"), "dead_lettered": figures["dead_lettered"]}
+    assert figures["never_told"] == 0 and figures["told_more_than_once"] == 0, (why, figures)
+    assert figures["dead_lettered"] == 0 and figures["parked"] == 0, (why, figures)
     assert figures["stop_seconds_p95"] < limit, figures
 
 
@@ -446,12 +230,12 @@ def test_an_organizations_burst_tells_its_stops_within_a_minute_of_the_decision(
     posted = Posted()
     posted.watch(stack.sink, played)
     marks, stops, idle = _organization(BURSTS[0], rng)
-    _, _, end = _play(stack, played, [(0.0, marks)], hastened)  # the sweep an hour before: its marks told
+    _, _, end = play(stack, played, [(0.0, marks)], hastened)  # the sweep an hour before: its marks told
     handed_back.clear()
     since = end + GRACE.total_seconds()
     burst = [*stops, *idle]
     rng.shuffle(burst)
-    world, pollers, _ = _play(stack, played, [(since, burst)], hastened, since)
+    world, pollers, _ = play(stack, played, [(since, burst)], hastened, since)
     figures = _figures(stack, posted, world, pollers, burst, since) | {
         "account_regions": BURSTS[0].accounts * 3,
         "handed_back": dict(handed_back),
@@ -473,11 +257,11 @@ def _played_sweeps(
     posted = Posted()
     posted.watch(stack.sink, played)
     earlier, arrivals = _sweeps(rng)
-    _, _, end = _play(stack, played, [(0.0, earlier)], hastened)
+    _, _, end = play(stack, played, [(0.0, earlier)], hastened)
     start = end + 60.0
     fault(start)
     handed_back.clear()
-    world, pollers, _ = _play(stack, played, [(start + at, batch) for at, batch in arrivals], hastened, start)
+    world, pollers, _ = play(stack, played, [(start + at, batch) for at, batch in arrivals], hastened, start)
     notices = [n for _, batch in arrivals for n in batch]
     figures = _figures(stack, posted, world, pollers, notices, start) | {"handed_back": dict(handed_back)}
     return figures, world

@@ -5,7 +5,6 @@ cover. On moto and the local sink."""
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -18,15 +17,45 @@ from costguard.notify import slack_api
 from costguard.notify.delivery import Deadline, DeliveryError, NotStartedError, PermanentDeliveryError
 from costguard.notify.slack_api import ApiOutcomeUnknown
 from costguard.settings import Settings
-from tests.integration.slack_app import CHANNEL, atomic_dynamodb, notice, parents_of, shown, slack_app, stored
+from tests.integration.slack_app import (
+    CHANNEL,
+    atomic_dynamodb,
+    notice,
+    parents_of,
+    playing_stalls,
+    playing_wall,
+    shown,
+    slack_app,
+    stored,
+)
 
-TIMEOUT = 0.2  # the client's timeout here; a stall holds the answer longer
+TIMEOUT = 0.2  # the client's timeout here, played: a stall is told at once and meets it
+LOADED_SECONDS = 1.5 * TIMEOUT  # each answer held this long on the loaded machine: longer than the timeout
+
+
+@pytest.fixture(params=["idle machine", "loaded machine"])
+def machine(request: pytest.FixtureRequest) -> float:
+    """How long the machine takes over each Slack answer: a loaded one takes longer than the client's timeout,
+    and nothing below may read that as a lost answer (only the stalls the sink tells are)."""
+    return LOADED_SECONDS if request.param == "loaded machine" else 0.0
 
 
 @pytest.fixture
-def app(sink: SlackSink, sleeps: list[float], monkeypatch: pytest.MonkeyPatch) -> Iterator[Settings]:
+def wall(monkeypatch: pytest.MonkeyPatch) -> list[float]:
+    return playing_wall(monkeypatch)
+
+
+@pytest.fixture
+def app(
+    sink: SlackSink, sleeps: list[float], monkeypatch: pytest.MonkeyPatch, machine: float, wall: list[float]
+) -> Iterator[Settings]:
     monkeypatch.setattr(slack_api, "CALL_TIMEOUT_SECONDS", TIMEOUT)
-    sink.stall_seconds = 3 * TIMEOUT
+
+    def waited(seconds: float) -> None:
+        wall[0] += seconds
+
+    playing_stalls(monkeypatch, sink, waited)
+    sink.slow_seconds = machine
     with mock_aws(), atomic_dynamodb(), slack_app(sink, slack_group_above=10_000) as settings:
         yield settings
 
@@ -93,7 +122,7 @@ def test_a_post_the_connection_dropped_before_slack_took_it_is_posted_after_look
 
 @pytest.mark.parametrize("kind", ["opener", "reply"])
 def test_a_redelivery_after_an_answer_was_lost_finds_the_post(
-    app: Settings, sink: SlackSink, kind: str
+    app: Settings, sink: SlackSink, kind: str, wall: list[float]
 ) -> None:
     """The answer lost, and the look-up failing too: the notice goes back to the queue with its claim (or
     lease) handed on, and its redelivery finds the post in Slack instead of posting it again."""
@@ -115,7 +144,7 @@ def test_a_redelivery_after_an_answer_was_lost_finds_the_post(
     failures = deliver_batch([("m", told)], app)
     assert isinstance(failures["m"], ApiOutcomeUnknown)
     assert len(_posts_of(sink, told.id)) == 1
-    time.sleep(2 * TIMEOUT + 0.05)  # the grace before another notifier may take it over
+    wall[0] += 2 * TIMEOUT + 0.05  # the grace before another notifier may take it over
     assert deliver_batch([("m", told)], app) == {}  # the redelivery
     assert len(_posts_of(sink, told.id)) == 1
     assert told.id in stored(app, 4).told

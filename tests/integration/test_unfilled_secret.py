@@ -33,6 +33,12 @@ from tests.integration.conftest import drain, subscribe_queue
 FAILED_JOB = EVENTS / "sagemaker-training-job-failed.json"
 REGION = "us-east-1"
 TOPIC = "costguard-ops"
+# What notify/delivery.load_routes says of each secret (its messages never echo the secret's content).
+NO_VALUE = "the Slack webhook secret has no value yet"
+EMPTY = "the Slack webhook secret is empty"
+MALFORMED = "the Slack webhook secret must be an https:// URL or a JSON routing map"
+# Secrets Manager's answer for a secret that does not exist (not "... secret value for staging label": no value).
+NO_SUCH_SECRET = r"\(ResourceNotFoundException\).*can't find the specified secret\.$"
 
 
 @pytest.fixture(autouse=True)
@@ -85,7 +91,7 @@ def test_a_secret_with_no_value_is_told_once_on_the_ops_topic_and_the_notice_is_
     from costguard.observability import metrics
 
     for _ in range(3):
-        with pytest.raises(UnsetSecretError) as raised:
+        with pytest.raises(UnsetSecretError, match=NO_VALUE) as raised:
             _deliver(aws["unset"])
         # Retried as before (back to the queue, then the dead-letter queue): not a permanent refusal.
         assert isinstance(raised.value, DeliveryError)
@@ -100,7 +106,7 @@ def test_a_secret_with_no_value_is_told_once_on_the_ops_topic_and_the_notice_is_
 
 def test_a_blank_secret_is_told_once_and_still_parks_the_notice(aws: dict[str, str]) -> None:
     for _ in range(2):
-        with pytest.raises(EmptySecretError) as raised:
+        with pytest.raises(EmptySecretError, match=EMPTY) as raised:
             _deliver(aws["blank"])
         assert isinstance(raised.value, MalformedSecretError)  # parked, as a malformed secret always was
     [message] = _inbox(aws["inbox"])
@@ -109,13 +115,13 @@ def test_a_blank_secret_is_told_once_and_still_parks_the_notice(aws: dict[str, s
 
 
 def test_once_per_cold_start_then_again_after_the_next(aws: dict[str, str]) -> None:
-    with pytest.raises(UnsetSecretError):
+    with pytest.raises(UnsetSecretError, match=NO_VALUE):
         _deliver(aws["unset"])
-    with pytest.raises(UnsetSecretError):
+    with pytest.raises(UnsetSecretError, match=NO_VALUE):
         _deliver(aws["unset"])
     assert len(_inbox(aws["inbox"])) == 1
     flow._told.clear()  # a new cold start
-    with pytest.raises(UnsetSecretError):
+    with pytest.raises(UnsetSecretError, match=NO_VALUE):
         _deliver(aws["unset"])
     assert len(_inbox(aws["inbox"])) == 1
 
@@ -123,12 +129,12 @@ def test_once_per_cold_start_then_again_after_the_next(aws: dict[str, str]) -> N
 def test_a_malformed_or_missing_secret_is_not_told_on_the_ops_topic(aws: dict[str, str]) -> None:
     secrets = boto3.client("secretsmanager", region_name=REGION)
     text = secrets.create_secret(Name="costguard/slack-text", SecretString="not a url")["ARN"]
-    with pytest.raises(MalformedSecretError) as raised:
+    with pytest.raises(MalformedSecretError, match=MALFORMED) as raised:
         _deliver(text)
     assert not isinstance(raised.value, EmptySecretError)
     # A wrong ARN: as before (Secrets Manager's ResourceNotFoundException, through powertools' parameters), not
     # an unfilled secret.
-    with pytest.raises(GetParameterError, match="ResourceNotFoundException") as missing:
+    with pytest.raises(GetParameterError, match=NO_SUCH_SECRET) as missing:
         _deliver(f"arn:aws:secretsmanager:{REGION}:123456789012:secret:nope-AbCdEf")
     assert not isinstance(missing.value, UnsetSecretError)
     assert _inbox(aws["inbox"]) == []
@@ -140,7 +146,7 @@ def test_without_an_ops_topic_it_is_logged_and_counted_only(
     from costguard.observability import metrics
 
     monkeypatch.delenv(flow.OPS_TOPIC_VARIABLE)
-    with pytest.raises(UnsetSecretError):
+    with pytest.raises(UnsetSecretError, match=NO_VALUE):
         _deliver(aws["unset"])
     assert _inbox(aws["inbox"]) == []
     assert logged == ["Slack webhook secret not filled"]
@@ -151,7 +157,7 @@ def test_an_ops_topic_that_refuses_does_not_change_the_notices_fate(
     aws: dict[str, str], monkeypatch: pytest.MonkeyPatch, logged: list[str]
 ) -> None:
     monkeypatch.setenv(flow.OPS_TOPIC_VARIABLE, f"arn:aws:sns:{REGION}:123456789012:gone")
-    with pytest.raises(UnsetSecretError):
+    with pytest.raises(UnsetSecretError, match=NO_VALUE):
         _deliver(aws["unset"])
     assert _inbox(aws["inbox"]) == []
     assert logged == ["Slack webhook secret not filled", "ops topic refused the message"]

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from bench import report
+from bench import adaptive_cold, costs, report
 from tests.conftest import ROOT
 
 RESULTS = ROOT / "bench" / "results.json"
@@ -131,3 +131,77 @@ def test_the_cold_imports_state_their_spread_against_c7n(results: dict[str, Any]
     )
     table = report.results_sections(results | {"cold_imports": imports})
     assert f"| {lowest} | " in table and "| 0.41 to 0.93 | 100.0 | 0.6 |" in table
+
+
+# Figures checked for truth, not only for agreement: what can be recomputed from results.json is recomputed.
+
+
+def test_the_monthly_bill_is_repriced_from_its_measured_figures(results: dict[str, Any]) -> None:
+    """The bill in results.json is exactly what bench/costs.py prices from the same file's measured counts, the
+    template and today's prices: a bill edited by hand, or a template changed without `bench/costs.py`, fails."""
+    assert costs.bench_costs(results) == results["monthly_cost"], (
+        "bench/results.json's monthly_cost is not what bench/costs.py prices: run "
+        "`PYTHONPATH=. .venv/bin/python bench/costs.py`"
+    )
+
+
+def test_each_bill_is_the_sum_of_its_lines_and_each_line_its_quantity_at_its_price(
+    results: dict[str, Any],
+) -> None:
+    month = results["monthly_cost"]
+    bills = [*month["fleets"].values(), *month["fleets_gpu_alarms_on"].values(), month["eks_cluster"]]
+    assert len(bills) >= 5
+    for bill in bills:
+        assert bill["lines"], bill
+        for line in bill["lines"]:
+            if line.get("price") in costs.PRICES:
+                assert line["unit_usd"] == pytest.approx(costs.PRICES[line["price"]]["usd"]), line
+            # The quantity is shown to a tenth, the dollars priced from the unrounded quantity.
+            slack = 0.05 * line["unit_usd"] + 0.006
+            assert line["usd"] == pytest.approx(line["quantity"] * line["unit_usd"], abs=slack), line
+        assert bill["total_usd"] == pytest.approx(sum(line["usd"] for line in bill["lines"]), abs=0.011), bill
+
+
+def test_a_bill_edited_by_hand_fails_the_repricing(results: dict[str, Any]) -> None:
+    edited = copy.deepcopy(results)
+    edited["monthly_cost"]["fleets"]["1000"]["total_usd"] = 10.05
+    assert costs.bench_costs(edited) != edited["monthly_cost"]
+
+
+def test_the_cold_import_ratios_are_their_medians_divided(results: dict[str, Any]) -> None:
+    """Each handler's ratio to `import boto3` is its median over boto3's (an edited boto3 figure disagrees), and
+    each spread holds its median."""
+    imports = results["cold_imports"]
+    boto3_ms = imports["boto3_median_ms"]
+    assert imports["handlers"]
+    for name, handler in imports["handlers"].items():
+        assert handler["ratio_to_boto3"] == pytest.approx(handler["median_ms"] / boto3_ms, abs=0.006), name
+        pairs = handler["ratio_to_c7n_pairs"]
+        assert pairs["min"] <= handler["ratio_to_c7n"] == pairs["median"] <= pairs["max"], name
+        assert handler["with_first_client_ms"] >= handler["median_ms"], name
+    spread = imports["c7n"]["ms_spread"]
+    assert spread["min"] <= imports["c7n"]["median_ms"] <= spread["max"]
+
+
+def test_the_peak_memory_is_at_least_every_measured_peak(results: dict[str, Any]) -> None:
+    """The benchmark process's peak is the highest resident size any case saw, and no case's peak is below what
+    the process held before it began."""
+    peaks = [case["peak_rss_mib"] for case in results["fleet"].values()]
+    assert peaks
+    assert results["max_rss_mib"] >= max(peaks)
+    for name, case in results["fleet"].items():
+        assert case["peak_rss_mib"] >= case["rss_before_mib"] > 0, name
+
+
+def test_the_cold_start_table_is_the_one_its_json_renders() -> None:
+    """bench/adaptive_cold.md is rendered from bench/adaptive_cold.json, and its 14-day rows on the office week
+    are docs/detectors.md's table (the same runs, the same figures)."""
+    document = json.loads((ROOT / "bench" / "adaptive_cold.json").read_text())
+    assert (ROOT / "bench" / "adaptive_cold.md").read_text() == adaptive_cold.render(document)
+    detectors = report.current_block(report.DETECTORS.read_text(), report.ADAPTIVE_BEGIN, report.ADAPTIVE_END)
+    warm = [row for row in document["rows"] if row["family"] == "office" and row["history_days"]]
+    assert warm
+    for row in warm:
+        adaptive = row["policies"]["adaptive"]
+        cell = f"{adaptive['reclaimed_share']:.1%}, {adaptive['near_misses']}, {adaptive['work_stops']}"
+        assert cell in detectors, (row["seed"], cell)

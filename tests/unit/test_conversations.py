@@ -7,7 +7,6 @@ import json
 import time
 from collections.abc import Iterator
 from datetime import UTC, datetime
-from types import SimpleNamespace
 
 import pytest
 from botocore.stub import Stubber
@@ -396,10 +395,10 @@ def test_a_parent_posted_for_another_claim_is_not_recorded(table: str) -> None:
 def test_told_ids_are_added_never_rewritten_and_trimmed_to_the_latest(
     table: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import costguard.notify.conversation as module
+    from costguard import clock as wall
 
     clock = [1_000_000.0]
-    monkeypatch.setattr(module, "time", SimpleNamespace(time=lambda: clock[0]))
+    monkeypatch.setattr(wall, "_played_wall", lambda: clock[0])
     store = DynamoConversationStore(table)
     store.open(WHERE, KEY, channel="C1", post="p", ts="1.1", grouped=False, told=["opener"], now=NOW)
     for n in range(70):

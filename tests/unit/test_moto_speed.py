@@ -140,3 +140,19 @@ def test_an_instance_is_found_by_id_as_moto_finds_it(aws: None) -> None:
         )
     found = moto_speed.get_instance_by_id(backend, ids[4])
     assert found is not None and found.id == ids[4]
+
+
+def test_a_message_is_retained_as_moto_judges_it(aws: None) -> None:
+    from moto.sqs.models import sqs_backends
+
+    sqs: Any = boto3.client("sqs", region_name=REGION)
+    sqs.create_queue(QueueName="kept", Attributes={"MessageRetentionPeriod": "60"})
+    url = sqs.get_queue_url(QueueName="kept")["QueueUrl"]
+    sqs.send_message(QueueUrl=url, MessageBody="fresh")
+    sqs.send_message(QueueUrl=url, MessageBody="old")
+    backend = sqs_backends["123456789012"][REGION]
+    fresh, old = backend.get_queue("kept")._messages
+    old.sent_timestamp -= 61_000  # sent a minute and a second ago: past its retention
+    for message, kept in ((fresh, True), (old, False)):
+        assert moto_speed._original_retained(backend, "kept", message) is kept
+        assert moto_speed.is_message_retained(backend, "kept", message) is kept

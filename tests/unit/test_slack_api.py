@@ -25,6 +25,7 @@ from costguard.notify.slack_api import (
     redact_secrets,
     reset_cache,
 )
+from tests.integration.slack_app import playing_stalls
 
 CHANNEL = "C0123ABCD"
 USER = "U0123ABCDE"
@@ -343,10 +344,24 @@ def _first(method: str, fault: str, times: int = 1) -> Callable[[str, dict[str, 
 
 
 @pytest.fixture
-def quick(sink: SlackSink, sleeps: list[float]) -> SlackApi:
-    """A client with a short timeout, against a sink that stalls longer than it."""
-    sink.stall_seconds = 0.6
+def quick(sink: SlackSink, sleeps: list[float], monkeypatch: pytest.MonkeyPatch) -> SlackApi:
+    """A client with a short timeout whose stalls are played (tests/integration/slack_app.py): a stall meets the
+    timeout at once, and no other answer, however slow the machine, is taken for a lost one."""
+    playing_stalls(monkeypatch, sink)
     return SlackApi(LOCAL_BOT_TOKEN, sink.api_url, timeout=0.2)
+
+
+@pytest.mark.parametrize("fault", ["stall", "stall_after"])
+def test_a_real_socket_timeout_is_an_unknown_outcome(
+    sink: SlackSink, sleeps: list[float], fault: str
+) -> None:
+    """The one stall held on the machine's clock: slack_sdk's own socket timeout is what the played stalls stand
+    for. The stalled post is the only call, so a loaded machine can only make the timeout surer."""
+    sink.stall_seconds = 1.5
+    sink.fault = _first("chat.postMessage", fault, times=3)
+    with pytest.raises(ApiOutcomeUnknown):
+        SlackApi(LOCAL_BOT_TOKEN, sink.api_url, timeout=0.3).post(CHANNEL, MESSAGE, key="k1")
+    assert len(sink.messages) == (1 if fault == "stall_after" else 0)
 
 
 @pytest.mark.parametrize("fault", ["reset_after", "stall_after"])

@@ -54,6 +54,7 @@ from aws_lambda_powertools.metrics import MetricUnit
 
 from costguard.aws import clients
 from costguard.clock import now as clock_now
+from costguard.clock import wall as wall_clock
 from costguard.interact.offers import PERMISSIONS as OFFER_PERMISSIONS
 from costguard.interact.offers import offered_in, record_offers
 from costguard.model import Action, ResourceKind
@@ -465,7 +466,7 @@ class _Run:
 
     def until(self) -> float:
         """When a claim or lease taken now is surely abandoned (epoch seconds)."""
-        return time.time() + min(self.deadline.left(), _LONGEST_RUN_SECONDS) + CLAIM_MARGIN_SECONDS
+        return wall_clock() + min(self.deadline.left(), _LONGEST_RUN_SECONDS) + CLAIM_MARGIN_SECONDS
 
 
 @tracer.capture_method
@@ -1127,7 +1128,7 @@ def _wait_for_parent(run: _Run, sender: Sender, where: str, key: str) -> None:
             break
         _pause(pause)
         held = run.store.get(where, key)
-        if held is None or held.ts or not held.claim or (held.claim_until or 0.0) < time.time():
+        if held is None or held.ts or not held.claim or (held.claim_until or 0.0) < wall_clock():
             return
     raise ParentBusyError("another notifier is posting this conversation's first message")
 

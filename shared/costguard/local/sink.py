@@ -49,6 +49,8 @@ API_ERRORS = {
 }
 # What ``fault`` may answer for a Web API call: the status or refusal to answer instead, or what happens to the
 # connection before the call is acted on (stall, reset) or after (stall_after, reset_after).
+# Marks the answer to a call that stalled, when the sink tells stalls at once (``stall_at_once``).
+STALL_HEADER = "X-Local-Sink-Stall"
 FAULTS = frozenset({"429", "500", "503", "ratelimited", "stall", "reset", "stall_after", "reset_after"})
 _HISTORY_PAGE = 100  # conversations.history's and .replies' default page
 _API_TS_BASE = 1_700_000_000
@@ -110,6 +112,12 @@ class SlackSink:
     # Status 0 in the script or from ``answer`` holds the request this long, records nothing, then answers
     # 504: a Slack that times out.
     stall_seconds: float = 0.0
+    # A stall answered at once, 504 with STALL_HEADER, instead of held: for a test that plays the client's timeout
+    # (it turns that answer into the timeout the client would have met), so no stall waits on the machine's clock.
+    stall_at_once: bool = False
+    # Every Web API answer held this long (seconds of the machine's clock) before it is sent: a loaded machine,
+    # for the tests that must not hang on how fast it is.
+    slow_seconds: float = 0.0
     # Decides each status from the message when set (fault injection); the script still comes first.
     answer: Callable[[dict[str, Any]], int] | None = None
     # Answers 400 invalid_blocks, as Slack does, to a message over Block Kit's limits (block_problems).
@@ -357,6 +365,15 @@ class SlackSink:
             "response_metadata": {"next_cursor": str(start + limit) if more else ""},
         }
 
+    def _hold(self, stalled: bool) -> bool:
+        """Hold a Web API answer as long as the machine is slow, and a stall past the client's timeout unless
+        stalls are told at once; whether it stalled."""
+        if self.slow_seconds:
+            threading.Event().wait(self.slow_seconds)  # not time.sleep: tests record those
+        if stalled and not self.stall_at_once:
+            threading.Event().wait(self.stall_seconds)  # past the client's timeout: nobody reads it
+        return stalled
+
     def start(self) -> SlackSink:
         sink = self
 
@@ -387,22 +404,19 @@ class SlackSink:
 
             def _web_api(self, method: str, body: bytes) -> None:
                 params = _params(self.path, body, self.headers.get("Content-Type", ""))
-                auth = self.headers.get("Authorization", "")
-                token = auth.removeprefix("Bearer ").strip() if auth.startswith("Bearer ") else None
-                token = token or (params.pop("token", None) or None)
-                params.pop("token", None)  # never recorded
+                token = _token(self.headers.get("Authorization", ""), params)
                 with sink._lock:
                     status, answer, then, wait = sink._limited_api(method, params, token)
                     sink.requests.append((self.path, status))
                 if then == "reset":
                     self._reset()
                     return
-                if status == 0 or then == "stall":
-                    threading.Event().wait(sink.stall_seconds)  # past the client's timeout: nobody reads it
-                    if status == 0:
-                        status, answer = 504, {"ok": False, "error": "request_timeout"}
+                stalled = sink._hold(status == 0 or then == "stall")
+                if stalled and (status == 0 or sink.stall_at_once):
+                    status, answer = 504, {"ok": False, "error": "request_timeout"}
+                reply, told = json.dumps(answer).encode(), stalled and sink.stall_at_once
                 try:
-                    self._answer(status, json.dumps(answer).encode(), "application/json; charset=utf-8", wait)
+                    self._answer(status, reply, "application/json; charset=utf-8", wait, told)
                 except OSError:  # the client gave up waiting
                     self.close_connection = True
 
@@ -413,8 +427,12 @@ class SlackSink:
                 self.close_connection = True
                 self.connection.close()
 
-            def _answer(self, status: int, reply: bytes, kind: str, wait: float | None = None) -> None:
+            def _answer(
+                self, status: int, reply: bytes, kind: str, wait: float | None = None, told: bool = False
+            ) -> None:
                 self.send_response(status)
+                if told:  # a stall told at once
+                    self.send_header(STALL_HEADER, "1")
                 if status == 429 or b'"ratelimited"' in reply:
                     self.send_header("Retry-After", f"{sink.retry_after_seconds if wait is None else wait:g}")
                 self.send_header("Content-Type", kind)
@@ -431,8 +449,7 @@ class SlackSink:
                 pass  # a reset or a client that gave up: the sink plays them on purpose
 
         self._server = Server(("127.0.0.1", 0), Handler)
-        # stop() waits for the serving loop to look up from its poll: at the default half-second, every stack
-        # (every test and demo) waited that long to end.
+        # stop() waits for the loop's poll: at the default half-second, every stack would wait that long to end.
         threading.Thread(
             target=self._server.serve_forever, kwargs={"poll_interval": POLL_SECONDS}, daemon=True
         ).start()
@@ -449,6 +466,14 @@ class SlackSink:
 
     def __exit__(self, *_: object) -> None:
         self.stop()
+
+
+def _token(authorization: str, params: dict[str, Any]) -> str | None:
+    """The bot token of a Web API call: its Authorization header, else its ``token`` argument (taken out of
+    ``params`` either way: never recorded)."""
+    given = params.pop("token", None) or None
+    token = authorization.removeprefix("Bearer ").strip() if authorization.startswith("Bearer ") else None
+    return token or given
 
 
 def _params(path: str, body: bytes, content_type: str) -> dict[str, Any]:

@@ -30,7 +30,6 @@ Reads that decide something are strongly consistent.
 from __future__ import annotations
 
 import hashlib
-import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -39,6 +38,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from costguard.aws import clients, dynamo
+from costguard.clock import wall as wall_clock
 from costguard.notify.notice import GroupNotice, Notice
 from costguard.observability import logger
 from costguard.permissions import needs
@@ -283,7 +283,7 @@ class DynamoConversationStore:
         ts, claim, claim_until = e.name("ts"), e.name("claim"), e.name("claim_until")
         condition = (
             f"attribute_not_exists({ts}) AND "
-            f"(attribute_not_exists({claim}) OR {claim_until} < {e.value('now', {'N': f'{time.time():.3f}'})})"
+            f"(attribute_not_exists({claim}) OR {claim_until} < {e.value('now', {'N': f'{wall_clock():.3f}'})})"
         )
         try:
             answer = self._update(
@@ -329,7 +329,7 @@ class DynamoConversationStore:
         condition = (
             f"{e.name('claim')} = {e.value('post', {'S': post})} AND attribute_not_exists({e.name('ts')})"
         )
-        until = e.value("until", {"N": f"{time.time() + grace:.3f}"})
+        until = e.value("until", {"N": f"{wall_clock() + grace:.3f}"})
         try:
             self._update(item_id(where, key), f"SET {e.name('claim_until')} = {until}", e, condition)
         except Exception as error:
@@ -368,7 +368,7 @@ class DynamoConversationStore:
             ]
         expression = "SET " + ", ".join(sets) + f" REMOVE {e.name('claim')}, {e.name('claim_until')}"
         if told:
-            at = time.time()
+            at = wall_clock()
             elements = sorted({_told_element(t, at) for t in told})
             expression += f" ADD {e.name('told_ids')} {e.value('told', {'SS': elements})}"
         condition = f"(attribute_not_exists({e.name('ts')}) OR {e.name('ts')} = :ts)"
@@ -394,7 +394,7 @@ class DynamoConversationStore:
             return
         e = _Expression()
         sets = self._identity(e, where, key, now, None)
-        at = time.time()
+        at = wall_clock()
         elements = sorted({_told_element(t, at) for t in told})
         expression = (
             "SET " + ", ".join(sets) + f" ADD {e.name('told_ids')} {e.value('told', {'SS': elements})}"
@@ -591,7 +591,7 @@ class DynamoConversationStore:
                 Item=item,
                 ConditionExpression="attribute_not_exists(id) OR (attribute_not_exists(ts) AND #until < :now)",
                 ExpressionAttributeNames={"#until": "until"},
-                ExpressionAttributeValues={":now": {"N": f"{time.time():.3f}"}},
+                ExpressionAttributeValues={":now": {"N": f"{wall_clock():.3f}"}},
                 ReturnValues="ALL_OLD",
                 ReturnValuesOnConditionCheckFailure="ALL_OLD",
             )
@@ -614,7 +614,7 @@ class DynamoConversationStore:
         """Given up with the post's outcome unknown: another may take the lease after ``grace`` (and look first,
         for ``post`` when it was told in another post than its own: a group of news)."""
         e = _Expression()
-        until = e.value("until", {"N": f"{time.time() + grace:.3f}"})
+        until = e.value("until", {"N": f"{wall_clock() + grace:.3f}"})
         also = f", {e.name('post')} = {e.value('post', {'S': post})}" if post else ""
         try:
             self._update(
