@@ -34,11 +34,12 @@ DEMO_WORLD = ROOT / "worlds" / "demo.yaml"
 # them a group of their own. The groups below go first, slowest first (as `pytest --durations` measured them), so
 # that no long group starts last while the other worker has nothing left to do; every other group follows in
 # collection order.
-SLOWEST_FIRST = (  # seconds on 2026-12-01, `-n 2`: the groups of 10 s or more
+SLOWEST_FIRST = (  # seconds on 2026-12-01 and 2026-12-07, `-n 2`: the groups of 10 s or more
+    "tests/integration/test_slack_latency.py",  # 380 in all, each case on its own: three played sweeps
+    "tests/integration/test_slack_app_soak.py",  # 140: 1,000 notices played, and a fifth on a loaded machine
     "tests/integration/test_slack_channel_rate.py",  # 110: two organization bursts against the per-channel limit
     "tests/integration/test_soak.py",  # 50
     "tests/integration/test_demo_payloads.py",  # 40: the demo world played in each mode
-    "tests/integration/test_slack_app_soak.py",  # 36: 1,000 notices through two notifiers at once
     "demo",  # 32: `costguard demo` in a fresh interpreter, read by test_cli.py and test_sagemaker_flow.py
     "tests/integration/test_organization.py",  # 29
     "tests/integration/test_gpu_scale.py",  # 29: the hub's 1,000-instance fleet, a sweep and two reconciles
@@ -62,6 +63,8 @@ SPREAD = frozenset(
         "tests/integration/test_faults.py",
         "tests/integration/test_interactions_flow.py",
         "tests/integration/test_capacity_flow.py",
+        "tests/integration/test_slack_latency.py",
+        "tests/integration/test_slack_app_soak.py",
     }
 )
 
