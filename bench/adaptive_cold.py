@@ -24,6 +24,9 @@ from costguard.backtest.generate_shifts import generate_shifts
 from costguard.backtest.walk import Params, backtest, perfect_foresight
 
 HERE = Path(__file__).parent
+DETECTORS = HERE.parent / "docs" / "detectors.md"
+COLD_BEGIN = "<!-- bench-cold:begin (written by bench/adaptive_cold.py from bench/adaptive_cold.json: do not edit by hand) -->"
+COLD_END = "<!-- bench-cold:end -->"
 FAMILIES: dict[str, Callable[[int, int], Generated]] = {
     "office": lambda seed, history: generate(seed, history_days=history),
     "shifts": lambda seed, history: generate_shifts(seed, history_days=history),
@@ -118,6 +121,25 @@ def main() -> None:
     }
     (HERE / "adaptive_cold.json").write_text(json.dumps(document, indent=2) + "\n", encoding="utf-8")
     (HERE / "adaptive_cold.md").write_text(render(document), encoding="utf-8")
+    from bench.report import replace_block
+
+    DETECTORS.write_text(replace_block(DETECTORS.read_text(), cold_table(document), COLD_BEGIN, COLD_END))
+
+
+def cold_table(document: dict[str, Any]) -> str:
+    """docs/detectors.md's table of the cold weeks: per family and seed, each policy's dollars, near-misses and
+    stops of labelled work."""
+    lines = [
+        "| family, seed | fixed 30 min | fixed 60 min | adaptive (cold) | perfect foresight |",
+        "|---|---|---|---|---|",
+    ]
+    for m in (row for row in document["rows"] if not row["history_days"]):
+        cells = [
+            f"${p['reclaimed_usd']:,.0f}, {p['near_misses']}, {p['work_stops']}"
+            for p in (m["policies"][name] for name in POLICIES)
+        ]
+        lines.append(f"| {m['family']} {m['seed']} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
 
 
 def render(document: dict[str, Any]) -> str:

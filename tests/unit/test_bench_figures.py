@@ -194,10 +194,17 @@ def test_the_peak_memory_is_at_least_every_measured_peak(results: dict[str, Any]
 
 
 def test_the_cold_start_table_is_the_one_its_json_renders() -> None:
-    """bench/adaptive_cold.md is rendered from bench/adaptive_cold.json, and its 14-day rows on the office week
-    are docs/detectors.md's table (the same runs, the same figures)."""
+    """bench/adaptive_cold.md and docs/detectors.md's table of cold weeks are rendered from
+    bench/adaptive_cold.json, and its 14-day rows on the office week are docs/detectors.md's adaptive table (the
+    same runs, the same figures)."""
     document = json.loads((ROOT / "bench" / "adaptive_cold.json").read_text())
     assert (ROOT / "bench" / "adaptive_cold.md").read_text() == adaptive_cold.render(document)
+    cold = report.current_block(
+        report.DETECTORS.read_text(), adaptive_cold.COLD_BEGIN, adaptive_cold.COLD_END
+    )
+    assert cold == adaptive_cold.cold_table(document), (
+        "docs/detectors.md's cold table: run bench/adaptive_cold.py"
+    )
     detectors = report.current_block(report.DETECTORS.read_text(), report.ADAPTIVE_BEGIN, report.ADAPTIVE_END)
     warm = [row for row in document["rows"] if row["family"] == "office" and row["history_days"]]
     assert warm
