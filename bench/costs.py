@@ -162,6 +162,16 @@ ASSUMPTIONS: dict[str, float | bool] = {
     # the sweeps that may mark or stop it: the first idle reading (which reads its CPU for the message anyway: two
     # more) and the stop (three). An upper bound: every episode marked and stopped.
     "host_evidence_metrics_per_episode": 5,
+    # job_hung (flows/training_ceilings.py hang_findings): the fleet runs this many in-progress training jobs per
+    # GPU instance, on this many hosts each. At this share of the training sweeps a job's own metrics are quiet (it
+    # defines none, or pauses longer than its silence): its streams are listed and searched (DescribeLogStreams and
+    # FilterLogEvents, one each); at this share its logs are silent too: its hosts' GPUs read (one metric a host)
+    # and their newest events (GetLogEvents, one a host). CloudWatch Logs' reads are priced as CloudWatch's other
+    # API requests: an upper bound.
+    "training_jobs_per_instance": 0.1,
+    "hosts_per_training_job": 2,
+    "hang_quiet_share": 0.1,
+    "hang_silent_share": 0.005,
 }
 
 # Every instance read at every sweep: what the sweep did before the read schedule.
@@ -659,9 +669,34 @@ def _audit(bill: Bill, m: Month) -> None:
     )
 
 
+def _training_hangs(bill: Bill, m: Month) -> None:
+    a = ASSUMPTIONS
+    job_sweeps = (
+        m.instances * float(a["training_jobs_per_instance"]) * m.runs["TrainingCeilingsFunction.Sweep"]
+    )
+    quiet = job_sweeps * float(a["hang_quiet_share"])
+    silent = job_sweeps * float(a["hang_silent_share"])
+    hosts = float(a["hosts_per_training_job"])
+    bill.line(
+        "CloudWatch Logs reads: a quiet training job's streams (job_hung)",
+        quiet * 2 + silent * hosts,
+        "cloudwatch_api_request",
+        f"{job_sweeps:,.0f} job-sweeps ({a['training_jobs_per_instance']:g} jobs an instance x training sweeps): "
+        f"{a['hang_quiet_share']:.0%} quiet, DescribeLogStreams and FilterLogEvents; {a['hang_silent_share']:.1%} "
+        f"silent, GetLogEvents per host ({hosts:g})",
+    )
+    bill.line(
+        "CloudWatch GetMetricData: a silent training job's GPUs (job_hung)",
+        silent * hosts,
+        "cloudwatch_get_metric_data_metric",
+        f"{silent:,.0f} silent job-sweeps x {hosts:g} hosts, one GPUUtilization query each",
+    )
+
+
 PARTS: tuple[Callable[[Bill, Month], None], ...] = (
     _lambda,
     _cloudwatch,
+    _training_hangs,
     _state_and_queues,
     _evidence_records,
     _audit,

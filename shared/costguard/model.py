@@ -112,6 +112,9 @@ class Reason(StrEnum):
     TRAINING_DIGEST = "training_digest"
     # A run's own loss NaN, rising or flat; a checkpoint location with no new object (detect/training_health.py).
     TRAINING_DIVERGED = "training_diverged"
+    # A run whose GPUs read busy while it writes nothing (detect/training_hang.py), and one costguard cannot judge.
+    JOB_HUNG = "job_hung"
+    JOB_HANG_UNKNOWN = "job_hang_unknown"
     CHECKPOINT_STALE = "checkpoint_stale"
     CAPACITY_RESERVATION_IDLE = "capacity_reservation_idle"
     CAPACITY_BLOCK_EXPIRING = "capacity_block_expiring"

@@ -7,14 +7,11 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from functools import lru_cache
 from types import MappingProxyType
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from costguard.events.common import to_datetime
 from costguard.model import MARK_TAG_KEY, Action, Decision, Finding, Reason, ResourceKind, mark_reason
 from costguard.observability import logger
-
-if TYPE_CHECKING:
-    from costguard.settings import Settings
 
 # A protect tag counts unless its value clearly says no.
 _FALSE_VALUES = {"false", "no", "0", "off"}
@@ -199,7 +196,25 @@ class Policy:
         return self.held_as(reasons, tags) is not None
 
 
-def policy_from(settings: Settings) -> Policy:
+class PolicySettings(Protocol):
+    """What a policy is read from (costguard.settings.Settings is one: the settings sit above the policy, whose
+    parsers validate them)."""
+
+    @property
+    def dry_run(self) -> bool: ...
+    @property
+    def protect_tag_key(self) -> str: ...
+    @property
+    def grace_minutes(self) -> int: ...
+    @property
+    def max_stops_per_run(self) -> int: ...
+    @property
+    def reason_modes(self) -> str: ...
+    @property
+    def remediate_scope(self) -> str: ...
+
+
+def policy_from(settings: PolicySettings) -> Policy:
     """The policy the settings describe (their values validated at start-up)."""
     return Policy(
         dry_run=settings.dry_run,

@@ -18,6 +18,8 @@ from costguard.act.limits import DynamoStopLimiter
 from costguard.act.marks import PERMISSIONS as MARK_RECORD_PERMISSIONS
 from costguard.aws.organization import PLACE_PERMISSIONS as ACCOUNT_PLACE_PERMISSIONS
 from costguard.aws.organization import AccountLabels, OrganizationLabels
+from costguard.aws.price_list import CACHE_PERMISSIONS as PRICE_CACHE_PERMISSIONS
+from costguard.aws.price_list import PERMISSIONS as LIVE_PRICE_PERMISSIONS
 from costguard.model import Finding, Reason, ResourceKind
 from costguard.notify.dedupe import PERMISSIONS as REPEAT_GATE_PERMISSIONS
 from costguard.notify.dedupe import DynamoRepeatGate, RepeatGate
@@ -28,8 +30,6 @@ from costguard.notify.queue import NoticeQueue, SqsNoticeQueue
 from costguard.pipeline import Report, act_on
 from costguard.policy import Policy, policy_from
 from costguard.pricing import PriceBook, price_book
-from costguard.pricing.live import CACHE_PERMISSIONS as PRICE_CACHE_PERMISSIONS
-from costguard.pricing.live import PERMISSIONS as LIVE_PRICE_PERMISSIONS
 from costguard.reads import Reads
 from costguard.settings import Settings, get_settings
 

@@ -92,7 +92,7 @@ def demo(demo_run: Demo) -> list[tuple[dict[str, Any], dict[str, Any]]]:
     return demo_run.built
 
 
-def test_the_demo_posts_at_most_33_messages_and_every_finding_is_in_one(demo_run: Demo) -> None:
+def test_the_demo_posts_at_most_34_messages_and_every_finding_is_in_one(demo_run: Demo) -> None:
     run = demo_run.run
     # What the channel shows: 44 messages for 37 events before conversations, groups and the batching window.
     # Each budget alert and each anomaly is its own message (a budget's alerts in one thread), and a group is of
@@ -102,8 +102,9 @@ def test_the_demo_posts_at_most_33_messages_and_every_finding_is_in_one(demo_run
     # (its failure and its provisioning error in one conversation). The alarm of a terminated instance adds 1; the
     # silent-GPU and busy-again instances and the starved pod join groups at 12:00, but push that batch past the
     # notifier's batch size of 25: its training-job group is told in two invocations, 2 more messages. The
-    # HyperPod sweep at 13:00 adds 1: the instance group with idle GPUs (hyperpod_idle).
-    assert len(run.channel_messages) <= 33, [m["text"] for m in run.channel_messages]
+    # HyperPod sweep at 13:00 adds 1: the instance group with idle GPUs (hyperpod_idle). The hung four-node job
+    # adds 1: the noon batch's invocations split its training jobs, and it is told on its own (job_hung).
+    assert len(run.channel_messages) <= 34, [m["text"] for m in run.channel_messages]
     said = render_all(demo_run.payloads)
     missing = [
         (f["reason"], f["resource_id"])
@@ -386,7 +387,7 @@ NOT_IN_A_SINGLE_ACCOUNT_DEMO = {
 }
 # Codes a single-account demo could show but whose events or world entries are not written yet: remove each one
 # here when the demo shows it (the test fails until then, so the list cannot go stale).
-NOT_YET_IN_THE_DEMO: set[str] = set()
+NOT_YET_IN_THE_DEMO: set[str] = {"job_hang_unknown"}  # a silent job whose logs or GPUs cannot be read
 
 
 @pytest.fixture(scope="module")

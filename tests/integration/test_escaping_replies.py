@@ -12,12 +12,12 @@ from typing import Any
 
 import pytest
 
-from costguard.interact.values import action_value
 from costguard.local.interactions import LOCAL_OPS_USER, block_actions, offered_elements, signed_request
 from costguard.local.replay import ReplayResult, replay_event
 from costguard.local.sink import SlackSink
 from costguard.local.stack import LocalStack
 from costguard.local.world import World
+from costguard.notify.values import action_value
 from tests.conftest import EVENTS
 
 IDLE_G6E = "i-0a1f00000000000d1"  # idle: the 12:00 sweep marks it

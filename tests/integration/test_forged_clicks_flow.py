@@ -15,12 +15,12 @@ import pytest
 from costguard import clock
 from costguard.aws import clients
 from costguard.aws.metrics import GPU_METRIC, GPU_NAMESPACE
-from costguard.interact.values import action_value
 from costguard.local.interactions import LOCAL_OPS_USER, block_actions, form_body, signed_request
 from costguard.local.sink import SlackSink
 from costguard.local.stack import TABLE, LocalStack
 from costguard.local.world import World
 from costguard.model import MARK_TAG_KEY
+from costguard.notify.values import action_value
 from tests.integration.test_interactions_flow import IDLE_P4D, KEY, _click, _instance, _sweep
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")

@@ -12,7 +12,6 @@ from typing import Any
 import pytest
 
 from costguard.aws import clients
-from costguard.interact.values import action_value
 from costguard.local.interactions import (
     LOCAL_GUEST_USER,
     LOCAL_OPS_USER,
@@ -25,6 +24,7 @@ from costguard.local.sink import SlackSink
 from costguard.local.stack import TABLE, LocalStack
 from costguard.local.world import World
 from costguard.model import MARK_TAG_KEY
+from costguard.notify.values import action_value
 from costguard.policy import SNOOZE_TAG_KEY
 from tests.conftest import EVENTS
 

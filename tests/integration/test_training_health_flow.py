@@ -80,15 +80,16 @@ def test_the_noon_sweep_reports_the_diverged_run_and_the_stale_checkpoint(
     assert (mark["action"], mark["dry_run"]) == ("mark", True)  # notify mode: what remediate would do
     [told] = with_reason(results, "checkpoint_stale")
     assert told["action"] == "notify"
-    # Four training jobs found at noon (the world's vit-eval run nears its ceiling too): more than a few of one
-    # kind, so one group message. Its total counts each job once at its own price; each row shows the job's $/h
-    # and its verdict (a row carries no evidence figure: the two above are the findings' own).
+    # Five training jobs found at noon (the world's vit-eval run nears its ceiling, gpt-eval is over its own, and
+    # the four-node pretraining run is hung): more than a few of one kind, so one group message. Its total counts
+    # each job once at its own price; each row shows the job's $/h and its verdict (a row carries no evidence
+    # figure: the two above are the findings' own).
     judged_at_noon = {f["resource_id"] for f in results[1].findings}
-    assert len(judged_at_noon) == 4
+    assert len(judged_at_noon) == 5 and "llm-pretrain-4node" in judged_at_noon
     hourly = {name: hourly_usd(world_job(world, name)) for name in judged_at_noon}
     [group] = stack.sink.messages
     total = f"${sum(hourly.values()):,.2f}/h"
-    assert group["text"] == f"costguard: 4 findings (123456789012/us-east-1): {total}"  # $32.30/h
+    assert group["text"] == f"costguard: 5 findings (123456789012/us-east-1): {total}"  # $113.74/h
     rows = {
         name: [b["text"]["text"] for b in group["blocks"] if name in json.dumps(b)] for name in judged_at_noon
     }

@@ -16,13 +16,13 @@ import pytest
 from costguard.aws import clients
 from costguard.aws.alarms import ALARM_PREFIX
 from costguard.cli import main
-from costguard.interact.values import action_value
 from costguard.local.interactions import block_actions, offered_elements, signed_request
 from costguard.local.replay import replay_event
 from costguard.local.sink import SlackSink
 from costguard.local.stack import TABLE, LocalStack
 from costguard.local.world import World
 from costguard.model import MARK_TAG_KEY
+from costguard.notify.values import action_value
 from costguard.ops import uninstall
 from costguard.policy import SNOOZE_TAG_KEY
 from tests.conftest import EVENTS

@@ -10,13 +10,13 @@ from typing import Any
 
 import pytest
 
-from costguard.interact.values import action_value
 from costguard.local.interactions import offered_elements
 from costguard.local.replay import ReplayResult, replay
 from costguard.local.sink import SlackSink
 from costguard.local.stack import LocalStack
 from costguard.local.world import World
 from costguard.model import MARK_TAG_KEY
+from costguard.notify.values import action_value
 from tests.conftest import load_event
 from tests.integration import test_gpu_flow as gpu
 from tests.integration import test_interactions_flow as clicks

@@ -22,6 +22,7 @@ from costguard.detect.bedrock import AUTO_DELETE_TAG
 from costguard.detect.capacity import AUTO_CANCEL_TAG
 from costguard.detect.eks import SCALE_TO_ZERO_LABEL
 from costguard.detect.training_guardrails import MAX_HOURS_TAG, MAX_USD_TAG
+from costguard.detect.training_hang import HANG_TAG
 from costguard.detect.training_health import STOP_ON_DIVERGENCE_TAG
 from costguard.model import Finding, Reason, Resource, ResourceKind
 
@@ -56,6 +57,7 @@ def test_every_tag_a_detector_arms_an_action_with_is_an_arming_key() -> None:
         MAX_USD_TAG,
         MAX_HOURS_TAG,
         STOP_ON_DIVERGENCE_TAG,
+        HANG_TAG,
         AUTO_DELETE_TAG,
         AUTO_CANCEL_TAG,
         SCALE_TO_ZERO_LABEL,

@@ -15,11 +15,11 @@ from costguard.interact.actions import Interactions, UnreadableClick, carry_out,
 from costguard.interact.authorize import parse_allowed
 from costguard.interact.consumer import UnverifiedClick, Worker, handle_record
 from costguard.interact.offers import MemoryOffers, offered_in
-from costguard.interact.values import ActionId, action_value
 from costguard.interact.verify import sign
 from costguard.local.interactions import LOCAL_CHANNEL, LOCAL_SIGNING_SECRET, block_actions, form_body
 from costguard.model import MARK_TAG_KEY, Resource, ResourceKind
 from costguard.notify.queue import MemoryNoticeQueue
+from costguard.notify.values import ActionId, action_value
 from costguard.policy import Policy
 from costguard.pricing import PriceBook
 from tests.unit.test_interact_actions import (

@@ -10,7 +10,6 @@ from typing import Any
 import pytest
 
 from costguard.act.executor import Outcome
-from costguard.interact.values import MAX_OPTION_VALUE, action_value, parse_action_value
 from costguard.local.sink import block_problems
 from costguard.model import MARK_TAG_KEY, Action, Decision, Finding, Reason, Resource, ResourceKind
 from costguard.notify.message import (
@@ -26,6 +25,7 @@ from costguard.notify.message import (
     owner_text,
 )
 from costguard.notify.notice import GroupNotice, Notice, group
+from costguard.notify.values import MAX_OPTION_VALUE, action_value, parse_action_value
 
 NOW = datetime(2026, 11, 20, 12, 0, tzinfo=UTC)
 ACCOUNT, REGION = "123456789012", "us-east-1"

@@ -1,5 +1,5 @@
 """The layers hold by contract: what a module imports when it loads (module level, outside TYPE_CHECKING), checked
-over the import graph of shared/costguard.
+over the import graph of shared/costguard; and the rooms stand on floors (imports under TYPE_CHECKING counted too).
 
 - The domain (model, events, detect, policy, windows, settings, clock, permissions) loads no adapter: no boto3 or
   botocore, nothing from aws/, act/, notify/, flows/, interact/, runtime.
@@ -7,13 +7,21 @@ over the import graph of shared/costguard.
 - The embedded stack (local/) loads nothing of the account commands (ops/) or the command line (cli).
 - No flow loads another flow: what two flows share lives outside flows/ (an adapter, a detector, fleet.py).
 
-A lazy import inside a function is the way to reach an adapter from the domain only when a path needs it.
+The rooms (each top-level module or package of costguard, the package's own __init__ included) stand on FLOORS,
+lowest first. Counting imports under TYPE_CHECKING too: no room imports a room on a higher floor, and no rooms
+import each other, directly or round a longer cycle (sideways within a floor is fine when it is one way). Every
+room is on a floor, so a new one must be placed; ALLOWED names (importer, imported) exceptions and starts empty.
+
+A lazy import inside a function is the way to reach an adapter from the domain only when a path needs it, and
+is no edge for any of these rules.
 """
 
 from __future__ import annotations
 
 import ast
+import shutil
 from collections.abc import Callable, Iterable
+from itertools import pairwise
 from pathlib import Path
 
 import pytest
@@ -27,6 +35,26 @@ ADAPTERS += ("costguard.interact", "costguard.runtime", "costguard.local", "cost
 ADAPTERS += ("costguard.ops", "costguard.cli")
 LOCAL_ONLY = ("costguard.local", "costguard.backtest", "costguard.ops", "costguard.cli")
 FLOWS = "costguard.flows."
+# Lowest first. A room imports only rooms on its own floor or below.
+FLOORS: tuple[tuple[str, ...], ...] = (
+    # the ground: plain types and values, time, IAM declarations, logging (__init__: the package itself)
+    ("__init__", "model", "events", "clock", "windows", "permissions", "observability"),
+    # the domain: decisions, prices, detectors, and the settings (validated with their parsers)
+    ("policy", "pricing", "detect", "settings"),
+    # AWS adapters, the reads the flows make as Protocols, and their in-memory twins
+    ("aws", "reads", "twins"),
+    ("act",),  # acting: stop, mark, the stop cap
+    ("notify",),  # telling: the message, its routing and delivery, the values of its buttons
+    ("interact",),  # the buttons clicked
+    # what a flow is built from: the event's entry, decide-act-notify, the runtime, the sweeps' helpers, the audit
+    ("entry", "pipeline", "runtime", "fleet", "idle_policy", "audit"),
+    ("flows",),
+    ("handler",),  # the shell every app.py builds its handler with
+    # local only: the embedded stack, the backtest, the account commands, the command line
+    ("local", "backtest", "ops", "cli"),
+)
+# (importer room, imported room) imports let through despite the floors or a cycle; each must still be needed.
+ALLOWED: frozenset[tuple[str, str]] = frozenset()
 
 
 def modules(package: Path) -> dict[str, Path]:
@@ -43,8 +71,9 @@ def _type_checking(test: ast.expr) -> bool:
     )
 
 
-def load_time_imports(source: str) -> set[str]:
-    """What a module imports as it loads: its top-level statements (and their if/try blocks)."""
+def load_time_imports(source: str, *, type_checking: bool = False) -> set[str]:
+    """What a module imports as it loads: its top-level statements (and their if/try blocks); with
+    ``type_checking``, what it imports under ``if TYPE_CHECKING:`` too."""
     found: set[str] = set()
 
     def visit(body: Iterable[ast.stmt]) -> None:
@@ -54,7 +83,7 @@ def load_time_imports(source: str) -> set[str]:
                 found.update(f"{node.module}.{alias.name}" for alias in node.names)
             elif isinstance(node, ast.Import):
                 found.update(alias.name for alias in node.names)
-            elif isinstance(node, ast.If) and not _type_checking(node.test):
+            elif isinstance(node, ast.If) and (type_checking or not _type_checking(node.test)):
                 visit(node.body)
                 visit(node.orelse)
             elif isinstance(node, ast.Try):
@@ -68,7 +97,7 @@ def load_time_imports(source: str) -> set[str]:
     return found
 
 
-def graph(package: Path) -> dict[str, set[str]]:
+def graph(package: Path, *, type_checking: bool = False) -> dict[str, set[str]]:
     known = modules(package)
 
     def resolved(name: str) -> str:  # `from costguard.aws import clients` is the module costguard.aws.clients
@@ -76,7 +105,8 @@ def graph(package: Path) -> dict[str, set[str]]:
 
     edges: dict[str, set[str]] = {}
     for name, path in known.items():
-        imported = {resolved(i) for i in load_time_imports(path.read_text(encoding="utf-8"))}
+        source = path.read_text(encoding="utf-8")
+        imported = {resolved(i) for i in load_time_imports(source, type_checking=type_checking)}
         # Loading a module loads its parent packages first.
         parents = {".".join(name.split(".")[:n]) for n in range(2, name.count(".") + 1)}
         edges[name] = {i for i in imported | parents if i != name}
@@ -123,6 +153,75 @@ def violations(package: Path) -> list[str]:
 
 def test_the_layers_hold() -> None:
     assert violations(PACKAGE) == []
+
+
+def room(module: str) -> str:
+    """The room a module is in: its top-level module or package under costguard (``__init__``: the package's)."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else "__init__"
+
+
+def room_graph(package: Path, allowed: frozenset[tuple[str, str]] = ALLOWED) -> dict[tuple[str, str], str]:
+    """Each import of one room by another (at load time or under TYPE_CHECKING) but those ``allowed``, with the
+    first module-level import behind it."""
+    edges = graph(package, type_checking=True)
+    found: dict[tuple[str, str], str] = {}
+    for name in sorted(edges):
+        for target in sorted(t for t in edges[name] if t in edges):
+            pair = (room(name), room(target))
+            if pair[0] != pair[1] and pair not in allowed:
+                found.setdefault(pair, f"{name} -> {target}")
+    return found
+
+
+def room_violations(package: Path, allowed: frozenset[tuple[str, str]] = ALLOWED) -> list[str]:
+    """Rooms on no floor, imports of a higher floor, and cycles of rooms (each named once, by its imports)."""
+    floor = {name: level for level, names in enumerate(FLOORS) for name in names}
+    rooms = {room(name) for name in modules(package)}
+    found = [f"a room on no floor (place it in FLOORS): {name}" for name in sorted(rooms - floor.keys())]
+    edges = room_graph(package, allowed)
+    for (importer, imported), why in sorted(edges.items()):
+        if floor.get(importer, len(FLOORS)) < floor.get(imported, -1):
+            found.append(
+                f"an upward import: {importer} (floor {floor[importer]}) -> {imported} (floor {floor[imported]}): "
+                + why
+            )
+    following: dict[str, set[str]] = {}
+    for importer, imported in edges:
+        following.setdefault(importer, set()).add(imported)
+    seen: set[frozenset[str]] = set()
+    for start in sorted(following):
+        cycles = [
+            [start, *path] for n in sorted(following[start]) if (path := chain(following, n, start.__eq__))
+        ]
+        if cycles and (cycle := min(cycles, key=len)) and frozenset(cycle) not in seen:
+            seen.add(frozenset(cycle))
+            imports = ", ".join(edges[pair] for pair in pairwise(cycle))
+            found.append(f"rooms in a cycle: {' -> '.join(cycle)} ({imports})")
+    return found
+
+
+def test_the_rooms_stand_on_their_floors_without_a_cycle() -> None:
+    assert room_violations(PACKAGE) == []
+
+
+def test_each_floor_names_rooms_that_are_there_once() -> None:
+    placed = [name for names in FLOORS for name in names]
+    assert len(placed) == len(set(placed)), placed
+    assert sorted(set(placed) - {room(name) for name in modules(PACKAGE)}) == []
+
+
+def unneeded(package: Path, allowed: frozenset[tuple[str, str]]) -> list[tuple[str, str]]:
+    """The exceptions of ``allowed`` whose import is gone or breaks no rule (each must go when it is fixed)."""
+    return [
+        pair
+        for pair in sorted(allowed)
+        if len(room_violations(package, allowed - {pair})) == len(room_violations(package, allowed))
+    ]
+
+
+def test_each_allowed_exception_is_still_needed() -> None:
+    assert unneeded(PACKAGE, ALLOWED) == []
 
 
 def test_every_function_loads_no_local_only_code() -> None:
@@ -177,8 +276,70 @@ def test_a_wrong_way_import_fails_the_contract(
     assert found and any(expected in line for line in found), found
 
 
+def copied(tmp_path: Path) -> Path:
+    """A copy of the package's modules (its .py files), to plant a wrong import in."""
+
+    def left_out(folder: str, names: list[str]) -> list[str]:
+        return [
+            n for n in names if n == "__pycache__" or not (n.endswith(".py") or (Path(folder) / n).is_dir())
+        ]
+
+    return Path(shutil.copytree(PACKAGE, tmp_path / "costguard", ignore=left_out))
+
+
+TYPE_CHECKED = (
+    "\nfrom typing import TYPE_CHECKING\n\nif TYPE_CHECKING:\n    from costguard.settings import Settings\n"
+)
+
+
+@pytest.mark.parametrize(
+    ("module", "source", "expected"),
+    [
+        (  # sideways within a floor, but round: detect prices with pricing
+            "pricing/transfer.py",
+            "from costguard.detect import gpu\n",
+            "rooms in a cycle: detect -> pricing -> detect (costguard.detect.batch -> costguard.pricing, "
+            "costguard.pricing.transfer -> costguard.detect)",
+        ),
+        (  # under TYPE_CHECKING: the settings validate with the policy's parsers
+            "policy.py",
+            TYPE_CHECKED,
+            "rooms in a cycle: policy -> settings -> policy (costguard.policy -> costguard.settings, "
+            "costguard.settings -> costguard.policy)",
+        ),
+        (
+            "clock.py",
+            "from costguard.pricing import Price\n",
+            "an upward import: clock (floor 0) -> pricing (floor 1): costguard.clock -> costguard.pricing",
+        ),
+        ("garden.py", "from costguard import model\n", "a room on no floor (place it in FLOORS): garden"),
+    ],
+    ids=["cycle", "type-checking cycle", "upward", "unplaced room"],
+)
+def test_a_room_cycle_or_an_upward_import_fails_the_contract(
+    tmp_path: Path, module: str, source: str, expected: str
+) -> None:
+    package = copied(tmp_path)
+    planted = package / module
+    planted.write_text((planted.read_text(encoding="utf-8") if planted.exists() else "") + source)
+    found = room_violations(package)
+    assert expected in found, found
+
+
+def test_an_exception_no_longer_needed_fails_the_contract(tmp_path: Path) -> None:
+    package = tmp_path / "costguard"
+    for name in ("__init__.py", "clock.py", "pricing/__init__.py"):
+        (package / name).parent.mkdir(parents=True, exist_ok=True)
+        (package / name).write_text("")
+    allowed = frozenset({("clock", "pricing")})
+    assert room_violations(package) == [] and unneeded(package, allowed) == [("clock", "pricing")]
+    (package / "clock.py").write_text("from costguard.pricing import Price\n")
+    assert room_violations(package) and room_violations(package, allowed) == []
+    assert unneeded(package, allowed) == []
+
+
 def test_a_lazy_import_inside_a_function_is_allowed() -> None:
-    source = "def price():\n    from costguard.pricing.live import live_price\n    return live_price\n"
+    source = "def price():\n    from costguard.aws.price_list import live_price\n    return live_price\n"
     assert load_time_imports(source) == set()
     guarded = "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from costguard.aws import clients\n"
     assert load_time_imports(guarded) == {"typing", "typing.TYPE_CHECKING"}

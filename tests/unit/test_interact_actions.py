@@ -13,10 +13,10 @@ from costguard.interact.actions import Interactions, UnreadableClick, carry_out,
 from costguard.interact.authorize import parse_allowed
 from costguard.interact.consumer import Worker, handle_record
 from costguard.interact.offers import MemoryOffers, Offer, offer_id
-from costguard.interact.values import action_value
 from costguard.local.interactions import LOCAL_CHANNEL, block_actions
 from costguard.model import MARK_TAG_KEY, Resource, ResourceKind
 from costguard.notify.queue import MemoryNoticeQueue
+from costguard.notify.values import action_value
 from costguard.policy import SNOOZE_TAG_KEY, Policy
 from costguard.pricing import PriceBook
 

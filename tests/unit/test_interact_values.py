@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import pytest
 
-from costguard.interact.values import (
+from costguard.model import Reason, Resource, ResourceKind
+from costguard.notify.values import (
     MAX_OPTION_VALUE,
     ActionId,
     action_value,
     parse_action_value,
     parse_resource_key,
 )
-from costguard.model import Reason, Resource, ResourceKind
 
 KEY = Resource(
     kind=ResourceKind.EC2_INSTANCE, id="i-0a1f00000000000d1", account="123456789012", region="us-east-1"

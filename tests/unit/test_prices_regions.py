@@ -22,6 +22,7 @@ from moto.ec2.models.instance_types import INSTANCE_TYPES
 
 import costguard.pricing as pricing
 from costguard.aws import clients
+from costguard.aws.price_list import _filters, cache_key, live_price
 from costguard.pricing import (
     PriceBook,
     bundled_price,
@@ -32,7 +33,6 @@ from costguard.pricing import (
     region_prices,
     why_unpriced,
 )
-from costguard.pricing.live import _filters, cache_key, live_price
 from tests.unit.test_price_coverage import event_types, world_types
 
 ROOT = Path(__file__).resolve().parents[2]

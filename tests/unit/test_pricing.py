@@ -11,6 +11,7 @@ import pytest
 from botocore.stub import Stubber
 
 from costguard.aws import clients
+from costguard.aws.price_list import _filters, live_price
 from costguard.pricing import (
     Price,
     PriceBook,
@@ -21,7 +22,6 @@ from costguard.pricing import (
     region_prices,
     why_unpriced,
 )
-from costguard.pricing.live import _filters, live_price
 
 LIVE_SOURCE = "AWS Price List API"
 

@@ -11,7 +11,6 @@ import pytest
 
 from costguard.act.shadow import DynamoShadowMarks, MemoryShadowMarks, key_of, overlay
 from costguard.interact.actions import carry_out
-from costguard.interact.values import action_value
 from costguard.model import (
     MARK_TAG_KEY,
     Action,
@@ -24,6 +23,7 @@ from costguard.model import (
 )
 from costguard.notify.dedupe import MemoryRepeatGate
 from costguard.notify.queue import MemoryNoticeQueue
+from costguard.notify.values import action_value
 from costguard.pipeline import Report, act_on
 from costguard.policy import (
     Policy,

@@ -1,7 +1,7 @@
 """The owner's tags that arm a destructive action, read as costguard first saw them.
 
 A ceiling (``costguard:max-usd``, ``costguard:max-hours``), an opt-in to stopping, deleting, cancelling or scaling
-to zero (``costguard:stop-on-divergence``, ``costguard:auto-delete``, ``costguard:auto-cancel``,
+to zero (``costguard:stop-on-divergence``, ``costguard:stop-on-hang``, ``costguard:auto-delete``, ``costguard:auto-cancel``,
 ``costguard.io/scale-to-zero``): anyone allowed ``sagemaker:AddTags``, ``bedrock:TagResource`` or
 ``ec2:CreateTags`` on a colleague's resource can write one, and make costguard stop work its owner never opted in.
 So such a tag counts as it was when costguard first saw the resource:
@@ -46,6 +46,7 @@ CEILINGS = frozenset({"costguard:max-usd", "costguard:max-hours"})
 OPT_INS = frozenset(
     {
         "costguard:stop-on-divergence",
+        "costguard:stop-on-hang",
         "costguard:auto-delete",
         "costguard:auto-cancel",
         "costguard.io/scale-to-zero",

@@ -12,12 +12,12 @@ from datetime import datetime
 from typing import Any
 
 from costguard.audit.model import Subject, TypeFacts, TypeOption
-from costguard.aws import clients, inference_components, inventory, sagemaker
+from costguard.aws import clients, inference_components, inventory, price_list, sagemaker
 from costguard.aws.inventory import DESCRIBE_TYPES_BATCH, _describe_types, describe_gpu_instances
 from costguard.aws.sagemaker import in_progress_jobs_described, in_service_endpoints, in_service_notebooks
 from costguard.model import ResourceKind
 from costguard.permissions import needs
-from costguard.pricing import PriceBook, bundled_regions, live, region_prices
+from costguard.pricing import PriceBook, bundled_regions, region_prices
 
 OFFERINGS_FILTER_VALUES = 200  # DescribeInstanceTypeOfferings takes up to 200 values in one filter
 
@@ -27,7 +27,7 @@ DISCOVER_PERMISSIONS = (
 )
 # priced_options: type facts, what the region offers, and (with live prices) the Price List.
 PRICED_OPTIONS_PERMISSIONS = (
-    inventory.TYPES_PERMISSIONS | needs("ec2:DescribeInstanceTypeOfferings") | live.PERMISSIONS
+    inventory.TYPES_PERMISSIONS | needs("ec2:DescribeInstanceTypeOfferings") | price_list.PERMISSIONS
 )
 
 

@@ -2,7 +2,7 @@
 
 **Where a call lands.** costguard's own stores (DynamoDB, SQS, SNS, S3, Secrets Manager, Budgets, Cost Explorer,
 Organizations, Pricing) are always the hub's, in the account the functions run in. The watched resources'
-services (``MEMBER_SERVICES``: EC2, CloudWatch, SageMaker, Bedrock) are called in the account being looked at: the
+services (``MEMBER_SERVICES``: EC2, CloudWatch, CloudWatch Logs, SageMaker, Bedrock) are called in the account being looked at: the
 ``account`` argument, else the account of the work in hand (``acting_in``: a forwarded event's account, a sweep
 item's account), else the hub's own. A member account, and the hub's own account outside the hub's region, is
 reached through its ``<MemberRoleName>-<region>`` role (member.yaml), assumed once per account, region and
@@ -46,7 +46,7 @@ def _config() -> Config:
 
 
 # The services whose calls act on the watched account's resources: reached through the member role.
-MEMBER_SERVICES = frozenset({"ec2", "cloudwatch", "sagemaker", "bedrock"})
+MEMBER_SERVICES = frozenset({"ec2", "cloudwatch", "sagemaker", "bedrock", "logs"})
 ROLE_SESSION_NAME = "costguard"
 ROLE_SESSION_SECONDS = 3600
 # Every function that calls the watched services may be asked to call them in a member account.

@@ -16,10 +16,10 @@ from datetime import datetime, timedelta
 from enum import StrEnum
 from functools import cached_property
 from statistics import fmean
+from typing import Protocol
 
 from costguard.model import MARK_TAG_KEY, Ec2Instance, Finding, Reason, Resource, ResourceKind
 from costguard.pricing import Price
-from costguard.settings import Settings
 
 Series = list[tuple[datetime, float]]
 
@@ -77,7 +77,20 @@ class Thresholds:
         return max(1, int(self.starved_window / self.period))
 
 
-def thresholds_from(settings: Settings) -> Thresholds:
+class ThresholdSettings(Protocol):
+    """What the thresholds are read from (costguard.settings.Settings is one: the settings sit above detect/)."""
+
+    @property
+    def idle_threshold_percent(self) -> float: ...
+    @property
+    def idle_window_minutes(self) -> int: ...
+    @property
+    def starved_threshold_percent(self) -> float: ...
+    @property
+    def starved_window_minutes(self) -> int: ...
+
+
+def thresholds_from(settings: ThresholdSettings) -> Thresholds:
     """The verdicts' thresholds as the stack is configured."""
     return Thresholds(
         idle_percent=settings.idle_threshold_percent,

@@ -10,7 +10,7 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import date, datetime, timedelta
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 from costguard.detect.job_families import FAMILY_TAG, FailureLoop, Family
 from costguard.detect.sagemaker import hourly_usd
@@ -23,7 +23,6 @@ from costguard.detect.training_jobs import (
 from costguard.events.sagemaker import TrainingJobDetail
 from costguard.model import Finding, Reason, Resource, ResourceKind
 from costguard.pricing import Price
-from costguard.settings import Settings
 from costguard.windows import FINGERPRINT_CHARS, fingerprint, has_fingerprint
 
 MAX_USD_TAG = "costguard:max-usd"
@@ -454,13 +453,29 @@ def hygiene_findings(
 # --- the daily digest ----------------------------------------------------------------------------
 
 
+class GuardrailSettings(Protocol):
+    """What the guardrails read of the settings (costguard.settings.Settings is one: the settings sit above
+    detect/)."""
+
+    @property
+    def default_job_max_usd(self) -> float: ...
+    @property
+    def default_job_max_hours(self) -> float: ...
+    @property
+    def cost_warning_share(self) -> float: ...
+    @property
+    def max_runtime_hours(self) -> float: ...
+    @property
+    def spot_recommend_hours(self) -> float: ...
+
+
 def guardrail_findings(
     detail: TrainingJobDetail,
     *,
     account: str,
     region: str,
     price: Price | None,
-    settings: Settings,
+    settings: GuardrailSettings,
     now: datetime,
     observed_at: datetime,
     event_id: str | None,

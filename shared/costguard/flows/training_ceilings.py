@@ -1,9 +1,10 @@
 """The scheduled training-job sweep: cost ceilings over every in-progress job, its health (a diverged run, a
-stale checkpoint), and the daily digest."""
+hung one, a stale checkpoint), and the daily digest."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence, Set
+from dataclasses import replace
 from datetime import datetime, timedelta
 
 from botocore.exceptions import BotoCoreError, ClientError
@@ -12,12 +13,39 @@ from pydantic import ValidationError
 from costguard.act.arming import Sighting
 from costguard.act.aws import permissions_for
 from costguard.act.shadow import key_of, overlay
-from costguard.aws import buckets, checkpoints, clients, metrics, sagemaker, training_metrics, training_state
-from costguard.aws.sagemaker import in_progress_jobs_described
+from costguard.aws import (
+    buckets,
+    checkpoints,
+    clients,
+    inventory,
+    metrics,
+    sagemaker,
+    training_logs,
+    training_metrics,
+    training_state,
+)
+from costguard.aws.metrics import Query
+from costguard.aws.sagemaker import TRAINING_GPU_METRIC, TRAINING_NAMESPACE, in_progress_jobs_described
 from costguard.aws.training_metrics import Readings
 from costguard.aws.training_state import TrainingState
 from costguard.detect.training_cadence import added_datapoints
-from costguard.detect.training_guardrails import digest_finding, guardrail_findings
+from costguard.detect.training_guardrails import digest_finding, guardrail_findings, host_count
+from costguard.detect.training_hang import (
+    HANG_GPU_MINUTES,
+    LAST_LINES,
+    GpusSeen,
+    LogsSeen,
+    Output,
+    cannot_tell_finding,
+    gpus_seen,
+    hung_finding,
+    judge,
+    marked_for_hang,
+    metrics_quiet,
+    quoted,
+    silence_after,
+    unhung_finding,
+)
 from costguard.detect.training_health import (
     checkpoint_due,
     checkpoint_location,
@@ -50,6 +78,8 @@ SCHEDULE_PERMISSIONS = (
     | ACT_PERMISSIONS
     | PRICES_PERMISSIONS
     | permissions_for(ResourceKind.TRAINING_JOB)
+    | training_logs.PERMISSIONS  # job_hung: a quiet job's log streams
+    | inventory.TYPES_PERMISSIONS  # job_hung: a host's GPU count, once per type per process
 )
 
 
@@ -134,6 +164,11 @@ def job_series(watched: Watched, region: str, runtime: Runtime, now: datetime) -
     return readings
 
 
+def watched_jobs(jobs: Sequence[TrainingJobDetail]) -> Watched:
+    """The jobs that have started and define metrics of their own, with those metrics."""
+    return [(job, names) for job in jobs if job.TrainingStartTime and (names := metric_names(job))]
+
+
 def divergence_findings(
     jobs: list[TrainingJobDetail],
     region: str,
@@ -141,17 +176,18 @@ def divergence_findings(
     now: datetime,
     event_id: str | None,
     held: Set[str] = frozenset(),
+    readings: dict[str, Readings] | None = None,
 ) -> list[Finding]:
     """A ``training_diverged`` finding for each job whose own metrics diverge, and the cancel of a divergence
     mark whose job no longer diverges (training_health.recovered), except for a job in ``held``: one that
     another finding of this sweep may stop (its cost ceiling), whose mark that finding decides on. No read
-    when no job defines a metric."""
-    watched = [(job, names) for job in jobs if job.TrainingStartTime and (names := metric_names(job))]
+    when no job defines a metric; ``readings``: the sweep's read of them (job_series), made here if not given."""
+    watched = watched_jobs(jobs)
     if not watched:
         return []
     settings = runtime.settings
     window = timedelta(minutes=settings.divergence_window_minutes)
-    readings = job_series(watched, region, runtime, now)
+    readings = job_series(watched, region, runtime, now) if readings is None else readings
     findings = []
     for job, _ in watched:
         read = readings.get(job.TrainingJobName)
@@ -196,6 +232,184 @@ def divergence_findings(
                 )
             )
     return findings
+
+
+def _output(job: TrainingJobDetail, read: Readings | None) -> Output:
+    times = tuple(at for series in (read.values.values() if read else ()) for at, _ in series)
+    return Output(times, metrics_defined=bool(metric_names(job)))
+
+
+def hang_findings(
+    jobs: Sequence[TrainingJobDetail],
+    region: str,
+    runtime: Runtime,
+    now: datetime,
+    event_id: str | None,
+    readings: dict[str, Readings],
+    held: Set[str] = frozenset(),
+) -> list[Finding]:
+    """``job_hung`` for each quiet job (its own metrics and checkpoints say nothing newer than its silence) whose
+    logs went silent too while every host's GPUs read busy; ``job_hang_unknown`` where that cannot be read; the
+    cancel of a hang mark whose job writes again. Reads only for quiet jobs: its checkpoint location (one
+    ListObjectsV2), its streams and one FilterLogEvents, then, for those silent there, their hosts' GPUs in one
+    GetMetricData walk and each host's newest events. A job in ``held`` (another finding may stop it) is left to
+    that finding."""
+    findings: list[Finding] = []
+    quiet: list[tuple[TrainingJobDetail, Output]] = []
+    for job in (j for j in jobs if j.TrainingJobName not in held):
+        output = _output(job, readings.get(job.TrainingJobName))
+        if metrics_quiet(job, output, now):  # then its checkpoints, where it declares them (one read)
+            output = _with_checkpoint(job, output, region)
+        if metrics_quiet(job, output, now) or not output.checkpoint_read:
+            quiet.append((job, output))
+        elif marked_for_hang(job):
+            findings.append(_unhung(job, region, runtime, now, event_id))
+    logs = {job.TrainingJobName: _logs_seen(job, output, region, now) for job, output in quiet}
+    silent = [
+        j for j, o in quiet if logs[j.TrainingJobName].readable and not logs[j.TrainingJobName].wrote_since
+    ]
+    gpus = _gpus_seen(silent, region, runtime, now, {j.TrainingJobName: o for j, o in quiet})
+    for job, output in quiet:
+        seen = logs[job.TrainingJobName]
+        verdict = judge(output, seen, gpus.get(job.TrainingJobName))
+        price = runtime.prices.hourly(_instance_type(job), region)
+        if verdict == "hung":
+            seen = _with_newest(job, seen, region)
+            findings.append(
+                hung_finding(
+                    job,
+                    output,
+                    seen,
+                    gpus[job.TrainingJobName],
+                    account=_account(job),
+                    region=region,
+                    price=price,
+                    now=now,
+                    event_id=event_id,
+                )
+            )
+        elif verdict == "cannot_tell":
+            findings.append(
+                cannot_tell_finding(
+                    job,
+                    _unread(output, seen, gpus.get(job.TrainingJobName)),
+                    account=_account(job),
+                    region=region,
+                    price=price,
+                    now=now,
+                    event_id=event_id,
+                )
+            )
+        elif verdict == "alive" and marked_for_hang(job):
+            findings.append(_unhung(job, region, runtime, now, event_id))
+    return findings
+
+
+def _unhung(
+    job: TrainingJobDetail, region: str, runtime: Runtime, now: datetime, event_id: str | None
+) -> Finding:
+    price = runtime.prices.hourly(_instance_type(job), region)
+    return unhung_finding(job, account=_account(job), region=region, price=price, now=now, event_id=event_id)
+
+
+def _with_checkpoint(job: TrainingJobDetail, output: Output, region: str) -> Output:
+    """The newest object under the job's checkpoint location, for a job that declares one and is otherwise quiet;
+    unreadable (a member account's bucket, an error): ``checkpoint_read`` is False."""
+    location = checkpoint_location(job)
+    if location is None:
+        return output
+    where = split_s3_uri(location)
+    if where is None or clients.is_member(_account(job), region):
+        return replace(output, checkpoint_read=False)
+    try:
+        seen = checkpoints.newest_object(region, *where)
+    except (ClientError, BotoCoreError):
+        return replace(output, checkpoint_read=False)
+    return replace(output, checkpoint_at=seen.newest, checkpoint_read=not seen.truncated)
+
+
+def _logs_seen(job: TrainingJobDetail, output: Output, region: str, now: datetime) -> LogsSeen:
+    """Whether any of the quiet job's hosts logged since its silence began."""
+    try:
+        streams = training_logs.host_streams(region, job.TrainingJobName)
+        if not streams:
+            return LogsSeen(False, why="it has no log stream")
+        since = now - silence_after(output.metric_times)
+        return LogsSeen(True, streams, training_logs.wrote_since(region, streams, since))
+    except training_logs.LogsUnreadable as error:
+        logger.warning("training logs unreadable", extra={"job": job.TrainingJobName, "why": str(error)})
+        return LogsSeen(False, why=str(error))
+
+
+def _with_newest(job: TrainingJobDetail, seen: LogsSeen, region: str) -> LogsSeen:
+    """Each host's newest events and the last lines, for a job found hung (read once a sweep)."""
+    try:
+        newest = training_logs.newest_events(region, seen.streams, LAST_LINES)
+    except training_logs.LogsUnreadable as error:
+        logger.warning("training logs unreadable", extra={"job": job.TrainingJobName, "why": str(error)})
+        return seen
+    return replace(seen, newest=newest.at, last_lines=quoted(newest.lines))
+
+
+def _gpus_seen(
+    jobs: Sequence[TrainingJobDetail],
+    region: str,
+    runtime: Runtime,
+    now: datetime,
+    outputs: dict[str, Output],
+) -> dict[str, GpusSeen]:
+    """The silent jobs' hosts' GPUUtilization, each minute's Minimum over the silence (at most HANG_GPU_MINUTES):
+    one query per host, in one walk."""
+    if not jobs:
+        return {}
+    try:
+        types = inventory.catalog.lookup(region, [t for j in jobs if (t := _instance_type(j))])
+    except (ClientError, BotoCoreError):
+        types = {}
+    minutes = {
+        j.TrainingJobName: min(
+            HANG_GPU_MINUTES,
+            int(silence_after(outputs[j.TrainingJobName].metric_times).total_seconds() // 60),
+        )
+        for j in jobs
+    }
+    queries = [
+        Query(
+            (j.TrainingJobName, "gpu", str(host)),
+            TRAINING_NAMESPACE,
+            TRAINING_GPU_METRIC,
+            (("Host", f"{j.TrainingJobName}/algo-{host}"),),
+            stat="Minimum",
+        )
+        for j in jobs
+        for host in range(1, host_count(j) + 1)
+    ]
+    start = now - timedelta(minutes=max(minutes.values()))
+    data = runtime.reads.metrics.get_metric_data(region, queries, start, now, 60)
+    seen = {}
+    for j in jobs:
+        since = now - timedelta(minutes=minutes[j.TrainingJobName])
+        hosts = {
+            h: [p for p in series if p[0] >= since] for h, series in data.gpus(j.TrainingJobName).items()
+        }
+        accelerators = types.get(_instance_type(j) or "")
+        seen[j.TrainingJobName] = gpus_seen(
+            hosts, host_count(j), accelerators.count if accelerators else None
+        )
+    return seen
+
+
+def _unread(output: Output, logs: LogsSeen, gpus: GpusSeen | None) -> str:
+    """Why a quiet job's hang cannot be told."""
+    if not logs.readable:
+        return logs.why
+    if not output.checkpoint_read:
+        return "its checkpoint location could not be read"
+    if gpus is None or not gpus.gpus_per_host:
+        return "its instance type's GPU count is unknown"
+    if gpus.silent_hosts:
+        return "no GPUUtilization from " + ", ".join(f"algo-{h}" for h in gpus.silent_hosts)
+    return "its GPUs could not be read"
 
 
 def checkpoint_findings(
@@ -330,7 +544,10 @@ def sweep_region(
     )
     findings = ceiling_findings(jobs, region, runtime, now, event_id)
     held = {f.resource.id for f in findings if f.remediable}
-    findings += divergence_findings(jobs, region, runtime, now, event_id, held)
+    watched = watched_jobs(jobs)
+    readings = job_series(watched, region, runtime, now) if watched else {}
+    findings += divergence_findings(jobs, region, runtime, now, event_id, held, readings)
+    findings += hang_findings(jobs, region, runtime, now, event_id, readings, held)
     findings += checkpoint_findings(jobs, region, runtime, now, event_id)
     findings += digest_findings(account, region, scheduled_at, state, event_id)
     return runtime.act(findings, now)

@@ -32,10 +32,10 @@ from costguard.interact import resources, state
 from costguard.interact.authorize import OWNER_TAG_KEY, Allowed, SlackDirectory, refusal
 from costguard.interact.offers import Offer, OfferBook
 from costguard.interact.rejudge import Rejudge
-from costguard.interact.values import ActionId, ActionValue, parse_action_value
 from costguard.model import Action, Decision, Finding, Resource
 from costguard.notify.notice import Notice
 from costguard.notify.queue import NoticeQueue
+from costguard.notify.values import ActionId, ActionValue, parse_action_value
 from costguard.observability import logger, metrics
 from costguard.policy import (
     SNOOZE_TAG_KEY,

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from costguard.aws import clients
 from costguard.interact.authorize import OWNER_TAG_KEY
-from costguard.interact.values import ActionId, parse_action_value
+from costguard.notify.values import ActionId, parse_action_value
 from costguard.permissions import needs
 
 if TYPE_CHECKING:

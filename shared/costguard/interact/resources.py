@@ -7,8 +7,8 @@ from typing import Any
 from costguard.aws import clients, inventory
 from costguard.aws.sagemaker import account_of, tags_of
 from costguard.detect.gpu import instance_resource
-from costguard.interact.values import ResourceKey
 from costguard.model import Resource, ResourceKind
+from costguard.notify.values import ResourceKey
 from costguard.permissions import needs
 
 # What a button may act on: what costguard itself may stop.

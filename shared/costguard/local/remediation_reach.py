@@ -18,6 +18,7 @@ ACTS: dict[Reason, str] = {
     Reason.JOB_COST_CEILING: "stops training jobs over their cost ceiling",
     Reason.JOB_FAILURE_LOOP: "stops the idle jobs of a declared family that keeps failing",
     Reason.TRAINING_DIVERGED: "stops diverged jobs tagged costguard:stop-on-divergence=true",
+    Reason.JOB_HUNG: "stops hung jobs tagged costguard:stop-on-hang=true",
     Reason.CAPACITY_RESERVATION_IDLE: "cancels idle reservations tagged costguard:auto-cancel=true",
     Reason.BEDROCK_THROUGHPUT_IDLE: "deletes idle throughputs tagged costguard:auto-delete=true",
     Reason.POD_GPU_IDLE: "scales idle workloads labelled costguard.io/scale-to-zero=true to zero",

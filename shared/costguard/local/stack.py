@@ -972,8 +972,8 @@ def _reset_process_caches() -> None:
     import aws_lambda_powertools.utilities.parameters.base as parameters_base
 
     from costguard.aws import buckets, organization
+    from costguard.aws.price_list import live_price
     from costguard.notify.delivery import webhook_client
-    from costguard.pricing.live import live_price
     from costguard.runtime import runtime
     from costguard.settings import get_settings
 

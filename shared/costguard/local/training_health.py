@@ -1,5 +1,6 @@
 """Seed what the training sweep's health checks read: each world job's MetricDefinitions and their values in the
-embedded CloudWatch, and the objects under its checkpoint location in the embedded S3."""
+embedded CloudWatch, its hosts' log streams in the embedded CloudWatch Logs, and the objects under its checkpoint
+location in the embedded S3."""
 
 from __future__ import annotations
 
@@ -33,11 +34,56 @@ def metric_series(
     step = timedelta(minutes=metric.step_minutes)
     points = []
     at = start + step
-    while at <= max(now, until):
+    stops = [t for t in (job.silent_from, job.metrics_paused_from) if t is not None]
+    while at <= max(now, until) and not any(at >= t for t in stops):
         nan = metric.nan_from is not None and at >= metric.nan_from
         points.append((at, float("nan") if nan else metric_value(metric, (at - start).total_seconds() / 60)))
         at += step
     return points
+
+
+LOG_GROUP = "/aws/sagemaker/TrainingJobs"
+STREAM_EPOCH = 1763600000  # the suffix of a host's stream name, as SageMaker appends one
+
+
+def log_lines(job: TrainingJob, host: int, now: datetime, until: datetime) -> list[tuple[datetime, str]]:
+    """Host ``host``'s log lines every ``log_every_minutes`` from the job's start (or LOOKBACK before now) to
+    ``until``, none from ``silent_from``."""
+    if job.log_every_minutes is None:
+        return []
+    start = job.started or now - LOOKBACK
+    step = timedelta(minutes=job.log_every_minutes)
+    lines, at, n = [], start + step, 1
+    while at <= max(now, until) and (job.silent_from is None or at < job.silent_from):
+        evaluating = job.metrics_paused_from is not None and at >= job.metrics_paused_from
+        what = f"evaluation batch {n}" if evaluating else f"step {n * 50}: all-reduce done"
+        lines.append((at, f"[{at:%Y-%m-%d %H:%M:%S}] algo-{host} {what}"))
+        at, n = at + step, n + 1
+    return lines
+
+
+def seed_training_logs(world: World, until: datetime) -> None:
+    """Each in-progress job's host streams in the embedded CloudWatch Logs, written straight into moto's backend:
+    its PutLogEvents refuses events more than 14 days older than the machine's clock, as CloudWatch Logs does, and
+    a world's day may be that old."""
+    jobs = [j for j in world.training_jobs if j.status == "InProgress" and j.log_every_minutes]
+    if not jobs:
+        return
+    from moto.logs.models import LogEvent, logs_backends  # the embedded AWS only
+
+    backend = logs_backends[world.account][world.region]
+    if LOG_GROUP not in backend.groups:
+        backend.create_log_group(LOG_GROUP, {})
+    group = backend.groups[LOG_GROUP]
+    for job in jobs:
+        for host in range(1, job.instance_count + 1):
+            name = f"{job.name}/algo-{host}-{STREAM_EPOCH}"
+            if name not in group.streams:
+                group.create_log_stream(name)
+            stream = group.streams[name]
+            for at, message in log_lines(job, host, world.now, until):
+                ms = int(at.timestamp() * 1000)
+                stream.events.append(LogEvent(ms, {"timestamp": ms, "message": message}))
 
 
 def checkpoint_uri(job: TrainingJob) -> str | None:
@@ -67,6 +113,7 @@ def seed_training_health(world: World, until: datetime) -> None:
                 data.append(datum(metric.name, dims, at, value, "None"))
         _write_checkpoints(world, job)
     publish(world.account, world.region, NAMESPACE, data)
+    seed_training_logs(world, until)
 
 
 def _write_checkpoints(world: World, job: TrainingJob) -> None:

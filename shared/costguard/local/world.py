@@ -14,7 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, model_validator
 from costguard.events.common import AwsTime
 from costguard.local.eks_world import EksCluster
 
-Pattern = Literal["idle", "busy", "starved", "none"]
+Pattern = Literal["idle", "busy", "starved", "spinning", "none"]
 AwsTimeAdapter: TypeAdapter[datetime] = TypeAdapter(AwsTime)
 
 # Mean utilization and swing of each pattern: deterministic, so tests can recompute figures.
@@ -22,6 +22,7 @@ PATTERN_LEVELS: dict[str, tuple[float, float]] = {
     "idle": (1.0, 1.0),
     "busy": (92.0, 5.0),
     "starved": (45.0, 8.0),
+    "spinning": (98.5, 1.5),  # a wait in a collective (NCCL): every GPU reads 97-100%
 }
 
 
@@ -239,6 +240,16 @@ class TrainingJob(_Strict):
         default_factory=list,
         description="when an object was written under its checkpoint location (checkpoint_s3_uri, or the "
         "costguard:checkpoint tag's URI)",
+    )
+    log_every_minutes: int | None = Field(
+        default=5, ge=1, le=24 * 60, description="each host writes a log line this often; null: no log stream"
+    )
+    silent_from: AwsTime | None = Field(
+        default=None,
+        description="from then the run writes nothing: no metric datapoint, no log line (a hang)",
+    )
+    metrics_paused_from: AwsTime | None = Field(
+        default=None, description="from then its metrics pause while its logs go on (an evaluation pass)"
     )
 
 

@@ -25,10 +25,10 @@ from slack_sdk.models.blocks import (
     StaticSelectElement,
 )
 
-from costguard.interact.values import KEEP_MENU, MUTE_MENU, action_value
 from costguard.model import MARK_TAG_KEY, Action, Decision, Finding, Reason, Resource, ResourceKind
 from costguard.notify.links import console_url, is_region
 from costguard.notify.notice import ROWS_SHOWN, GroupNotice, Notice, kind_of
+from costguard.notify.values import KEEP_MENU, MUTE_MENU, action_value
 from costguard.policy import NOTIFY_ONLY, is_protected, snoozed_until
 
 TITLES: dict[Reason, str] = {
@@ -47,6 +47,8 @@ TITLES: dict[Reason, str] = {
     Reason.JOB_COST_WARNING: "Training job nearing its cost ceiling",
     Reason.JOB_COST_CEILING: "Training job over its cost ceiling",
     Reason.TRAINING_DIVERGED: "Training run diverged",
+    Reason.JOB_HUNG: "Training job hung",
+    Reason.JOB_HANG_UNKNOWN: "Training job silent: hang cannot be told",
     Reason.CHECKPOINT_STALE: "Checkpoints stopped",
     Reason.JOB_NO_MAX_RUNTIME: "Training job without a sane max runtime",
     Reason.SPOT_WITHOUT_CHECKPOINT: "Spot training job without checkpoints",
@@ -599,7 +601,7 @@ _USER_ID = re.compile(r"[UW][A-Z0-9]{8,}")
 # The interactions endpoint (interact/) reads these: "<hours>|<reason>|<resource key>" for a choice of time,
 # "<reason>|<resource key>" for a button. Slack takes at most 150 characters in an option's value.
 KEEP, STOP_NOW, PROTECT, MUTE = "costguard:keep", "costguard:stop", "costguard:protect", "costguard:mute"
-KEEP_HOURS = KEEP_MENU  # the menus the worker accepts (interact/values.py): one list for both
+KEEP_HOURS = KEEP_MENU  # the menus the worker accepts (notify/values.py): one list for both
 MUTE_HOURS = MUTE_MENU
 # What a person can keep running, stop now or protect from a message: what costguard itself may stop.
 _CLICKABLE_KINDS = frozenset({ResourceKind.EC2_INSTANCE, ResourceKind.NOTEBOOK, ResourceKind.TRAINING_JOB})

@@ -32,6 +32,7 @@ from costguard.aws import metrics as cloudwatch_metrics
 from costguard.aws import sagemaker as sagemaker_reads
 from costguard.aws.alarms import ALARM_PREFIX
 from costguard.aws.metrics import GPU_METRIC, GPU_NAMESPACE, Dimensions
+from costguard.aws.price_list import PERMISSIONS as LIVE_PRICE_PERMISSIONS
 from costguard.aws.sagemaker import NOTEBOOK_DIMENSION, TRAINING_GPU_METRIC, TRAINING_NAMESPACE
 from costguard.detect.gpu import AGENT_HELP, PARTIAL_HELP, thresholds_from
 from costguard.detect.sagemaker import JOB_METRICS_HELP, NOTEBOOK_AGENT_HELP
@@ -58,7 +59,6 @@ from costguard.model import (
 from costguard.notify.routing import SecretFormatError, parse_routes
 from costguard.permissions import needs, read_only_policy
 from costguard.policy import PolicyError
-from costguard.pricing.live import PERMISSIONS as LIVE_PRICE_PERMISSIONS
 from costguard.settings import Settings, SettingsError, parse_settings
 
 RECENT = "PT3H"  # ListMetrics' RecentlyActive: what publishes now, as the sweep lists it

@@ -14,12 +14,9 @@ import time
 from dataclasses import dataclass
 from functools import cache, lru_cache
 from importlib import resources
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from costguard.observability import logger
-
-if TYPE_CHECKING:
-    from costguard.pricing.live import Answer
 
 FAILURE_SECONDS = 300.0  # a failed Price List call is not repeated by one price book within five minutes
 
@@ -33,6 +30,15 @@ class Price:
 
     usd_per_hour: float
     source: str
+
+
+@dataclass(frozen=True)
+class Answer:
+    """What the Price List said of one type: a price, or None and why (``failed``: the call itself failed)."""
+
+    price: Price | None
+    why: str = ""
+    failed: bool = False
 
 
 @cache
@@ -188,7 +194,7 @@ class PriceBook:
 
     def _ask(self, instance_type: str, region: str, component: str | None, table: str) -> Answer:
         """The Price List's answer; a call that failed is not repeated by this book for FAILURE_SECONDS."""
-        from costguard.pricing.live import price_list  # imported only when the Price List is asked
+        from costguard.aws.price_list import price_list  # imported only when the Price List is asked
 
         key = (instance_type, region, component or "")
         failed = self._failed.get(key)

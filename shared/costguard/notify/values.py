@@ -1,4 +1,4 @@
-"""The action ids and values of costguard's interactive Slack elements: built by the message, read back here."""
+"""The action ids and values of costguard's interactive Slack elements: built by the message, read back by interact/."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The Price List API path (moto has no Pricing service: tested with botocore's Stubber).
+"""The Price List API path, the price book's adapter (moto has no Pricing service: tested with botocore's Stubber).
 
 ``live_price`` asks GetProducts once per type, region (and SageMaker component) for the life of the process.
 ``price_list`` is what the price book calls: the same answer, kept in the state table (where one is configured)
@@ -8,7 +8,6 @@ so that a cold start or another function does not ask again, and with the reason
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
 from datetime import timedelta
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
@@ -17,7 +16,7 @@ from costguard import clock
 from costguard.aws import clients
 from costguard.observability import logger
 from costguard.permissions import needs
-from costguard.pricing import SAGEMAKER_COMPONENTS, Price, service_of
+from costguard.pricing import SAGEMAKER_COMPONENTS, Answer, Price, service_of
 
 if TYPE_CHECKING:
     from mypy_boto3_pricing.type_defs import FilterTypeDef
@@ -83,15 +82,6 @@ def live_price(instance_type: str, region: str, component: str | None = None) ->
         # None or several candidates: refuse to guess; the caller falls back to the table.
         return None
     return Price(prices.pop(), SOURCE)
-
-
-@dataclass(frozen=True)
-class Answer:
-    """What the Price List said of one type: a price, or None and why (``failed``: the call itself failed)."""
-
-    price: Price | None
-    why: str = ""
-    failed: bool = False
 
 
 def cache_key(instance_type: str, region: str, component: str | None = None) -> str:
