@@ -230,18 +230,7 @@ class Poller:
                 wake = min((t for t in (later, self.clock.earliest_other()) if t is not None), default=now)
                 self.clock.advance(max(IDLE_POLL_SECONDS, wake - now))
                 continue
-            context = _Context("NotifierFunction", self.timeout, now, lambda s: self.clock.now() - s)
-            event = {"Records": [_record(m, self.source.arn) for m in received]}
-            self.clock.invoking.on = True
-            try:
-                result = handler(event, context)
-            finally:
-                self.clock.invoking.on = False
-            took = self.clock.now() - now
-            failed = {f["itemIdentifier"] for f in result.get("batchItemFailures", [])}
-            killed = took > self.timeout  # Lambda would have stopped it: the whole batch comes back
-            if killed:
-                failed = {m["MessageId"] for m in received}
+            failed, took, killed = invoke(handler, self.clock, self.timeout, received, self.source.arn)
             self._settle(received, failed, now, self.clock.now())
             self.invocations.append(
                 {
@@ -381,6 +370,33 @@ def play(
             raise AssertionError(f"poller {poller.index} failed") from poller.error
     ends = [i["started"] + i["seconds"] for p in pollers for i in p.invocations]
     return world, pollers, max(ends, default=start)
+
+
+def invoke(
+    handler: Callable[[Any, Any], Any],
+    clock: Played,
+    timeout: float,
+    received: list[dict[str, Any]],
+    arn: str,
+) -> tuple[set[str], float, bool]:
+    """One invocation of the notifier on ``received``, on the poller's played clock with ``timeout``: the ids it
+    hands back (every one when it ran past its timeout: Lambda would have stopped it), how long it took, and
+    whether it was killed."""
+    started = clock.now()
+    context = _Context("NotifierFunction", timeout, started, lambda s: clock.now() - s)
+    clock.invoking.on = True
+    try:
+        result = handler({"Records": [_record(m, arn) for m in received]}, context)
+    finally:
+        clock.invoking.on = False
+    took = clock.now() - started
+    killed = took > timeout
+    failed = (
+        {m["MessageId"] for m in received}
+        if killed
+        else {f["itemIdentifier"] for f in result.get("batchItemFailures", [])}
+    )
+    return failed, took, killed
 
 
 class _Context(LambdaContext):

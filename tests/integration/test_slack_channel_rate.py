@@ -60,8 +60,7 @@ from tests.integration.played_source import (
     SEED,
     SLACK_CALL_SECONDS,
     Played,
-    _Context,
-    _record,
+    invoke,
     playing,
 )
 from tests.integration.slack_app import atomic_dynamodb
@@ -185,19 +184,9 @@ class Poller:
             if not received:
                 self.clock.advance(max(IDLE_POLL_SECONDS, (later or now) - now))
                 continue
-            context = _Context(
-                "NotifierFunction", self.timeout, now, lambda started: self.clock.now() - started
+            failed, took, _ = invoke(
+                handler, self.clock, self.timeout, received, self.stack.urls["DecisionsQueue"]
             )
-            event = {"Records": [_record(m, self.stack.urls["DecisionsQueue"]) for m in received]}
-            self.clock.invoking.on = True
-            try:
-                result = handler(event, context)
-            finally:
-                self.clock.invoking.on = False
-            took = self.clock.now() - now
-            failed = {f["itemIdentifier"] for f in result.get("batchItemFailures", [])}
-            if took > self.timeout:  # Lambda would have stopped it: the whole batch comes back
-                failed = {m["MessageId"] for m in received}
             self._settle(received, failed, now)
             self.invocations.append(
                 {"started": now, "records": len(received), "returned": len(failed), "seconds": took}
