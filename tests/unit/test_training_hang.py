@@ -239,3 +239,24 @@ def test_the_newest_events_of_each_host_and_the_last_lines(stubbed: Stubber) -> 
     newest = training_logs.newest_events("us-east-1", STREAMS, 5)
     assert newest.at == {STREAMS[0]: datetime.fromtimestamp(1763604120, UTC), STREAMS[1]: None}
     assert newest.lines == ("m1763604000000", "m1763604120000")
+
+
+def test_hostile_log_lines_cannot_ping_or_link_in_the_message() -> None:
+    """A job's log lines are anyone's text: quoted in the message, they neither ping a channel nor forge a link."""
+    from costguard.act.executor import Outcome
+    from costguard.model import Action, Decision
+    from costguard.notify.message import build_message
+    from costguard.notify.notice import Notice
+
+    hostile = ["<!channel> NCCL timeout", "see <https://evil.example|the fix>", "\u202eevil"]
+    logs = LogsSeen(True, SILENT_LOGS.streams, last_lines=quoted(hostile))
+    price = Price(usd_per_hour=10.0, source="test")
+    found = hung_finding(
+        job(), QUIET, logs, busy(98.0), account="123456789012", region="us-east-1", price=price, now=NOW
+    )
+    decision = Decision(
+        action=Action.NOTIFY, reason=found.reason, finding=found, dry_run=True, decided_at=NOW
+    )
+    text = str(build_message(Notice(decision=decision, outcome=Outcome(done=False, detail="told"))))
+    assert "NCCL timeout" in text and "&lt;!channel&gt;" in text
+    assert "<!channel>" not in text and "<https://evil.example" not in text and "\u202e" not in text
