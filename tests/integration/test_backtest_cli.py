@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 from pathlib import Path
 from typing import Any
@@ -117,3 +118,77 @@ def test_the_backtest_applies_remediate_scope_and_reason_modes_as_deployed(
     assert notify_idle["totals"]["held_by_reason"]["gpu_idle"] >= idle_stops
     # Stops of other reasons are still made.
     assert notify_idle["totals"]["stops"] == stops - idle_stops
+
+
+def test_widen_previews_each_step_of_the_rollout_with_its_own_scope(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 41: `--widen team` walks one step per team, safest first, each with the RemediateScope it would
+    deploy: a step stops only its teams' resources, each step keeps the earlier teams, and the last step (no
+    scope) is the plain backtest."""
+    assert main(["backtest", "--world", WEEK, "--json", "--widen", "team", "--out", str(tmp_path)]) == 0
+    document = json.loads(capsys.readouterr().out)
+    steps = document["widening"]
+    team_of = _teams()
+    world_teams = {team_of.get(r["id"]) for r in document["resources"]} - {None}
+    assert [s["step"] for s in steps] == list(range(1, len(world_teams) + 2))
+    assert steps[-1]["added"] == "every resource" and steps[-1]["remediate_scope"] == ""
+    assert steps[-1]["stops"] == document["totals"]["stops"]
+    assert steps[-1]["reclaimable_usd"] == document["totals"]["reclaimable_usd"]
+    assert {s["added"] for s in steps[:-1]} == {f"team={t}" for t in world_teams}
+    for earlier, later in itertools.pairwise(steps[:-1]):
+        assert later["remediate_scope"].startswith(earlier["remediate_scope"] + "|")
+    # The first step's figures are a walk with its scope alone: the same stops as the backtest run with it.
+    first = steps[0]
+    assert 0 < first["stops"] < steps[-1]["stops"]
+    capsys.readouterr()
+    scoped = _scoped(first["remediate_scope"], capsys)
+    assert (scoped["totals"]["stops"], scoped["totals"]["reclaimable_usd"]) == (
+        first["stops"],
+        first["reclaimable_usd"],
+    )
+    stopped = {r["id"] for r in scoped["resources"] if r["stops"]}
+    assert stopped and {team_of[i] for i in stopped} == {first["added"].removeprefix("team=")}
+    page = (tmp_path / "backtest.html").read_text()
+    assert "Widening remediate one step at a time" in page and first["remediate_scope"] in page
+
+
+def test_widen_leaves_a_value_no_scope_can_name_to_the_last_step() -> None:
+    """A team tagged ``a|b`` (or ``x,y``) cannot be named by a RemediateScope: it is not a step of its own (a scope
+    built from it would name other teams), and the last step, every resource, covers it."""
+    from dataclasses import replace as replaced
+
+    from costguard.backtest.command import world_period
+    from costguard.backtest.walk import Params, backtest
+    from costguard.backtest.widen import widening
+    from costguard.backtest.world_history import world_history
+    from costguard.pricing import price_book
+
+    world = load_world(Path(WEEK))
+    hostile = ["vision|nlp", "ml,research", " padded"]
+    for instance, team in zip(world.instances, hostile, strict=False):
+        instance.tags["team"] = team
+    start, step = world_period(world, None, None)
+    history = world_history(world, start, step, price_book())
+    rows = widening(history, replaced(Params()), "team", backtest)
+    assert not any(set(r.added) & set("|,") or " " in r.added for r in rows[:-1])
+    assert rows[-1].scope == "" and rows[-1].added == "every resource"
+
+
+def _scoped(scope: str, capsys: pytest.CaptureFixture[str]) -> dict[str, Any]:
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("COSTGUARD_REMEDIATE_SCOPE", scope)
+        assert main(["backtest", "--world", WEEK, "--json"]) == 0
+    document: dict[str, Any] = json.loads(capsys.readouterr().out)
+    return document
+
+
+def _teams() -> dict[str, str]:
+    """The week world's resources (instances by id, jobs and notebooks by name) -> their team tag."""
+    world = load_world(Path(WEEK))
+    teams = {i.id: i.tags["team"] for i in world.instances if "team" in i.tags}
+    for kind in ("training_jobs", "notebooks"):
+        for item in getattr(world, kind):
+            if "team" in item.tags:
+                teams[item.name] = item.tags["team"]
+    return teams

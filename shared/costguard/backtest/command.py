@@ -15,6 +15,7 @@ from costguard.backtest.history import History
 from costguard.backtest.progress import progress_for
 from costguard.backtest.report import SweepRow, as_html, as_json, as_text
 from costguard.backtest.walk import Params, Result, backtest
+from costguard.backtest.widen import WidenRow, widening
 from costguard.events.common import to_datetime
 from costguard.local.world import World
 from costguard.pricing import price_book
@@ -140,11 +141,17 @@ def read_account(args: argparse.Namespace, params: Params, combos: list[dict[str
     )
 
 
-def write_reports(out: Path, document: dict[str, Any], result: Result, rows: list[SweepRow]) -> list[Path]:
+def write_reports(
+    out: Path,
+    document: dict[str, Any],
+    result: Result,
+    rows: list[SweepRow],
+    widened: list[WidenRow] | None = None,
+) -> list[Path]:
     out.mkdir(parents=True, exist_ok=True)
     paths = [out / "backtest.json", out / "backtest.html"]
     paths[0].write_text(json.dumps(document, indent=2) + "\n", encoding="utf-8")
-    paths[1].write_text(as_html(result, rows), encoding="utf-8")
+    paths[1].write_text(as_html(result, rows, widened), encoding="utf-8")
     return paths
 
 
@@ -164,18 +171,19 @@ def cmd_backtest(args: argparse.Namespace, world: World | None) -> int:
         history = read_world(world, args) if world is not None else read_account(args, params, combos)
     result = backtest(history, params, progress_for("backtest", args.json))
     rows = sweep(history, params, combos)
+    widened = widening(history, params, args.widen, backtest) if getattr(args, "widen", None) else []
     api_calls: dict[str, int] = {}
     if world is None:
         from costguard.backtest.live import api_calls as counted
 
         api_calls = counted()
-    document = as_json(result, rows, api_calls)
+    document = as_json(result, rows, api_calls) | {"widening": [row.as_json() for row in widened]}
     if args.json:
         print(json.dumps(document, indent=2))
     else:
-        print(as_text(result, rows))
+        print(as_text(result, rows, widened=widened))
     if args.out:
-        for path in write_reports(Path(args.out), document, result, rows):
+        for path in write_reports(Path(args.out), document, result, rows, widened):
             print(f"wrote {path}", file=sys.stderr)
     return 0
 
@@ -225,6 +233,12 @@ def add_arguments(command: argparse.ArgumentParser) -> None:
         metavar="NAME=V1,V2",
         help="try every combination: idle-threshold=2,5,10 idle-window=15,30,60 grace=0,15 (adaptive: "
         "adaptive-floor=30,40 adaptive-horizon=60 interruption-cost=10,25,50)",
+    )
+    command.add_argument(
+        "--widen",
+        metavar="TAG",
+        help="preview the rollout: remediate widened one value of this tag at a time (team: team=a, then "
+        "team=a|b, ...; the safest first), each step walked with its RemediateScope, then every resource",
     )
     command.add_argument("--json", action="store_true", help="the JSON document on stdout, no progress bar")
     command.add_argument("--out", help="directory for backtest.json and backtest.html")

@@ -9,6 +9,7 @@ from typing import Any
 
 from costguard.backtest.history import Subject, SubjectKind
 from costguard.backtest.walk import Outcome, Result
+from costguard.backtest.widen import WidenRow, widen_table
 
 # Bumped whenever a field changes meaning or goes away; new fields may appear without a bump.
 SCHEMA_VERSION = 1
@@ -125,7 +126,12 @@ def notices_line(counts: dict[str, int]) -> str:
     return ", ".join(f"{reason} {count}" for reason, count in counts.items()) or "none"
 
 
-def as_text(result: Result, sweep: list[SweepRow] | None = None, limit: int = 20) -> str:
+def as_text(
+    result: Result,
+    sweep: list[SweepRow] | None = None,
+    limit: int = 20,
+    widened: list[WidenRow] | None = None,
+) -> str:
     h, t = result.history, totals(result)
     lines = [
         f"Backtest of {h.source}, {h.start:%Y-%m-%d %H:%M} to {h.end:%Y-%m-%d %H:%M} UTC in "
@@ -178,6 +184,9 @@ def as_text(result: Result, sweep: list[SweepRow] | None = None, limit: int = 20
     lines.append(f"Notices that would have been posted, by verdict: {notices_line(t['notices_by_reason'])}.")
     if sweep:
         lines += ["", "Threshold sweep:", sweep_table(sweep)]
+    if widened:
+        lines += ["", "Widening remediate one step at a time (each step's RemediateScope, as deployed):"]
+        lines += [widen_table(widened)]
     return "\n".join(lines)
 
 
@@ -265,7 +274,9 @@ def timeline_svg(outcome: Outcome, result: Result) -> str:
     return "".join(parts)
 
 
-def as_html(result: Result, sweep: list[SweepRow] | None = None) -> str:
+def as_html(
+    result: Result, sweep: list[SweepRow] | None = None, widened: list[WidenRow] | None = None
+) -> str:
     h, t = result.history, totals(result)
     esc = html.escape
     rows = sorted(result.outcomes, key=lambda o: (o.saved_usd, o.idle_usd), reverse=True)
@@ -305,6 +316,18 @@ def as_html(result: Result, sweep: list[SweepRow] | None = None) -> str:
                 f"<tr><td>{row.idle_percent:g}</td><td>{row.idle_window_minutes}</td><td>{row.grace_minutes}</td>"
                 f"<td>{r.idle_usd:,.2f}</td><td>{r.reclaimable_usd:,.2f}</td><td>{r.unclaimed_usd:,.2f}</td><td>{r.stops}</td>"
                 f"<td>{r.near_misses}</td></tr>"
+            )
+        body.append("</table></section>")
+    if widened:
+        body.append(
+            "<section><h2>Widening remediate one step at a time</h2><table><tr><th>Step</th><th class='l'>Adds</th>"
+            "<th class='l'>RemediateScope</th><th>Stops</th><th>Near-misses</th><th>Reclaimable $</th></tr>"
+        )
+        for step in widened:
+            r = step.result
+            body.append(
+                f"<tr><td>{step.step}</td><td class='l'>{esc(step.added)}</td><td class='l'>{esc(step.scope or '(none)')}"
+                f"</td><td>{r.stops}</td><td>{r.near_misses}</td><td>{r.reclaimable_usd:,.2f}</td></tr>"
             )
         body.append("</table></section>")
     body.append(
