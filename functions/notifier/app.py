@@ -15,12 +15,13 @@ from typing import Any
 from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from costguard.flows.notifier import DELIVER_PERMISSIONS, deliver_batch, tell_ops_channel_refused
+from costguard.flows.notifier import DELIVER_PERMISSIONS, deliver_batch
 from costguard.handler import lambda_entry
 from costguard.notify.delivery import Deadline, NotStartedError, PermanentDeliveryError, redact
 from costguard.notify.handback import PERMISSIONS as HAND_BACK_PERMISSIONS
 from costguard.notify.handback import hand_back
 from costguard.notify.notice import AnyNotice, parse_notice
+from costguard.notify.ops_topic import tell_ops_channel_refused
 from costguard.notify.parked import PERMISSIONS as PARK_PERMISSIONS
 from costguard.notify.parked import ParkError, park
 from costguard.notify.slack_api import ApiPermanentError

@@ -23,8 +23,8 @@ from slack_sdk.web.base_client import BaseClient as SlackClient
 
 from costguard import clock as costguard_clock
 from costguard.aws import clients
-from costguard.flows import notifier
 from costguard.local.stack import LambdaContext, LocalStack
+from costguard.notify import run as delivery_run
 from costguard.notify import slack_retry
 from costguard.notify.notice import Notice
 from costguard.notify.queue import SqsNoticeQueue
@@ -135,7 +135,7 @@ def playing(monkeypatch: pytest.MonkeyPatch, seed: int = SEED) -> Played:
     base = time.time()
     monkeypatch.setattr(time, "sleep", sleep)  # slack_sdk's back-off and Retry-After, the notifier's turns
     monkeypatch.setattr(costguard_clock, "_played_wall", wall)
-    monkeypatch.setattr(notifier, "_pause", sleep)  # waiting for the other notifier's claim or lease
+    monkeypatch.setattr(delivery_run, "_pause", sleep)  # waiting for the other notifier's claim or lease
     monkeypatch.setattr(SlackClient, "_perform_urllib_http_request_internal", request)
     monkeypatch.setattr(BaseClient, "_make_api_call", call)
     monkeypatch.setattr(slack_retry, "random", _PerThreadRandom(seed))

@@ -15,7 +15,8 @@ from costguard.local.demo import DemoRun, run_demo
 from costguard.local.render import render
 from costguard.local.world import World
 from costguard.model import ResourceKind
-from costguard.notify.message import build_group_message, build_message, build_reply
+from costguard.notify.group_message import build_group_message
+from costguard.notify.message import build_message, build_reply
 from costguard.notify.notice import GroupNotice, Notice
 
 # What Python prints for its own values, and never a person.
@@ -53,8 +54,8 @@ class Demo:
 @pytest.fixture(scope="module", params=["notify", "remediate"])
 def demo_run(request: pytest.FixtureRequest) -> Demo:
     """Every file in events/ through the embedded stack and a local Slack app, as `costguard demo` runs them."""
-    import costguard.flows.notifier as notifier
     from costguard.local.world import load_world
+    from costguard.notify import opening, posts
     from tests.conftest import DEMO_WORLD
 
     built: list[tuple[dict[str, Any], dict[str, Any]]] = []
@@ -77,9 +78,10 @@ def demo_run(request: pytest.FixtureRequest) -> Demo:
 
     world: World = load_world(DEMO_WORLD)
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(notifier, "build_message", recording(build_message))
-        patch.setattr(notifier, "build_reply", recording(build_reply))
-        patch.setattr(notifier, "build_group_message", recording_group)
+        patch.setattr(posts, "build_message", recording(build_message))
+        patch.setattr(opening, "build_message", recording(build_message))
+        patch.setattr(posts, "build_reply", recording(build_reply))
+        patch.setattr(posts, "build_group_message", recording_group)
         run = run_demo(world, request.param)
     assert all(r.ok for r in run.results), [r.error for r in run.results if not r.ok]
     # Every payload Slack received is one the notifier built.

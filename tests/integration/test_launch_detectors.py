@@ -20,7 +20,7 @@ from costguard.local.sink import SlackSink
 from costguard.local.stack import LocalStack
 from costguard.local.world import World
 from costguard.model import Reason
-from costguard.notify.message import TITLES
+from costguard.notify.titles import TITLES
 from costguard.pricing import bundled_table
 from costguard.pricing.transfer import transfer_table
 from tests.conftest import EVENTS, load_event

@@ -12,8 +12,8 @@ from costguard.aws import clients
 from costguard.local.stack import LocalStack
 from costguard.local.template import Template, local_pattern
 from costguard.model import Reason
-from costguard.notify.message import TITLES
 from costguard.notify.notice import Notice
+from costguard.notify.titles import TITLES
 from tests.conftest import EVENTS, ROOT
 
 TEMPLATE = Template.load(ROOT / "template.yaml")

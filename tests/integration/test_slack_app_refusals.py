@@ -13,10 +13,10 @@ import boto3
 import pytest
 
 from costguard.aws import clients
-from costguard.flows import notifier as flow
 from costguard.local.sink import SlackSink
 from costguard.local.stack import LocalStack
 from costguard.local.world import World
+from costguard.notify import ops_topic as flow
 from costguard.notify.notice import Notice
 from tests.integration.conftest import drain, subscribe_queue
 from tests.integration.slack_app import notice

@@ -31,13 +31,13 @@ from typing import Any
 import pytest
 
 from costguard.aws import clients
-from costguard.flows import notifier
 from costguard.local.interactions import LOCAL_CHANNEL
 from costguard.local.sink import SlackSink
 from costguard.local.stack import TABLE, LocalStack
 from costguard.local.world import World
 from costguard.notify.conversation import DynamoConversationStore, destination_id, group_post_id, order_of
-from costguard.notify.message import build_group_message, build_message
+from costguard.notify.group_message import build_group_message
+from costguard.notify.message import build_message
 from costguard.notify.notice import Notice
 from tests.conftest import ROOT
 from tests.integration.played_source import Played, play, playing, recording_hand_backs
@@ -182,7 +182,7 @@ def _check(stack: LocalStack, notices: list[Notice]) -> dict[str, Any]:
             groups += 1
             rows_of[message["ts"]] = told
         tellings.update(told)
-        if not message.get("thread_ts") and not (key or "").startswith(notifier.NEWS_PREFIX):
+        if not message.get("thread_ts") and not (key or "").startswith(posts.NEWS_PREFIX):
             for told_id in told:
                 parent_of.setdefault(by_id[told_id].decision.finding.conversation, []).append(message["ts"])
     newest: dict[str, Notice] = {}

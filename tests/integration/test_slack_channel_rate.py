@@ -46,13 +46,14 @@ import pytest
 
 from costguard.act.executor import Outcome
 from costguard.aws import clients
-from costguard.flows import notifier
 from costguard.local.sink import SlackSink
 from costguard.local.stack import TABLE, LocalStack
 from costguard.local.world import World
 from costguard.model import Action, Decision, Finding, Reason, Resource, ResourceKind
+from costguard.notify import posts
 from costguard.notify.conversation import DynamoConversationStore, destination_id, group_post_id
 from costguard.notify.notice import Notice
+from costguard.notify.run import Run
 from tests.conftest import ROOT
 from tests.integration.played_source import (
     AWS_CALL_SECONDS,
@@ -108,15 +109,15 @@ def handed_back(monkeypatch: pytest.MonkeyPatch) -> Counter[str]:
 def counting_hand_backs(monkeypatch: pytest.MonkeyPatch) -> Counter[str]:
     """Why the notifier handed notices back to the queue: the error's kind and Slack's error code, per notice."""
     causes: Counter[str] = Counter()
-    fail = notifier._Run.fail
+    fail = Run.fail
 
-    def recorded(run: notifier._Run, members: Any, error: Exception) -> None:
+    def recorded(run: Run, members: Any, error: Exception) -> None:
         members = list(members)
         code = getattr(error, "error", None)
         causes[f"{type(error).__name__}:{code}" if code else type(error).__name__] += len(members)
         fail(run, members, error)
 
-    monkeypatch.setattr(notifier._Run, "fail", recorded)
+    monkeypatch.setattr(Run, "fail", recorded)
     return causes
 
 
@@ -370,7 +371,7 @@ def _per_channel(
         key = str((message.get("metadata") or {}).get("event_payload", {}).get("post", ""))
         row["posts"] += 1
         row["replies" if message.get("thread_ts") else "top_level"] += 1
-        row["groups_of_news"] += key.startswith(notifier.NEWS_PREFIX)
+        row["groups_of_news"] += key.startswith(posts.NEWS_PREFIX)
     for update in updates:
         figures.setdefault(names[update["channel"]], Counter())["updates"] += 1
     return {team: dict(sorted(figures[team].items())) for team in CHANNELS if team in figures}

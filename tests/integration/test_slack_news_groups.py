@@ -12,12 +12,15 @@ from typing import Any
 import pytest
 from moto import mock_aws
 
-from costguard.flows.notifier import NEWS_PREFIX, _stops_of, deliver_batch, plan
+from costguard.flows.notifier import deliver_batch
 from costguard.local.sink import SlackSink
 from costguard.model import Action
 from costguard.notify import slack_api
 from costguard.notify.conversation import Conversation, DynamoConversationStore, destination_id, group_post_id
 from costguard.notify.notice import Notice, group
+from costguard.notify.planning import plan
+from costguard.notify.posts import NEWS_PREFIX
+from costguard.notify.rounds import stops_of
 from costguard.notify.slack_api import ApiOutcomeUnknown
 from costguard.settings import Settings
 from tests.integration.slack_app import CHANNEL, atomic_dynamodb, notice, shown, slack_app, stored
@@ -86,7 +89,7 @@ def test_the_conversations_a_stop_is_told_in_go_first_whole() -> None:
     )  # a producer's group with a stop among its rows
     alongside = notice(4, 3)  # another notice of that group's stopped resource
     members: list[tuple[str, Any]] = [("a", idle), ("b", stop), ("c", after), ("d", rows), ("e", alongside)]
-    assert _stops_of(members) == {id(stop), id(after), id(rows), id(alongside)}
+    assert stops_of(members) == {id(stop), id(after), id(rows), id(alongside)}
 
 
 # -- what reaches Slack ------------------------------------------------------------------------------------------

@@ -17,7 +17,7 @@ from costguard.local.sink import SlackSink
 from costguard.local.stack import LocalStack
 from costguard.local.world import TrainingJob, TrainingMetric, World
 from costguard.model import Reason
-from costguard.notify.message import TITLES
+from costguard.notify.titles import TITLES
 from costguard.pricing import bundled_table
 from tests.conftest import EVENTS, job_status, later, load_event, replay_with_status, with_reason
 

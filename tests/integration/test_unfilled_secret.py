@@ -13,11 +13,12 @@ from aws_lambda_powertools.utilities.parameters.exceptions import GetParameterEr
 from moto import mock_aws
 
 from costguard.aws import clients
-from costguard.flows import notifier as flow
+from costguard.flows.notifier import routes_for
 from costguard.local.replay import replay
 from costguard.local.sink import SlackSink
 from costguard.local.stack import SECRET, LocalStack
 from costguard.local.world import World
+from costguard.notify import ops_topic as flow
 from costguard.notify.delivery import (
     DeliveryError,
     EmptySecretError,
@@ -82,7 +83,7 @@ def logged(monkeypatch: pytest.MonkeyPatch) -> list[str]:
 
 def _deliver(secret: str) -> None:
     """What the notifier does first with every batch: read the routes (flows/notifier.routes_for)."""
-    flow.routes_for(Settings(slack_secret_id=secret))
+    routes_for(Settings(slack_secret_id=secret))
 
 
 def test_a_secret_with_no_value_is_told_once_on_the_ops_topic_and_the_notice_is_retried(

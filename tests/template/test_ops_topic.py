@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from costguard.flows.notifier import OPS_TOPIC_VARIABLE
+from costguard.notify.ops_topic import OPS_TOPIC_VARIABLE
 from tests.template.iam import body, grants
 
 pytestmark = pytest.mark.template

@@ -14,19 +14,11 @@ import pytest
 from costguard.act.executor import Outcome
 from costguard.detect.budgets import Running, anomaly_finding
 from costguard.events.budgets import Anomaly
-from costguard.flows.notifier import plan
 from costguard.model import MARK_TAG_KEY, Action, Decision, Finding, Reason, Resource, ResourceKind
 from costguard.notify import notice as notice_module
 from costguard.notify.conversation import Conversation, destination_id
-from costguard.notify.message import (
-    KEEP,
-    MUTE,
-    PROTECT,
-    STOP_NOW,
-    actions_for,
-    build_group_message,
-    build_message,
-)
+from costguard.notify.group_message import build_group_message
+from costguard.notify.message import KEEP, MUTE, PROTECT, STOP_NOW, actions_for, build_message
 from costguard.notify.notice import (
     ROWS_CARRIED,
     GroupNotice,
@@ -36,6 +28,7 @@ from costguard.notify.notice import (
     merged_totals,
     totals_without,
 )
+from costguard.notify.planning import plan
 from costguard.policy import SNOOZE_TAG_KEY
 
 NOW = datetime(2026, 11, 20, 12, 0, tzinfo=UTC)

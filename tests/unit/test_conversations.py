@@ -14,7 +14,6 @@ from moto import mock_aws
 
 from costguard.act.executor import Outcome
 from costguard.aws import clients, dynamo
-from costguard.flows.notifier import Post, plan
 from costguard.model import Action, Decision, Finding, Reason, Resource, ResourceKind
 from costguard.notify.conversation import (
     Conversation,
@@ -26,6 +25,7 @@ from costguard.notify.conversation import (
     order_of,
 )
 from costguard.notify.notice import GroupNotice, Notice, group
+from costguard.notify.planning import Post, plan
 
 NOW = datetime(2026, 11, 20, 12, 0, tzinfo=UTC)
 TABLE = "state"

@@ -12,16 +12,15 @@ import pytest
 from costguard.act.executor import Outcome
 from costguard.local.sink import block_problems
 from costguard.model import MARK_TAG_KEY, Action, Decision, Finding, Reason, Resource, ResourceKind
+from costguard.notify.group_message import build_group_message, log_link
 from costguard.notify.message import (
     KEEP,
     MUTE,
     PROTECT,
     STOP_NOW,
     actions_for,
-    build_group_message,
     build_message,
     build_reply,
-    log_link,
     owner_text,
 )
 from costguard.notify.notice import GroupNotice, Notice, group
@@ -393,7 +392,8 @@ def test_an_actor_that_is_not_a_user_id_is_not_shown() -> None:
 
 def test_every_reason_has_a_title_in_words_and_a_group_says_what_it_is_about() -> None:
     from costguard.model import Reason, ResourceKind
-    from costguard.notify.message import TITLES, group_title
+    from costguard.notify.group_message import group_title
+    from costguard.notify.titles import TITLES
 
     assert set(TITLES) == set(Reason)
     assert all(title != reason.value and "_" not in title for reason, title in TITLES.items())

@@ -205,6 +205,57 @@ def test_the_rooms_stand_on_their_floors_without_a_cycle() -> None:
     assert room_violations(PACKAGE) == []
 
 
+def module_cycles(package: Path) -> list[str]:
+    """Modules that import each other, directly or round a longer cycle, at load time or under TYPE_CHECKING
+    (a package's import of its own parent package is not counted: loading a module loads its parents first).
+    Each cycle named once, shortest first, by its modules."""
+    edges = {
+        name: {t for t in targets if t in modules_of and not name.startswith(t + ".")}
+        for modules_of in [graph(package, type_checking=True)]
+        for name, targets in modules_of.items()
+    }
+    found: list[str] = []
+    seen: set[frozenset[str]] = set()
+    for start in sorted(edges):
+        cycles = [[start, *path] for n in sorted(edges[start]) if (path := chain(edges, n, start.__eq__))]
+        if cycles and (cycle := min(cycles, key=len)) and frozenset(cycle) not in seen:
+            seen.add(frozenset(cycle))
+            found.append("modules in a cycle: " + " -> ".join(cycle))
+    return found
+
+
+def test_no_two_modules_lean_on_each_other() -> None:
+    """Issue 44: no import cycle among the package's modules, whatever their rooms (a cycle within a room too:
+    local/interactions <-> local/replay, notify/slack_api <-> notify/slack_retry were two)."""
+    assert module_cycles(PACKAGE) == []
+
+
+@pytest.mark.parametrize(
+    ("module", "source", "expected"),
+    [
+        (  # within one room: the interactions' replay leaning on the replay that routes them
+            "local/interactions.py",
+            "\nfrom costguard.local.replay import replay_event\n",
+            "modules in a cycle: costguard.local.interactions -> costguard.local.replay -> "
+            "costguard.local.interactions",
+        ),
+        (  # under TYPE_CHECKING: the retry policy typing the client it retries for
+            "notify/slack_limits.py",
+            "\nfrom typing import TYPE_CHECKING\n\nif TYPE_CHECKING:\n    from costguard.notify.slack_api import SlackApi\n",
+            "costguard.notify.slack_api",
+        ),
+    ],
+    ids=["cycle in a room", "type-checking cycle"],
+)
+def test_a_module_cycle_fails_the_contract(tmp_path: Path, module: str, source: str, expected: str) -> None:
+    package = copied(tmp_path)
+    assert module_cycles(package) == []
+    planted = package / module
+    planted.write_text(planted.read_text(encoding="utf-8") + source)
+    found = module_cycles(package)
+    assert found and any(expected in line for line in found), found
+
+
 def test_each_floor_names_rooms_that_are_there_once() -> None:
     placed = [name for names in FLOORS for name in names]
     assert len(placed) == len(set(placed)), placed

@@ -14,8 +14,8 @@ from costguard.detect.budgets import Scope, scope_from_budget
 from costguard.events.scheduled import ScheduledEvent
 from costguard.flows import org
 from costguard.model import Resource, ResourceKind
-from costguard.notify.message import account_text
 from costguard.notify.routing import parse_routes
+from costguard.notify.text import account_text
 from costguard.settings import SettingsError, parse_settings
 
 HUB, MEMBER = "111111111111", "222222222222"

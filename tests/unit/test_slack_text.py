@@ -13,8 +13,9 @@ from hypothesis import strategies as st
 
 from costguard.act.executor import Outcome
 from costguard.model import Action, Decision, Finding, Reason, Resource, ResourceKind
-from costguard.notify.message import account_text, build_message, clip, escape, utf16_len
+from costguard.notify.message import build_message
 from costguard.notify.notice import Notice
+from costguard.notify.text import account_text, clip, escape, utf16_len
 
 NOW = datetime(2026, 11, 20, 12, 0, tzinfo=UTC)
 BIDI = "\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069\u200e\u200f\u061c"

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from costguard.audit.report import failed_items
-from costguard.notify.message import clip, escape
+from costguard.notify.text import clip, escape
 
 TOP_ITEMS = 5
 TOP_ACCOUNTS = 10

@@ -401,7 +401,7 @@ def _refuse(click: Click, deps: Interactions, text: str) -> Result:
 def _escape(text: str) -> str:
     # notify.message loads slack_sdk's Block Kit models: not at this function's cold start, only for a reply
     # (which loads slack_sdk's webhook client anyway).
-    from costguard.notify.message import escape
+    from costguard.notify.text import escape
 
     return escape(text)
 
@@ -409,7 +409,7 @@ def _escape(text: str) -> str:
 def reply_text(text: str) -> str:
     """What a reply sends: the text escaped (a resource's name or tags, an AWS error, a tag value must not become
     a link or a mention) unless it is Mrkdwn already; clipped to REPLY_LIMIT either way."""
-    from costguard.notify.message import clip
+    from costguard.notify.text import clip
 
     return clip(text if isinstance(text, Mrkdwn) else _escape(text), REPLY_LIMIT)
 

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from costguard.aws import clients
 from costguard.interact.authorize import OWNER_TAG_KEY
-from costguard.notify.values import ActionId, parse_action_value
+from costguard.notify.values import choice, offered_in
 from costguard.permissions import needs
 
 if TYPE_CHECKING:
@@ -47,40 +47,9 @@ class Offer:
         return choice(action, hours) in self.choices
 
 
-def choice(action: str, hours: float | None) -> str:
-    return action if hours is None else f"{action}:{hours:g}"
-
-
 def offer_id(channel: str, resource_key: str, reason: str) -> str:
     digest = hashlib.sha256(f"{channel}|{resource_key}|{reason}".encode("utf-8", "surrogatepass")).hexdigest()
     return f"offer#{digest[:40]}"
-
-
-def offered_in(message: dict[str, Any]) -> dict[tuple[str, str], set[str]]:
-    """The choices a Block Kit message carries, by (resource key, reason): every costguard button's value and
-    every option of its menus, read back with the same parser the worker uses."""
-    found: dict[tuple[str, str], set[str]] = {}
-    for block in message.get("blocks") or []:
-        if not isinstance(block, dict) or block.get("type") != "actions":
-            continue
-        for element in block.get("elements") or []:
-            if not isinstance(element, dict):
-                continue
-            try:
-                action = ActionId(str(element.get("action_id")))
-            except ValueError:
-                continue
-            values = [o.get("value") for o in element.get("options") or [] if isinstance(o, dict)]
-            if element.get("value") is not None:
-                values.append(element["value"])
-            for raw in values:
-                try:
-                    value = parse_action_value(str(raw), action=action)
-                except ValueError:
-                    continue
-                pair = (value.resource.key, value.reason.value)
-                found.setdefault(pair, set()).add(choice(action, value.hours))
-    return found
 
 
 def record_offers(

@@ -23,7 +23,7 @@ from costguard.interact.verify import Unauthorized, body_of, headers_of, sign
 from costguard.local.sink import SlackSink
 
 if TYPE_CHECKING:
-    from costguard.local.replay import ReplayResult
+    from costguard.local.replay_result import ReplayResult
     from costguard.local.stack import LocalStack
     from costguard.local.template import Template
 

@@ -6,7 +6,7 @@ import json
 import re
 import traceback
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -23,6 +23,7 @@ from costguard.events.registry import (
 )
 from costguard.events.sns import is_bare_notification, lambda_delivery
 from costguard.local.interactions import is_function_url_event, replay_interaction
+from costguard.local.replay_result import ReplayResult as ReplayResult  # replay.ReplayResult, as before
 from costguard.local.rules import Refusal, deployed_in, refusal
 from costguard.local.stack import SEED_AHEAD, LocalStack
 from costguard.local.template import Function, Route, Template, sns_topic_name
@@ -37,41 +38,6 @@ BARE_SNS_NOTE = (
     "a bare SNS notification (as SNS posts it to an HTTPS or SQS subscriber): replayed as the Lambda delivery of its "
     "topic (Records[0].Sns, EventSource aws:sns)"
 )
-
-
-@dataclass
-class ReplayResult:
-    """What one event did, in the shape `costguard replay --json` prints."""
-
-    event: str
-    function: str | None = None
-    route: str | None = None  # how the function was found: "routed by subscription", ...
-    findings: list[dict[str, Any]] = field(default_factory=list)
-    decisions: list[dict[str, Any]] = field(default_factory=list)
-    slack: list[dict[str, Any]] = field(default_factory=list)
-    output: dict[str, Any] = field(default_factory=dict)  # what a function returned besides decisions
-    notes: list[str] = field(default_factory=list)  # what the replay did differently from a live account
-    error: str | None = None
-    trace: str | None = None  # the traceback of a handler that raised
-
-    @property
-    def ok(self) -> bool:
-        return self.error is None
-
-    def as_json(self) -> dict[str, Any]:
-        data: dict[str, Any] = {
-            "event": self.event,
-            "function": self.function,
-            "route": self.route,
-            "findings": self.findings,
-            "decisions": self.decisions,
-            "slack": self.slack,
-        }
-        if self.notes:
-            data["notes"] = self.notes
-        if self.error:
-            data["error"] = self.error
-        return data
 
 
 class EventFileError(ValueError):

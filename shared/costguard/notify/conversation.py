@@ -107,7 +107,7 @@ class Claim:
 class Lease:
     """A lease on one post's key. ``ts``: posted already. ``busy``: another notifier is posting it now.
     ``unsure``: taken over from a notifier that stopped mid-post: look for the post before making it; ``post``:
-    the post to look for when it was not its own (a group of news, flows/notifier.py)."""
+    the post to look for when it was not its own (a group of news, notify/posts.py)."""
 
     won: bool
     ts: str | None = None

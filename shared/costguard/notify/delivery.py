@@ -136,7 +136,7 @@ class UnsetSecretError(DeliveryError):
     """
 
 
-# Either way nobody filled the secret in: the notifier says so through the ops topic (flows/notifier.py).
+# Either way nobody filled the secret in: the notifier says so through the ops topic (notify/ops_topic.py).
 UNFILLED_SECRET_ERRORS: tuple[type[DeliveryError], ...] = (EmptySecretError, UnsetSecretError)
 _EMPTY = "the Slack webhook secret is empty: put the webhook URL in it"
 _NO_VALUE = "the Slack webhook secret has no value yet: put the webhook URL in it"

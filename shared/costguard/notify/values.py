@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import StrEnum
+from typing import Any
 
 from costguard.model import Reason, ResourceKind
 
@@ -117,3 +118,34 @@ def parse_resource_key(key: str) -> ResourceKey:
     except ValueError:
         raise ValueError(f"unknown resource kind {kind[:40]!r}") from None
     return ResourceKey(account=account, region=region, kind=resource_kind, id=ident)
+
+
+def choice(action: str, hours: float | None) -> str:
+    return action if hours is None else f"{action}:{hours:g}"
+
+
+def offered_in(message: dict[str, Any]) -> dict[tuple[str, str], set[str]]:
+    """The choices a Block Kit message carries, by (resource key, reason): every costguard button's value and
+    every option of its menus, read back with the same parser the worker uses."""
+    found: dict[tuple[str, str], set[str]] = {}
+    for block in message.get("blocks") or []:
+        if not isinstance(block, dict) or block.get("type") != "actions":
+            continue
+        for element in block.get("elements") or []:
+            if not isinstance(element, dict):
+                continue
+            try:
+                action = ActionId(str(element.get("action_id")))
+            except ValueError:
+                continue
+            values = [o.get("value") for o in element.get("options") or [] if isinstance(o, dict)]
+            if element.get("value") is not None:
+                values.append(element["value"])
+            for raw in values:
+                try:
+                    value = parse_action_value(str(raw), action=action)
+                except ValueError:
+                    continue
+                pair = (value.resource.key, value.reason.value)
+                found.setdefault(pair, set()).add(choice(action, value.hours))
+    return found
