@@ -25,12 +25,18 @@ from costguard.local.replay import (
     replay_each,
     resolve_function,
 )
-from costguard.local.stack import DEFAULT_TEMPLATE, PROJECT_ROOT, SEED_AHEAD, LocalStack, patched_environ
+from costguard.local.stack import (
+    DEFAULT_TEMPLATE,
+    DEMO_WORLD,
+    PROJECT_ROOT,
+    SEED_AHEAD,
+    LocalStack,
+    patched_environ,
+)
 from costguard.local.template import Template
 from costguard.local.terminal import printable
 from costguard.local.world import World, WorldFileError, load_world
 
-DEMO_WORLD = PROJECT_ROOT / "worlds" / "demo.yaml"
 EVENTS_DIR = PROJECT_ROOT / "events"
 
 
@@ -247,7 +253,7 @@ def _print_brief(result: ReplayResult, counter: str = "") -> None:
 
 def _reason_words(reason: str) -> str:
     from costguard.model import Reason
-    from costguard.notify.message import TITLES
+    from costguard.notify.titles import TITLES
 
     try:
         return TITLES.get(Reason(reason), reason)

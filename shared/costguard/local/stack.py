@@ -52,6 +52,8 @@ from costguard.model import MARK_TAG_KEY, ResourceKind
 
 PROJECT_ROOT = Path(__file__).resolve().parents[3]
 DEFAULT_TEMPLATE = PROJECT_ROOT / "template.yaml"
+# The world the local commands play when none is given (`demo`, `audit`, `doctor --world`, ...).
+DEMO_WORLD = PROJECT_ROOT / "worlds" / "demo.yaml"
 
 # Physical names of the stack's resources in the embedded AWS.
 TABLE = "costguard-state"

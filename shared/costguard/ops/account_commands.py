@@ -91,6 +91,10 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     if args.print_policy:
         print(policy_text(DOCTOR_POLICY))
         return 0
+    if args.world is not None:
+        from costguard.ops.preview import preview_doctor
+
+        return preview_doctor(args)  # this function again, on the world played
     region = session_region(args.region)
     if not region:
         return _no_region("doctor")
@@ -133,6 +137,9 @@ def add_doctor_command(commands: argparse._SubParsersAction[argparse.ArgumentPar
         action="store_true",
         help="print the read-only IAM policy the doctor needs, and stop",
     )
+    from costguard.ops.preview import add_world_option
+
+    add_world_option(command, "the doctor's report of a world (exit 0 whatever it finds)")
 
 
 # -- costguard audit --live -------------------------------------------------------------------------

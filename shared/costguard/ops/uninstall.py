@@ -447,6 +447,10 @@ def run(args: argparse.Namespace, out: Callable[[str], None] = print) -> Leftove
 def cmd_uninstall(args: argparse.Namespace) -> int:
     from costguard.local.aws_errors import explain
 
+    if args.world is not None:
+        from costguard.ops.preview import preview_uninstall
+
+        return preview_uninstall(args)  # this function again, on the world played; never with --yes
     try:
         run(args)
     except UninstallError as error:
@@ -487,4 +491,7 @@ def add_command(commands: Any) -> None:
         action="store_true",
         help="empty and delete the audit bucket (its reports are kept otherwise)",
     )
+    from costguard.ops.preview import add_world_option
+
+    add_world_option(un, "what it would remove from a world (a dry run: not with --yes)")
     un.set_defaults(run=cmd_uninstall)
