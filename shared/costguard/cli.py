@@ -392,6 +392,21 @@ def cmd_demo(args: argparse.Namespace) -> int:
     return code
 
 
+def _print_ledger(mode: str, run: Any) -> None:
+    """The demo's savings ledger: what its stops kept off (in notify mode, what remediate's would have)."""
+    from costguard.ledger import render
+
+    title = (
+        "The savings ledger, what the stops above kept off"
+        if mode == "remediate"
+        else "The savings ledger in notify mode, what remediate's stops would have kept off"
+    )
+    print("\n" + render(run.ledger, run.ended, title=title))
+    print(
+        "  (`costguard ledger --world` for CSV or JSON; against a deployed stack, `costguard ledger --stack`.)"
+    )
+
+
 class _Tee(io.TextIOBase):
     """Writes to each of its streams (the terminal and the demo's transcript)."""
 
@@ -442,6 +457,7 @@ def _demo_ending(
         audit = run_audit(world, overrides=_log_level(args))
     written = write_outputs(audit, out / "audit")
     print_summary(audit, written)
+    _print_ledger(args.mode, run)
     if logged := logs.getvalue():
         log_file = out / "functions.log"
         log_file.parent.mkdir(parents=True, exist_ok=True)
@@ -639,10 +655,11 @@ def parser() -> argparse.ArgumentParser:
     )
     rd.set_defaults(run=cmd_redrive)
 
-    from costguard.ops import samconfig, uninstall
+    from costguard.ops import ledger_command, samconfig, uninstall
 
     samconfig.add_command(commands)  # costguard init
     uninstall.add_command(commands)
+    ledger_command.add_command(commands)
     return top
 
 

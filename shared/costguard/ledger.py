@@ -26,8 +26,16 @@ NEAR_MISS = timedelta(minutes=60)
 DEFAULT_MAX_RUNTIME = timedelta(days=1)
 NO_TEAM = "(no team)"
 ACTED, WOULD = "acted", "would"  # an action taken (remediate), or one notify mode would have taken
-# Kinds whose action ends the resource for good: it never comes back (a job is over once stopped).
-NEVER_BACK = frozenset({ResourceKind.TRAINING_JOB, ResourceKind.CAPACITY_RESERVATION})
+# Kinds whose action ends the resource for good: it never comes back (a job is over once stopped, a reservation
+# cancelled, a throughput deleted). Their hours run to the planned end, or to now.
+NEVER_BACK = frozenset(
+    k.value
+    for k in (
+        ResourceKind.TRAINING_JOB,
+        ResourceKind.CAPACITY_RESERVATION,
+        ResourceKind.PROVISIONED_THROUGHPUT,
+    )
+)
 
 
 @dataclass(frozen=True)
@@ -148,7 +156,7 @@ def totals(entries: Iterable[Entry], now: datetime, *, top: int = 5) -> list[Tea
         if entry.near_miss:
             t.near_misses += 1
             t.near_miss_usd += entry.dollars(now) or 0.0
-        t.still_off += entry.returned_at is None and entry.off_until(now) == now
+        t.still_off += entry.kind not in NEVER_BACK and entry.returned_at is None
         t.unknown_rate += entry.hourly_usd is None
         t.top.append(entry)
     for t in teams.values():
@@ -193,7 +201,13 @@ def render(entries: Sequence[Entry], now: datetime, *, title: str = "Savings led
     lines = [f"{title} at {now:%Y-%m-%d %H:%M} UTC ({len(entries)} action(s)):"]
     for e in sorted(entries, key=lambda e: e.at):
         rate = f"{_money(e.hourly_usd)}/h" if e.hourly_usd is not None else "rate unknown"
-        back = f"back {e.returned_at:%m-%d %H:%M}" if e.returned_at else "still off"
+        back = (
+            f"back {e.returned_at:%m-%d %H:%M}"
+            if e.returned_at
+            else "ended for good"
+            if e.kind in NEVER_BACK
+            else "still off"
+        )
         verdict = "NEAR-MISS, not a saving" if e.near_miss else f"saved {_money(e.saved_usd(now))}"
         lines.append(
             f"  {e.at:%m-%d %H:%M} {'would stop' if e.mode == WOULD else 'stopped':<10} {e.name} ({e.kind}, "

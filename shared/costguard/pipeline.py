@@ -8,6 +8,7 @@ from datetime import datetime, timedelta
 
 from costguard.act.arming import ArmingRecords, vouch
 from costguard.act.executor import Outcome, Remediator, StopBlockerReader, StopLimiter, execute
+from costguard.act.ledger_book import Ledger
 from costguard.act.marks import MarkRecords, vouched
 from costguard.act.shadow import STOPPED_TAG_KEY, Shadow, ShadowMarks, marked_tags, read_marks, shown_tags
 from costguard.model import MARK_TAG_KEY, Action, Decision, Finding, Reason
@@ -202,6 +203,25 @@ def with_evidence_vouched(
     return vouched(findings, records, now, own)
 
 
+def close_returns(findings: Sequence[Finding], ledger: Ledger | None) -> None:
+    """The resources running again since the mark costguard's stop left on them: a mark tag dated before the
+    resource's current run (its LaunchTime, which AWS writes) means it was started again after it. Their open
+    ledger entries are closed at that start (one read each, these resources only). Never fails the run."""
+    if ledger is None:
+        return
+    seen: set[str] = set()
+    for finding in findings:
+        resource = finding.resource
+        at = marked_at(resource.tags) if MARK_TAG_KEY in resource.tags else None
+        if at is None or resource.started is None or at >= resource.started or resource.key in seen:
+            continue
+        seen.add(resource.key)
+        try:
+            ledger.returned(resource.key, resource.started)
+        except Exception:
+            logger.warning("ledger return not kept", extra={"resource": resource.key[:300]}, exc_info=True)
+
+
 def act_on(
     findings: Sequence[Finding],
     *,
@@ -219,17 +239,19 @@ def act_on(
     shadow: ShadowMarks | None = None,
     records: MarkRecords | None = None,
     arming: ArmingRecords | None = None,
+    ledger: Ledger | None = None,
 ) -> Report:
     """Decide, act, and queue what is news: the first sighting of an episode (and any failure), one message
     per channel when a run has many; what stays open past a day goes in that channel's daily digest.
 
     A dry run with ``shadow`` decides on the marks it kept there, and keeps its marks, stops and unmarks there
     (act/shadow.py): what it says it would do is what a live run does.
-
     With ``records`` (act/marks.py), a mark tag counts only when costguard's record of writing it matches: any
     other is decided as no mark, and the live marks made here are recorded there. With ``arming``
-    (act/arming.py), a finding armed by an owner's tag acts only when the tag is as costguard first saw it."""
+    (act/arming.py), a finding armed by an owner's tag acts only when the tag is as costguard first saw it. With
+    ``ledger``, the stops made are written, and returns closed (close_returns)."""
     marks: dict[str, Shadow] = {}
+    close_returns(findings, ledger)
     findings = with_evidence_vouched(findings, policy, now, shadow, records, arming)
     if shadow is not None and policy.may_dry_run:
         findings, marks = with_shadow_marks(findings, shadow, now, policy if policy.graded else None)
@@ -239,7 +261,7 @@ def act_on(
     gated: list[tuple[Notice, str | None]] = []  # in decision order; None: always told
     windows: dict[str, timedelta] = {}
     for decision in decide_all(findings, policy, now, stopped):
-        outcome = execute(decision, remediator, limiter, shadow, records)
+        outcome = execute(decision, remediator, limiter, shadow, records, ledger)
         report.decisions.append(decision)
         report.outcomes.append(outcome)
         if decision.action is Action.NONE:

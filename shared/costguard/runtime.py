@@ -13,6 +13,7 @@ from costguard.act.arming import PERMISSIONS as ARMING_PERMISSIONS
 from costguard.act.arming import ArmingRecords, DynamoArmingRecords, Sighting, observe, scope_of
 from costguard.act.aws import AwsRemediator
 from costguard.act.executor import Remediator, StopLimiter
+from costguard.act.ledger_book import WRITE_PERMISSIONS as LEDGER_PERMISSIONS
 from costguard.act.limits import PERMISSIONS as STOP_CAP_PERMISSIONS
 from costguard.act.limits import DynamoStopLimiter
 from costguard.act.marks import PERMISSIONS as MARK_RECORD_PERMISSIONS
@@ -34,6 +35,7 @@ from costguard.reads import Reads
 from costguard.settings import Settings, get_settings
 
 if TYPE_CHECKING:
+    from costguard.act.ledger_book import Ledger
     from costguard.act.marks import MarkRecords
     from costguard.act.shadow import ShadowMarks
     from costguard.aws.idle_history import IdleHistories
@@ -50,7 +52,7 @@ REPORT_PERMISSIONS = (
     | MUTE_PERMISSIONS
     | ACCOUNT_PLACE_PERMISSIONS
 )
-ACT_PERMISSIONS = REPORT_PERMISSIONS | MARK_RECORD_PERMISSIONS | ARMING_PERMISSIONS
+ACT_PERMISSIONS = REPORT_PERMISSIONS | MARK_RECORD_PERMISSIONS | ARMING_PERMISSIONS | LEDGER_PERMISSIONS
 # Runtime.prices: the Price List API for what the bundled table lacks (or first, when the source is live), its
 # answers kept in the state table.
 PRICES_PERMISSIONS = LIVE_PRICE_PERMISSIONS | PRICE_CACHE_PERMISSIONS
@@ -75,6 +77,8 @@ class Runtime:
     mark_records: MarkRecords | None = None
     # costguard's records of the arming tags as first seen (act/arming.py): a tag added later only notifies
     arming: ArmingRecords | None = None
+    # The savings ledger (act/ledger_book.py): each stop made, or in notify mode kept as a shadow stop
+    ledger: Ledger | None = None
     # What the flows read (inventory, metrics, SageMaker, budgets): AWS, or in-memory twins in a unit test.
     reads: Reads = field(default_factory=Reads)
 
@@ -122,6 +126,7 @@ class Runtime:
             shadow=self.shadow_marks,
             records=self.mark_records,
             arming=self.arming,
+            ledger=self.ledger,
         )
 
 
@@ -142,6 +147,7 @@ def runtime() -> Runtime:
         shadow_marks=_shadow_marks(settings),
         mark_records=_mark_records(settings),
         arming=DynamoArmingRecords(settings.state_table) if settings.state_table else None,
+        ledger=_ledger(settings),
     )
 
 
@@ -161,6 +167,19 @@ def _read_plans(settings: Settings) -> ReadPlans | None:
     from costguard.aws.read_plan import DynamoReadPlans
 
     return DynamoReadPlans(settings.state_table)
+
+
+def _ledger(settings: Settings) -> Ledger | None:
+    """The savings ledger, wherever a stop can be made or kept: every deployment with a state table."""
+    if not settings.state_table:
+        return None
+    from costguard.act.ledger_book import DynamoLedger
+
+    return DynamoLedger(
+        settings.state_table,
+        team_key=settings.routing_tag_key,
+        retention_days=settings.ledger_retention_days,
+    )
 
 
 def _mark_records(settings: Settings) -> MarkRecords | None:

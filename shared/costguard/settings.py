@@ -66,6 +66,12 @@ class Settings(BaseModel):
     failed_events_queue_url: str = ""
     state_table: str = ""
     dedupe_window_minutes: int = Field(default=240, ge=0, le=7 * 24 * 60)
+    ledger_retention_days: int = Field(
+        default=400,
+        ge=1,
+        le=3650,
+        description="how long the savings ledger keeps an action (act/ledger_book.py)",
+    )
     slack_group_above: int = Field(
         default=3, ge=0, le=10000, description="More notices than this for one channel at once: one message"
     )

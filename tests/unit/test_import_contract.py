@@ -40,7 +40,7 @@ FLOORS: tuple[tuple[str, ...], ...] = (
     # the ground: plain types and values, time, IAM declarations, logging (__init__: the package itself)
     ("__init__", "model", "events", "clock", "windows", "permissions", "observability"),
     # the domain: decisions, prices, detectors, and the settings (validated with their parsers)
-    ("policy", "pricing", "detect", "settings"),
+    ("policy", "pricing", "detect", "settings", "ledger"),
     # AWS adapters, the reads the flows make as Protocols, and their in-memory twins
     ("aws", "reads", "twins"),
     ("act",),  # acting: stop, mark, the stop cap

@@ -7,10 +7,12 @@ from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from costguard.ledger import WOULD
 from costguard.model import Action, Decision, Reason, Resource
 from costguard.observability import logger
 
 if TYPE_CHECKING:
+    from costguard.act.ledger_book import Ledger
     from costguard.act.marks import MarkRecords
     from costguard.act.shadow import ShadowMarks
 
@@ -85,10 +87,13 @@ def execute(
     limiter: StopLimiter | None = None,
     shadow: ShadowMarks | None = None,
     records: MarkRecords | None = None,
+    ledger: Ledger | None = None,
 ) -> Outcome:
     """Carry a decision out; a dry run walks the same path and stops just short of the API call, where it keeps
     the mark (or the stop, or the unmark) in ``shadow`` instead, when given (act/shadow.py). A live mark made is
-    recorded in ``records``, and the record deleted when the mark ends (an unmark, a stop): act/marks.py."""
+    recorded in ``records``, and the record deleted when the mark ends (an unmark, a stop): act/marks.py. A stop
+    made (or, a dry run, kept as a shadow stop) is written in ``ledger`` (act/ledger_book.py), and a dry run's
+    unmark (the resource at work again) closes its would-be stop there."""
     resource = decision.resource
     if decision.action not in _VERBS:
         return Outcome(done=False, detail="no change to the resource")
@@ -98,6 +103,8 @@ def execute(
     if decision.dry_run:
         if shadow is not None:
             _keep_shadow(decision, shadow)
+            if ledger is not None:
+                _keep_ledger(decision, ledger)
         return Outcome(done=False, detail=f"dry run: would {verb} {resource.display_name}")
     if decision.action is Action.STOP and limiter is not None:
         try:
@@ -143,6 +150,8 @@ def execute(
         )
     if records is not None:
         _keep_record(decision, records)
+    if ledger is not None and decision.action is Action.STOP:
+        _keep_ledger(decision, ledger)
     return Outcome(done=True, detail=f"{done} {resource.display_name}")
 
 
@@ -176,6 +185,21 @@ def _keep_shadow(decision: Decision, shadow: ShadowMarks) -> None:
     except Exception:
         logger.warning(
             "shadow mark not kept",
+            extra={"decision_id": decision.id, "action": decision.action.value},
+            exc_info=True,
+        )
+
+
+def _keep_ledger(decision: Decision, ledger: Ledger) -> None:
+    """A stop in the ledger (or a dry run's unmark closing its would-be stop): never fails the action. Logged."""
+    try:
+        if decision.action is Action.STOP:
+            ledger.record(decision)
+        elif decision.action is Action.UNMARK and decision.dry_run:
+            ledger.returned(decision.resource.key, decision.decided_at, WOULD)
+    except Exception:
+        logger.warning(
+            "ledger not kept",
             extra={"decision_id": decision.id, "action": decision.action.value},
             exc_info=True,
         )

@@ -26,6 +26,7 @@ from aws_lambda_powertools.metrics import MetricUnit
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from costguard.act.executor import Outcome, Remediator, StopBlockerReader, StopLimiter, execute
+from costguard.act.ledger_book import Ledger
 from costguard.act.marks import MarkRecords, vouched
 from costguard.aws import clients
 from costguard.interact import resources, state
@@ -172,6 +173,8 @@ class Interactions:
     limiter: StopLimiter | None = None
     # costguard's records of its live marks (act/marks.py): Stop now stops only what costguard itself marked
     records: MarkRecords | None = None
+    # The savings ledger (act/ledger_book.py): a Stop now that stopped is written there, as a sweep's stop
+    ledger: Ledger | None = None
 
 
 @dataclass(frozen=True)
@@ -337,7 +340,7 @@ def _stop(click: Click, resource: Resource, deps: Interactions, now: datetime) -
         return _refuse(
             click, deps, f"{resource.display_name} was not stopped: {why_not}. Nothing was changed."
         )
-    outcome = execute(decision, deps.remediator, deps.limiter, records=deps.records)
+    outcome = execute(decision, deps.remediator, deps.limiter, records=deps.records, ledger=deps.ledger)
     deps.queue.send(
         [
             Notice(

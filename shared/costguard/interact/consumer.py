@@ -8,6 +8,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 from costguard.act.aws import AwsRemediator
+from costguard.act.ledger_book import WRITE_PERMISSIONS as LEDGER_PERMISSIONS
+from costguard.act.ledger_book import DynamoLedger
 from costguard.act.limits import PERMISSIONS as STOP_CAP_PERMISSIONS
 from costguard.act.limits import DynamoStopLimiter
 from costguard.act.marks import PERMISSIONS as MARK_RECORD_PERMISSIONS
@@ -38,6 +40,7 @@ STOP_PERMISSIONS = (
     | inventory.STOP_PROTECTION_PERMISSIONS
     | STOP_CAP_PERMISSIONS
     | MARK_RECORD_PERMISSIONS
+    | LEDGER_PERMISSIONS
 )
 PERMISSIONS = (
     SECRET_PERMISSIONS  # the bot token: replies, owner and user group look-ups
@@ -90,6 +93,11 @@ def interactions(settings: Settings, allowed: Allowed) -> Interactions:
         offers=DynamoOffers(settings.state_table),
         rejudge=SweepRejudge(thresholds_from(settings)),
         records=DynamoMarkRecords(settings.state_table),
+        ledger=DynamoLedger(
+            settings.state_table,
+            team_key=settings.routing_tag_key,
+            retention_days=settings.ledger_retention_days,
+        ),
     )
 
 

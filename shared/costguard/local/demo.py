@@ -9,6 +9,8 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from costguard.act.ledger_book import DynamoLedger
+from costguard.ledger import Entry
 from costguard.local.interactions import arrival_time
 from costguard.local.replay import (
     EventFileError,
@@ -19,7 +21,7 @@ from costguard.local.replay import (
     replay_event,
 )
 from costguard.local.sink import SlackSink
-from costguard.local.stack import DEFAULT_TEMPLATE, PROJECT_ROOT, LocalStack
+from costguard.local.stack import DEFAULT_TEMPLATE, PROJECT_ROOT, TABLE, LocalStack
 from costguard.local.template import Template
 from costguard.local.world import World
 
@@ -44,6 +46,10 @@ def demo_events() -> list[Path]:
     return demo_order(sorted(EVENTS_DIR.glob("*.json")))
 
 
+# The demo's events span a day: its ledger reads the week before the world's now onwards.
+LEDGER_LOOKBACK = timedelta(days=7)
+
+
 @dataclass
 class Batch:
     """What the notifier told at once when its batching window closed, and the events whose notices it carried
@@ -61,6 +67,8 @@ class DemoRun:
     posted: list[dict[str, Any]] = field(default_factory=list)  # every message, replies too, in order
     updates: list[dict[str, Any]] = field(default_factory=list)  # first messages updated (chat.update)
     last: list[dict[str, Any]] = field(default_factory=list)  # what the notifier's last batch told
+    ledger: list[Entry] = field(default_factory=list)  # the savings ledger the run's actions wrote
+    ended: datetime | None = None  # the time of the last event: the ledger's "now"
 
     @property
     def channel_messages(self) -> list[dict[str, Any]]:
@@ -110,6 +118,9 @@ def run_demo(
         tracker.told(run.last)
         run.posted = list(stack.sink.messages)
         run.updates = list(stack.sink.updates)
+        run.ended = latest_event_time(list(events)) or world.now
+        # What the run's actions wrote (read as `costguard ledger` reads a stack's: a query per team).
+        run.ledger = DynamoLedger(TABLE).entries(world.now - LEDGER_LOOKBACK, run.ended)
         if then is not None:
             then(stack)
     return run

@@ -24,6 +24,7 @@ from moto import mock_aws
 from moto.cloudwatch.models import MetricDatum
 
 from costguard import clock
+from costguard.act.ledger_book import INDEX as LEDGER_INDEX
 from costguard.aws import clients
 from costguard.local.bedrock import publish_bedrock_metrics, world_provisioned_throughputs
 from costguard.local.buckets import seed_buckets
@@ -218,8 +219,20 @@ class LocalStack:
         dynamodb = clients.client("dynamodb")
         dynamodb.create_table(
             TableName=TABLE,
-            AttributeDefinitions=[{"AttributeName": "id", "AttributeType": "S"}],
+            AttributeDefinitions=[
+                {"AttributeName": name, "AttributeType": "S"} for name in ("id", "ledger_team", "ledger_at")
+            ],
             KeySchema=[{"AttributeName": "id", "KeyType": "HASH"}],
+            GlobalSecondaryIndexes=[
+                {
+                    "IndexName": LEDGER_INDEX,
+                    "KeySchema": [
+                        {"AttributeName": "ledger_team", "KeyType": "HASH"},
+                        {"AttributeName": "ledger_at", "KeyType": "RANGE"},
+                    ],
+                    "Projection": {"ProjectionType": "ALL"},
+                }
+            ],
             BillingMode="PAY_PER_REQUEST",
         )
         sqs: Any = clients.client("sqs")
