@@ -193,14 +193,10 @@ def state_table() -> Iterator[str]:
     from moto import mock_aws
 
     from costguard.aws import clients
+    from costguard.local.stack import create_state_table
 
     with mock_aws():
-        clients.client("dynamodb").create_table(
-            TableName="state",
-            AttributeDefinitions=[{"AttributeName": "id", "AttributeType": "S"}],
-            KeySchema=[{"AttributeName": "id", "KeyType": "HASH"}],
-            BillingMode="PAY_PER_REQUEST",
-        )
+        create_state_table(clients.client("dynamodb"), "state")
         yield "state"
 
 

@@ -73,11 +73,13 @@ class Entry:
 
     @property
     def near_miss(self) -> bool:
-        return self.returned_at is not None and self.returned_at - self.at < NEAR_MISS
+        return near_miss(self.at, self.returned_at)
 
     def dollars(self, now: datetime) -> float | None:
         """Hours kept off x the rate (None when the rate is unknown)."""
-        return None if self.hourly_usd is None else self.hourly_usd * self.hours_off(now)
+        if self.hourly_usd is None:
+            return None
+        return self.hourly_usd * (self.off_until(now) - self.at).total_seconds() / 3600
 
     def saved_usd(self, now: datetime) -> float:
         """The saving: the dollars, but none for a near-miss or an unknown rate."""
@@ -98,6 +100,11 @@ class Entry:
             "saved_usd": round(self.saved_usd(now), 2),
             "near_miss": self.near_miss,
         }
+
+
+def near_miss(at: datetime, returned_at: datetime | None, horizon: timedelta = NEAR_MISS) -> bool:
+    """Back strictly within the horizon of the action (the backtest's own near-miss, with its horizon)."""
+    return returned_at is not None and returned_at - at < horizon
 
 
 def planned_end(decision: Decision) -> datetime | None:

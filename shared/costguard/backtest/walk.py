@@ -32,6 +32,7 @@ from datetime import datetime, timedelta
 from functools import cached_property
 from typing import Any, NamedTuple
 
+from costguard import ledger
 from costguard import policy as policy_rules
 from costguard.act.limits import MemoryStopLimiter
 from costguard.backtest.history import History, Interval, Subject, SubjectKind, overlap
@@ -265,6 +266,16 @@ class Result:
     @property
     def stops(self) -> int:
         return sum(o.stops for o in self.outcomes)
+
+    @property
+    def ledger(self) -> list[ledger.Entry]:
+        """The savings ledger these would-be stops write (notify mode's, priced as remediate's are)."""
+        return [
+            stop_entry(o.subject, e.at, e.stopped_until, back=e.ended_by == "busy", reason=e.reason)
+            for o in self.outcomes
+            for e in o.events
+            if e.action == Action.STOP and e.stopped_until is not None
+        ]
 
     @property
     def held(self) -> dict[str, int]:
@@ -1002,14 +1013,16 @@ def _stop(state: _State, now: datetime, history: History, params: Params, reason
     run_end = min(running[1] if running else now, history.end)
     until, why = play_forward(subject, now, run_end, params.idle_percent, history.step)
     ended_by = why or ("period_end" if run_end >= history.end else "owner_stopped")
-    hourly = subject.hourly_usd
-    saved = hourly * (until - now).total_seconds() / 3600 if hourly is not None else None
+    # Priced as the savings ledger prices a stop (one definition): back at `until` when work resumed, else its
+    # run ended there (the owner's stop, no data, the period's end), which bounds it as a planned end would.
+    entry = stop_entry(subject, now, until, back=why == "busy", reason=reason)
+    saved = entry.dollars(until)
     state.outcome.saved_usd += saved or 0.0
     state.outcome.stopped.append((now, until))
     # Judged again from `until` (an owner restarting it to work is seen busy then); the mark tag stays on a
     # stopped resource, as it does in AWS, and the busy reading cancels it.
     state.stopped_until = until
-    near = why == "busy" and until - now < params.near_miss_horizon
+    near = ledger.near_miss(entry.at, entry.returned_at, params.near_miss_horizon)
     return Event(
         now,
         Action.STOP.value,
@@ -1019,6 +1032,27 @@ def _stop(state: _State, now: datetime, history: History, params: Params, reason
         stopped_until=until,
         ended_by=ended_by,
         near_miss=near,
+    )
+
+
+def stop_entry(subject: Subject, at: datetime, until: datetime, *, back: bool, reason: str) -> ledger.Entry:
+    """The savings ledger's entry of a would-be stop played forward to ``until``."""
+    r = subject.resource
+    return ledger.Entry(
+        id=f"{subject.id}@{at.isoformat()}",
+        at=at,
+        account=r.account,
+        region=r.region,
+        kind=subject.kind.value,
+        resource_id=subject.id,
+        name=r.tags.get("Name") or subject.id,
+        team=r.tags.get("team", "").strip() or ledger.NO_TEAM,
+        owner=r.tags.get("owner"),
+        reason=reason,
+        mode=ledger.WOULD,
+        hourly_usd=subject.hourly_usd,
+        planned_end=None if back else until,
+        returned_at=until if back else None,
     )
 
 

@@ -216,25 +216,7 @@ class LocalStack:
         }
 
     def _create_resources(self) -> None:
-        dynamodb = clients.client("dynamodb")
-        dynamodb.create_table(
-            TableName=TABLE,
-            AttributeDefinitions=[
-                {"AttributeName": name, "AttributeType": "S"} for name in ("id", "ledger_team", "ledger_at")
-            ],
-            KeySchema=[{"AttributeName": "id", "KeyType": "HASH"}],
-            GlobalSecondaryIndexes=[
-                {
-                    "IndexName": LEDGER_INDEX,
-                    "KeySchema": [
-                        {"AttributeName": "ledger_team", "KeyType": "HASH"},
-                        {"AttributeName": "ledger_at", "KeyType": "RANGE"},
-                    ],
-                    "Projection": {"ProjectionType": "ALL"},
-                }
-            ],
-            BillingMode="PAY_PER_REQUEST",
-        )
+        create_state_table(clients.client("dynamodb"), TABLE)
         sqs: Any = clients.client("sqs")
         for logical, name in QUEUES.items():
             attributes = {"VisibilityTimeout": "0"}
@@ -599,6 +581,28 @@ def seed_mark_records(world: World) -> None:
             if MARK_TAG_KEY in tags:
                 key = key_of(world.account, world.region, kind, resource_id)
                 records._put(key, Shadow(mark=tags[MARK_TAG_KEY]), world.now)
+
+
+def create_state_table(dynamodb: Any, name: str) -> None:
+    """The state table as template.yaml's StateTable: the ``id`` key, and the savings ledger's sparse index."""
+    dynamodb.create_table(
+        TableName=name,
+        AttributeDefinitions=[
+            {"AttributeName": key, "AttributeType": "S"} for key in ("id", "ledger_team", "ledger_at")
+        ],
+        KeySchema=[{"AttributeName": "id", "KeyType": "HASH"}],
+        GlobalSecondaryIndexes=[
+            {
+                "IndexName": LEDGER_INDEX,
+                "KeySchema": [
+                    {"AttributeName": "ledger_team", "KeyType": "HASH"},
+                    {"AttributeName": "ledger_at", "KeyType": "RANGE"},
+                ],
+                "Projection": {"ProjectionType": "ALL"},
+            }
+        ],
+        BillingMode="PAY_PER_REQUEST",
+    )
 
 
 # When costguard last listed the world's resources before the stack starts: every resource of the world file
