@@ -172,6 +172,13 @@ ASSUMPTIONS: dict[str, float | bool] = {
     "hosts_per_training_job": 2,
     "hang_quiet_share": 0.1,
     "hang_silent_share": 0.005,
+    # The savings ledger (act/ledger_book.py): an upper bound, every episode ends in a stop made (or, in notify
+    # mode, kept) and the resource's return. A stop writes its open marker, its entry (and the entry's copy in the
+    # ledger index) and the teams' set; a return reads the marker (consistent), updates the entry (and its index
+    # copy) and deletes the marker.
+    "ledger_writes_per_stop": 4,
+    "ledger_writes_per_return": 3,
+    "ledger_reads_per_return": 1,
 }
 
 # Every instance read at every sweep: what the sweep did before the read schedule.
@@ -646,6 +653,24 @@ def _evidence_records(bill: Bill, m: Month) -> None:
     )
 
 
+def _savings_ledger(bill: Bill, m: Month) -> None:
+    a = ASSUMPTIONS
+    writes = m.episodes * (float(a["ledger_writes_per_stop"]) + float(a["ledger_writes_per_return"]))
+    bill.line(
+        "DynamoDB writes: the savings ledger",
+        writes,
+        "dynamodb_write_request_unit",
+        f"{m.episodes:,.0f} episodes, each a stop ({a['ledger_writes_per_stop']} writes: marker, entry, its index "
+        f"copy, the teams) and a return ({a['ledger_writes_per_return']}: the entry, its index copy, the marker)",
+    )
+    bill.line(
+        "DynamoDB reads: the savings ledger",
+        m.episodes * float(a["ledger_reads_per_return"]),
+        "dynamodb_read_request_unit",
+        f"{m.episodes:,.0f} returns x {a['ledger_reads_per_return']} (the open marker, consistent)",
+    )
+
+
 def _audit(bill: Bill, m: Month) -> None:
     transitions = audit_transitions()
     bill.line(
@@ -699,6 +724,7 @@ PARTS: tuple[Callable[[Bill, Month], None], ...] = (
     _training_hangs,
     _state_and_queues,
     _evidence_records,
+    _savings_ledger,
     _audit,
 )
 
