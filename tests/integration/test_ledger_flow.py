@@ -94,6 +94,28 @@ def test_a_stop_made_is_written_once_and_its_return_closes_it(state_table: str) 
     assert [e.at for e in _all(ledger)] == [T0, T0 + 5 * H]
 
 
+def test_a_stop_of_a_resource_whose_return_was_not_seen_closes_its_entry_at_its_launch(
+    state_table: str,
+) -> None:
+    """Its owner took costguard's mark off and started it again: the next stop finds the entry still open, and
+    the resource's LaunchTime after it. The first entry ends there; the second is written. A second stop in the
+    same run (LaunchTime before the first) is not a return: one entry."""
+    ledger = DynamoLedger(state_table)
+    launched = T0 - 5 * H
+    execute(_started(_decision(at=T0), launched), _Stops(), ledger=ledger)
+    execute(_started(_decision(at=T0 + timedelta(minutes=5)), launched), _Stops(), ledger=ledger)
+    assert len(_all(ledger)) == 1
+    execute(_started(_decision(at=T0 + 6 * H), T0 + 2 * H), _Stops(), ledger=ledger)
+    first, second = _all(ledger)
+    assert first.returned_at == T0 + 2 * H and first.saved_usd(T0 + 9 * H) == 20
+    assert second.at == T0 + 6 * H and second.returned_at is None
+
+
+def _started(decision: Decision, at: datetime) -> Decision:
+    resource = decision.resource.model_copy(update={"started": at})
+    return decision.model_copy(update={"finding": decision.finding.model_copy(update={"resource": resource})})
+
+
 def test_a_dry_run_keeps_its_would_be_stop_and_working_again_closes_it(state_table: str) -> None:
     ledger, shadow = DynamoLedger(state_table), MemoryShadowMarks()
     execute(_decision(dry_run=True), _Stops(), shadow=shadow, ledger=ledger)

@@ -71,7 +71,7 @@ def item_of(entry: Entry, retention: timedelta) -> dict[str, Any]:
     for name in _TIMES:
         value = getattr(entry, name)
         if value is not None:
-            item[f"e_{name}"] = {"S": value.isoformat()}
+            item[f"e_{name}"] = {"S": stamp(value)}
     if entry.hourly_usd is not None:
         item["e_hourly_usd"] = {"N": repr(float(entry.hourly_usd))}
     return item
@@ -117,29 +117,25 @@ class DynamoLedger:
 
     def record(self, decision: Decision) -> None:
         """Write the entry of a stop made (or, a dry run, kept): once per decision, and none while the resource
-        has an entry of the same mode still open (a resource stopped is not stopped again until it is back; a
-        dry run's later stop of it, for another reason, would count the same hours twice)."""
+        has an entry of the same mode still open (a second stop of it in the same run, or a dry run's later stop
+        of it for another reason, would count the same hours twice). A live stop of a resource whose entry is
+        still open, started again since (its LaunchTime after that entry), closes that entry there first: its
+        return was not seen (its mark was taken off), but a resource stopped now was running."""
         entry = entry_for(decision, team_key=self.team_key)
         dynamodb = clients.client("dynamodb")
-        expires = {"N": str(int((entry.at + self.retention).timestamp()))}
+        started = decision.resource.started
+        if not self._open(entry):
+            back = entry.mode == ACTED and started is not None and started <= entry.at
+            if not (back and started and self.returned(entry.resource_key, started) and self._open(entry)):
+                return  # open already: the same resource off
         try:
-            dynamodb.put_item(
-                TableName=self.table,
-                Item={
-                    "id": {"S": open_id(entry.mode, entry.resource_key)},
-                    "entry": {"S": ENTRY + entry.id},
-                    "expiration": expires,
-                },
-                ConditionExpression="attribute_not_exists(id) OR entry = :entry",
-                ExpressionAttributeValues={":entry": {"S": ENTRY + entry.id}},
-            )
             dynamodb.put_item(
                 TableName=self.table,
                 Item=item_of(entry, self.retention),
                 ConditionExpression="attribute_not_exists(id)",
             )
         except dynamodb.exceptions.ConditionalCheckFailedException:
-            return  # open already (the same resource off), or this decision recorded already (a redelivery)
+            return  # this decision recorded already (a redelivery)
         dynamodb.update_item(
             TableName=self.table,
             Key={"id": {"S": TEAMS}},
@@ -147,9 +143,27 @@ class DynamoLedger:
             ExpressionAttributeValues={":team": {"SS": [entry.team]}},
         )
 
+    def _open(self, entry: Entry) -> bool:
+        """Point the resource's open marker at this entry; False when another entry holds it."""
+        dynamodb = clients.client("dynamodb")
+        try:
+            dynamodb.put_item(
+                TableName=self.table,
+                Item={
+                    "id": {"S": open_id(entry.mode, entry.resource_key)},
+                    "entry": {"S": ENTRY + entry.id},
+                    "expiration": {"N": str(int((entry.at + self.retention).timestamp()))},
+                },
+                ConditionExpression="attribute_not_exists(id) OR entry = :entry",
+                ExpressionAttributeValues={":entry": {"S": ENTRY + entry.id}},
+            )
+        except dynamodb.exceptions.ConditionalCheckFailedException:
+            return False
+        return True
+
     def returned(self, resource_key: str, at: datetime, mode: str = ACTED) -> Entry | None:
         """Close the resource's open entry of ``mode``: it came back (or, a dry run's, worked again) at ``at``.
-        None when it has none open."""
+        None when it has none open, or when ``at`` is before that entry (not a return: the marker stays)."""
         dynamodb = clients.client("dynamodb")
         marker = open_id(mode, resource_key)
         found = dynamodb.get_item(TableName=self.table, Key={"id": {"S": marker}}, ConsistentRead=True)
@@ -162,11 +176,14 @@ class DynamoLedger:
                 Key={"id": {"S": entry_id}},
                 UpdateExpression="SET e_returned_at = :at",
                 ConditionExpression="attribute_exists(id) AND attribute_not_exists(e_returned_at) AND e_at <= :at",
-                ExpressionAttributeValues={":at": {"S": at.isoformat()}},
+                ExpressionAttributeValues={":at": {"S": stamp(at)}},
                 ReturnValues="ALL_NEW",
             )
         except dynamodb.exceptions.ConditionalCheckFailedException:
-            updated = None  # closed already, expired, or a return dated before the action: left as it is
+            current = dynamodb.get_item(TableName=self.table, Key={"id": {"S": entry_id}}).get("Item")
+            if current is not None and "e_returned_at" not in current:
+                return None  # dated before the action: not its return
+            updated = None  # closed already, or gone (expired): the marker is stale
         dynamodb.delete_item(TableName=self.table, Key={"id": {"S": marker}})
         return entry_of(updated["Attributes"]) if updated else None
 
