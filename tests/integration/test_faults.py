@@ -20,7 +20,7 @@ from botocore.retries.bucket import TokenBucket
 from costguard.aws import clients
 from costguard.local.replay import replay
 from costguard.local.sink import SlackSink
-from costguard.local.stack import TABLE, LocalStack
+from costguard.local.stack import TABLE, LocalStack, create_state_table
 from costguard.local.world import World
 from costguard.model import MARK_TAG_KEY
 from tests.conftest import EVENTS
@@ -318,7 +318,6 @@ def test_state_table_unavailable_keeps_the_event_and_stops_nothing_until_it_is_b
     live: LocalStack, journal: Journal
 ) -> None:
     dynamodb = clients.client("dynamodb")
-    described = dynamodb.describe_table(TableName=TABLE)["Table"]
     dynamodb.delete_table(TableName=TABLE)
 
     result, tries = invoke_async(live, "GpuIdleFunction", alarm())
@@ -328,12 +327,7 @@ def test_state_table_unavailable_keeps_the_event_and_stops_nothing_until_it_is_b
     assert state_of(IDLE) == "running"
     [kept] = kept_events(live)
 
-    dynamodb.create_table(
-        TableName=TABLE,
-        AttributeDefinitions=described["AttributeDefinitions"],
-        KeySchema=described["KeySchema"],
-        BillingMode="PAY_PER_REQUEST",
-    )
+    create_state_table(dynamodb, TABLE)  # back, as the template defines it (empty)
     # The kept event, sent again once the table is back (redrive of the failure destination), acts once. The
     # table came back empty: the instance's costguard:marked-at tag has no record to vouch for it, so it is
     # marked afresh (its owner gets a grace period again), never stopped on the old tag.

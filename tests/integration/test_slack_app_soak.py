@@ -39,6 +39,7 @@ from costguard.notify.conversation import DynamoConversationStore, destination_i
 from costguard.notify.group_message import build_group_message
 from costguard.notify.message import build_message
 from costguard.notify.notice import Notice
+from costguard.notify.posts import NEWS_PREFIX
 from tests.conftest import ROOT
 from tests.integration.played_source import Played, play, playing, recording_hand_backs
 from tests.integration.slack_app import atomic_dynamodb, notice, playing_stalls
@@ -182,7 +183,7 @@ def _check(stack: LocalStack, notices: list[Notice]) -> dict[str, Any]:
             groups += 1
             rows_of[message["ts"]] = told
         tellings.update(told)
-        if not message.get("thread_ts") and not (key or "").startswith(posts.NEWS_PREFIX):
+        if not message.get("thread_ts") and not (key or "").startswith(NEWS_PREFIX):
             for told_id in told:
                 parent_of.setdefault(by_id[told_id].decision.finding.conversation, []).append(message["ts"])
     newest: dict[str, Notice] = {}
