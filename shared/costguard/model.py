@@ -55,6 +55,8 @@ class ResourceKind(StrEnum):
     HYPERPOD_CLUSTER = "hyperpod_cluster"
     HYPERPOD_NODE = "hyperpod_node"
     HYPERPOD_GROUP = "hyperpod_group"
+    # The savings ledger's reports (detect/ledger_summary.py): a team's week, the deployment's day.
+    SAVINGS_LEDGER = "savings_ledger"
 
     @property
     def has_own_rate(self) -> bool:
@@ -138,6 +140,9 @@ class Reason(StrEnum):
     COST_ANOMALY = "cost_anomaly"
     # A Bedrock Provisioned Throughput nobody invoked over the window (detect/bedrock.py).
     BEDROCK_THROUGHPUT_IDLE = "bedrock_throughput_idle"
+    # The savings ledger (ledger.py): a team's week, in its channel; the deployment's day, in the default one.
+    LEDGER_WEEKLY = "ledger_weekly"
+    LEDGER_DAILY = "ledger_daily"
     # GPUs on EKS (detect/eks.py): pods holding GPUs they do not use or under-feed, GPU nodes kept for nothing,
     # a cluster the sweep cannot reach.
     POD_GPU_IDLE = "pod_gpu_idle"

@@ -296,12 +296,28 @@ def act_on(
     if mutes is not None and (report.notices or due):
         report.notices, due = _unmuted(report, due, mutes, now)
     report.digest = due
+    _log_told(report.notices)
     outgoing = by_route(report.notices, routing_tag_key=routing_tag_key, source=source, above=group_above)
     if due:
         outgoing += by_route(due, routing_tag_key=routing_tag_key, digest=True, source=source)
     _log_groups(outgoing, report.notices, due, routing_tag_key)
     queue.send(outgoing)
     return report
+
+
+def _log_told(notices: Sequence[Notice]) -> None:
+    """A line per finding told (news, not a repeat): what the dashboard counts by reason (template.yaml)."""
+    for notice in notices:
+        decision = notice.decision
+        logger.info(
+            "finding told",
+            extra={
+                "reason": decision.reason.value,
+                "action": decision.action.value,
+                "resource_kind": decision.resource.kind.value,
+                "dry_run": decision.dry_run,
+            },
+        )
 
 
 def _as_told(decision: Decision, marks: dict[str, Shadow]) -> Decision:

@@ -28,7 +28,8 @@ ROWS_CARRIED = 100
 MAX_TALLIED = 3_000
 # A budget alert or a cost anomaly is always its own message (in its budget's thread), with its ranked list of
 # what runs and what its level did: never a row of a group. So is a resource acted on for a budget's level.
-STANDALONE_KINDS = frozenset({ResourceKind.BUDGET, ResourceKind.COST_ANOMALY})
+# A team's savings report is its own message too: one per team channel, never a row of a group.
+STANDALONE_KINDS = frozenset({ResourceKind.BUDGET, ResourceKind.COST_ANOMALY, ResourceKind.SAVINGS_LEDGER})
 STANDALONE_REASONS = frozenset({Reason.BUDGET_BREACH, Reason.COST_ANOMALY})
 _SUMMARY = 300  # a row's summary, clipped
 MAX_GROUP_BYTES = 200_000  # SQS takes 256 KiB

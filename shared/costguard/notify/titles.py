@@ -56,6 +56,8 @@ TITLES: dict[Reason, str] = {
     Reason.TRAINIUM_CANDIDATE: "Transformer training Trainium could take",
     Reason.COMMITMENT_CANDIDATE: "Steady GPU use a Savings Plan could cover",
     Reason.ORPHANED_STORAGE: "Storage GPU work left behind",
+    Reason.LEDGER_WEEKLY: "What costguard saved this week",
+    Reason.LEDGER_DAILY: "What costguard saved yesterday",
 }
 
 
@@ -84,6 +86,7 @@ _KIND_NOUNS: dict[ResourceKind, tuple[str, str]] = {
     ResourceKind.HYPERPOD_CLUSTER: ("HyperPod cluster", "HyperPod clusters"),
     ResourceKind.HYPERPOD_NODE: ("HyperPod node", "HyperPod nodes"),
     ResourceKind.HYPERPOD_GROUP: ("HyperPod instance group", "HyperPod instance groups"),
+    ResourceKind.SAVINGS_LEDGER: ("savings report", "savings reports"),
 }
 
 
