@@ -71,6 +71,11 @@ PRICES: dict[str, dict[str, Any]] = {
         "unit": "other CloudWatch API request ($0.01 per 1,000)",
         "source": _CLOUDWATCH,
     },
+    "cloudwatch_dashboard": {
+        "usd": 3.00,
+        "unit": "dashboard a month (beyond the account's first three)",
+        "source": _CLOUDWATCH,
+    },
     "cloudwatch_custom_metric": {
         "usd": 0.30,
         "unit": "custom metric a month (first 10,000)",
@@ -179,6 +184,13 @@ ASSUMPTIONS: dict[str, float | bool] = {
     "ledger_writes_per_stop": 4,
     "ledger_writes_per_return": 3,
     "ledger_reads_per_return": 1,
+    # The ledger's daily report (flows/ledger_report.py): one Query per team over the last 35 days, each entry
+    # about this many bytes as the index returns it; its six metric series (three figures x two modes) are
+    # written once a day, and CloudWatch prorates a custom metric by the hours it is sent in.
+    "ledger_report_days": 35,
+    "ledger_entry_bytes": 600,
+    "ledger_report_teams": 10,
+    "ledger_metric_series": 6,
 }
 
 # Every instance read at every sweep: what the sweep did before the read schedule.
@@ -186,9 +198,12 @@ NO_SCHEDULE_READS_PER_INSTANCE_HOUR = float(SWEEPS_AN_HOUR)
 
 
 def _rate_minutes(schedule: str) -> float:
+    """The minutes between two runs of a rate() schedule, or of a daily cron() (a fixed minute and hour)."""
+    if re.fullmatch(r"cron\(\d{1,2} \d{1,2} \* \* \? \*\)", schedule.strip()):
+        return 1440.0
     match = re.fullmatch(r"rate\((\d+) (minute|minutes|hour|hours|day|days)\)", schedule.strip())
     if not match:
-        raise ValueError(f"not a rate() schedule: {schedule!r}")
+        raise ValueError(f"not a rate() or daily cron() schedule: {schedule!r}")
     count, unit = int(match[1]), match[2].rstrip("s")
     return count * {"minute": 1, "hour": 60, "day": 1440}[unit]
 
@@ -669,6 +684,25 @@ def _savings_ledger(bill: Bill, m: Month) -> None:
         "dynamodb_read_request_unit",
         f"{m.episodes:,.0f} returns x {a['ledger_reads_per_return']} (the open marker, consistent)",
     )
+    runs = sum(n for k, n in m.runs.items() if k.startswith("LedgerReportFunction."))
+    read = m.episodes / MONTH_DAYS * float(a["ledger_report_days"]) * float(a["ledger_entry_bytes"])
+    units = math.ceil(read / 4096) / 2 + 1 + float(a["ledger_report_teams"])  # eventually consistent Query
+    bill.line(
+        "DynamoDB reads: the ledger's daily report",
+        runs * units,
+        "dynamodb_read_request_unit",
+        f"{runs:,.0f} runs x ({a['ledger_report_days']} days of entries, {a['ledger_entry_bytes']} B each, "
+        f"in {a['ledger_report_teams']} Queries, and the teams' item)",
+    )
+    series = float(a["ledger_metric_series"])
+    bill.line(
+        "CloudWatch custom metrics: the ledger's figures",
+        series * runs / (MONTH_DAYS * 24),
+        "cloudwatch_custom_metric",
+        f"{series:g} series, each sent in {runs:,.0f} hours of the month's {MONTH_DAYS * 24:,.0f} (prorated)",
+    )
+    if m.conditions.get("DashboardOn"):
+        bill.line("CloudWatch dashboard (Dashboard=on)", 1, "cloudwatch_dashboard", "one dashboard a month")
 
 
 def _audit(bill: Bill, m: Month) -> None:

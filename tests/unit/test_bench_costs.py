@@ -177,3 +177,20 @@ def test_the_written_bill_is_the_one_its_lines_and_prices_give() -> None:
         assert lines, size
         assert all(entry["unit_usd"] == costs.PRICES[entry["price"]]["usd"] for entry in lines)
         assert month["total_usd"] == pytest.approx(sum(e["usd"] for e in lines), abs=0.02), size
+
+
+def test_the_ledger_report_runs_daily_and_the_dashboard_is_billed_only_when_deployed() -> None:
+    runs = costs.schedules(TEMPLATE, TEMPLATE.conditions())
+    assert runs["LedgerReportFunction.Daily"] == 30  # cron(0 8 * * ? *): once a day
+    month = bill(1_000)
+    items = {entry["item"] for entry in month["lines"]}
+    assert "CloudWatch dashboard (Dashboard=on)" not in items  # off by default
+    # Six series, each sent in one hour a day: prorated, a fraction of one metric-month.
+    metrics = line(month, "CloudWatch custom metrics: the ledger's figures")
+    assert metrics["usd"] == pytest.approx(0.30 * 6 * 30 / (30 * 24), abs=0.005)
+    dashboard_on = costs.Bill()
+    m = costs.Month(1_000, FLEET, IMPORTS, TEMPLATE, costs.no_schedule(FLEET), False)
+    m.conditions = TEMPLATE.conditions({"Dashboard": "on"})
+    costs._savings_ledger(dashboard_on, m)
+    [dashboard] = [entry for entry in dashboard_on.lines if entry["item"] == "CloudWatch dashboard (Dashboard=on)"]
+    assert dashboard["usd"] == 3.00
