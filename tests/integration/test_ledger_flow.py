@@ -283,3 +283,23 @@ def test_costguard_ledger_reads_a_deployed_stacks_ledger_as_one_csv_row_per_acti
 
 def test_an_open_entrys_marker_is_keyed_by_mode() -> None:
     assert open_id(ACTED, "k") != open_id(WOULD, "k")
+
+
+def test_costguard_ledger_world_plays_the_demo_world_and_writes_one_row_per_action(
+    demos: dict[str, DemoRun], capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["ledger", "--world", "--mode", "remediate", "--csv", "--since", "2026-01-01"]) == 0
+    captured = capsys.readouterr()
+    assert "playing the demo world in remediate mode" in captured.err
+    rows = list(csv.DictReader(io.StringIO(captured.out)))
+    played = demos["remediate"].ledger
+    # The same world played again: the same actions, one row each, priced as the demo priced them.
+    assert len(rows) == len(played) > 0
+    assert sorted((r["resource_id"], r["reason"]) for r in rows) == sorted(
+        (e.resource_id, e.reason) for e in played
+    )
+    assert all(r["mode"] == "acted" for r in rows)
+    ended = demos["remediate"].ended
+    assert ended is not None
+    saved = {e.id: round(e.saved_usd(ended), 2) for e in played}
+    assert sorted(float(r["saved_usd"]) for r in rows) == sorted(saved.values())

@@ -20,6 +20,9 @@ from datetime import UTC, date, datetime, timedelta
 from costguard.ledger import ACTED, NEVER_BACK, WOULD, Entry, NO_TEAM
 from costguard.model import Finding, Reason, Resource, ResourceKind
 
+# Said in place of "no action": a report, from costguard's own record of its stops.
+NOTE = "A report from the savings ledger: costguard's own record of what its stops kept off the bill"
+
 WEEK = timedelta(days=7)
 TOP = 5  # resources named in a team's week
 REPORT_WEEKDAY = 0  # the weekly reports go with the first run of a Monday (UTC)
@@ -134,6 +137,7 @@ def team_week(
         observed_at=now,
         event_id=event_id,
         cost_usd=acted.saved_usd if acted.actions else would.saved_usd,
+        report_note=NOTE,
         evidence={
             "team": team,
             "week_of": week,
@@ -224,6 +228,7 @@ def daily_finding(
         observed_at=now,
         event_id=event_id,
         cost_usd=acted.saved_usd if acted.actions else would.saved_usd,
+        report_note=NOTE,
         evidence={
             "day": day.isoformat(),
             "stops": acted.actions,

@@ -350,7 +350,10 @@ def figure_text(finding: Finding) -> str:
 
 
 def _spent_word(finding: Finding) -> str:
-    """What a finding's cost_usd is: an anomaly's is its impact above the expected spend."""
+    """What a finding's cost_usd is: an anomaly's is its impact above the expected spend, a savings report's what
+    costguard's stops kept off the bill."""
+    if finding.resource.kind is ResourceKind.SAVINGS_LEDGER:
+        return "saved"
     return "impact" if finding.resource.kind is ResourceKind.COST_ANOMALY else "spent"
 
 
