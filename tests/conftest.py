@@ -37,6 +37,7 @@ DEMO_WORLD = ROOT / "worlds" / "demo.yaml"
 SLOWEST_FIRST = (  # seconds on 2026-12-01 and 2026-12-07, `-n 2`: the groups of 10 s or more
     "tests/integration/test_slack_latency.py",  # 380 in all, each case on its own: three played sweeps
     "tests/integration/test_ledger_flow.py",  # 147: the demo world played in each mode, and by `ledger --world`
+    "tests/integration/test_slack_app_soak.py",  # 140: 1,000 notices played, and a fifth on a loaded machine
     "tests/integration/test_slack_channel_rate.py",  # 110: two organization bursts against the per-channel limit
     "tests/integration/test_soak.py",  # 50
     "tests/integration/test_demo_payloads.py",  # 40: the demo world played in each mode
