@@ -296,7 +296,6 @@ def act_on(
     if mutes is not None and (report.notices or due):
         report.notices, due = _unmuted(report, due, mutes, now)
     report.digest = due
-    _log_told(report.notices)
     outgoing = by_route(report.notices, routing_tag_key=routing_tag_key, source=source, above=group_above)
     if due:
         outgoing += by_route(due, routing_tag_key=routing_tag_key, digest=True, source=source)
@@ -380,7 +379,9 @@ def _unmuted(
 def _log_groups(
     outgoing: Sequence[AnyNotice], news: Sequence[Notice], due: Sequence[Notice], routing_tag_key: str
 ) -> None:
-    """Every row of a group, one log line each under the group's id: the full list its message links to."""
+    """Every row of a group, one log line each under the group's id: the full list its message links to; and a
+    line per finding told (_log_told)."""
+    _log_told(news)
     for sent in outgoing:
         if not isinstance(sent, GroupNotice) or sent.count <= ROWS_SHOWN:
             continue

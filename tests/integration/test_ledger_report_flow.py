@@ -96,7 +96,9 @@ def test_a_monday_posts_one_report_per_team_channel_and_the_days_line_once(
         assert len(stack.sink.messages) == told
 
 
-def test_the_schedule_is_routed_to_the_ledger_report_as_the_deployed_rule_routes_it(stack: LocalStack) -> None:
+def test_the_schedule_is_routed_to_the_ledger_report_as_the_deployed_rule_routes_it(
+    stack: LocalStack,
+) -> None:
     [result] = replay(stack, [MONDAY])
     assert result.ok, result.error
     assert result.function == "LedgerReportFunction" and result.route == "routed by schedule"

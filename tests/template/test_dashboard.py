@@ -71,9 +71,13 @@ def test_the_ledger_widgets_show_the_metrics_the_daily_run_publishes() -> None:
         if isinstance(row[0], str) and row[0] == NAMESPACE
     }
     now = datetime(2026, 11, 24, 8, tzinfo=UTC)
-    entry = Entry("d", now - timedelta(hours=10), "1", "r", "ec2_instance", "i", "i", "t", None, "g", ACTED, 1.0)
+    entry = Entry(
+        "d", now - timedelta(hours=10), "1", "r", "ec2_instance", "i", "i", "t", None, "g", ACTED, 1.0
+    )
     published = {
-        (NAMESPACE, name, "Mode", mode) for mode, figures in day_figures([entry], now).items() for name in figures
+        (NAMESPACE, name, "Mode", mode)
+        for mode, figures in day_figures([entry], now).items()
+        for name in figures
     }
     assert shown == published  # every series the run writes is shown, and nothing it does not write
     assert {mode for *_, mode in shown} == {ACTED, WOULD}

@@ -192,5 +192,7 @@ def test_the_ledger_report_runs_daily_and_the_dashboard_is_billed_only_when_depl
     m = costs.Month(1_000, FLEET, IMPORTS, TEMPLATE, costs.no_schedule(FLEET), False)
     m.conditions = TEMPLATE.conditions({"Dashboard": "on"})
     costs._savings_ledger(dashboard_on, m)
-    [dashboard] = [entry for entry in dashboard_on.lines if entry["item"] == "CloudWatch dashboard (Dashboard=on)"]
+    [dashboard] = [
+        entry for entry in dashboard_on.lines if entry["item"] == "CloudWatch dashboard (Dashboard=on)"
+    ]
     assert dashboard["usd"] == 3.00

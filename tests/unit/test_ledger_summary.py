@@ -77,7 +77,12 @@ def test_one_report_per_team_each_routed_by_its_team_tag_with_the_weeks_figures_
 
 def test_a_team_without_a_tag_goes_to_the_default_channel() -> None:
     [finding] = weekly_findings(
-        [_entry(1, MONDAY - 2 * D, team=NO_TEAM)], [], now=MONDAY, account=ACCOUNT, region=REGION, team_key="team"
+        [_entry(1, MONDAY - 2 * D, team=NO_TEAM)],
+        [],
+        now=MONDAY,
+        account=ACCOUNT,
+        region=REGION,
+        team_key="team",
     )
     assert finding.resource.tags == {}
 
@@ -143,7 +148,9 @@ def test_the_metrics_carry_yesterdays_figures_per_mode(capsys: pytest.CaptureFix
     publish(entries, now)
     blobs = [json.loads(line) for line in capsys.readouterr().out.splitlines() if '"_aws"' in line]
     seen = {
-        (m["Name"], blob["Mode"]): blob[m["Name"]][0] if isinstance(blob[m["Name"]], list) else blob[m["Name"]]
+        (m["Name"], blob["Mode"]): blob[m["Name"]][0]
+        if isinstance(blob[m["Name"]], list)
+        else blob[m["Name"]]
         for blob in blobs
         for directive in blob["_aws"]["CloudWatchMetrics"]
         for m in directive["Metrics"]
@@ -151,7 +158,7 @@ def test_the_metrics_carry_yesterdays_figures_per_mode(capsys: pytest.CaptureFix
     assert seen[("LedgerSavedUsd", ACTED)] == 20.0 and seen[("LedgerActions", WOULD)] == 1.0
     assert len(seen) == 6  # three figures x two modes, and no team dimension
     assert all(
-        directive["Namespace"] == "Costguard" and "team" not in sum(directive["Dimensions"], [])
+        directive["Namespace"] == "Costguard" and all("team" not in d for d in directive["Dimensions"])
         for blob in blobs
         for directive in blob["_aws"]["CloudWatchMetrics"]
     )

@@ -38,6 +38,7 @@ REQUIRED = {
     "HyperPodFunction": EVENT_FLOW,
     "TrainingCeilingsFunction": EVENT_FLOW,
     "TrainingJobsFunction": EVENT_FLOW,
+    "LedgerReportFunction": EVENT_FLOW,
     "NotifierFunction": {
         "COSTGUARD_STATE_TABLE",
         "COSTGUARD_FAILED_EVENTS_QUEUE_URL",

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 
-from costguard.ledger import ACTED, NEVER_BACK, WOULD, Entry, NO_TEAM
+from costguard.ledger import ACTED, NEVER_BACK, NO_TEAM, WOULD, Entry
 from costguard.model import Finding, Reason, Resource, ResourceKind
 
 # Said in place of "no action": a report, from costguard's own record of its stops.
@@ -77,9 +77,7 @@ def still_burning(entries: Sequence[Entry]) -> list[Entry]:
     return [e for e in entries if e.mode == WOULD and e.returned_at is None and e.kind not in NEVER_BACK]
 
 
-def _resource(
-    id_: str, name: str, account: str, region: str, tags: dict[str, str] | None = None
-) -> Resource:
+def _resource(id_: str, name: str, account: str, region: str, tags: dict[str, str] | None = None) -> Resource:
     return Resource(
         kind=ResourceKind.SAVINGS_LEDGER, id=id_, name=name, account=account, region=region, tags=tags or {}
     )
@@ -211,10 +209,14 @@ def daily_finding(
     would_so_far = Figures.of([e for e in week if e.mode == WOULD], now)
     line = f"{day:%a %Y-%m-%d}: " + (
         "; ".join(
-            [p for p in (
-                acted.sentence("stop(s)") if acted.actions else "",
-                would.sentence("would-be stop(s)") if would.actions else "",
-            ) if p]
+            [
+                p
+                for p in (
+                    acted.sentence("stop(s)") if acted.actions else "",
+                    would.sentence("would-be stop(s)") if would.actions else "",
+                )
+                if p
+            ]
         )
         or "no action"
     )
@@ -223,7 +225,9 @@ def daily_finding(
         line += f", {_money(would_so_far.saved_usd)} remediate would have saved"
     return Finding(
         reason=Reason.LEDGER_DAILY,
-        resource=_resource(f"ledger-day-{day.isoformat()}", f"Savings ledger, {day.isoformat()}", account, region),
+        resource=_resource(
+            f"ledger-day-{day.isoformat()}", f"Savings ledger, {day.isoformat()}", account, region
+        ),
         summary=line + ".",
         observed_at=now,
         event_id=event_id,
