@@ -191,6 +191,10 @@ ASSUMPTIONS: dict[str, float | bool] = {
     "ledger_entry_bytes": 600,
     "ledger_report_teams": 10,
     "ledger_metric_series": 6,
+    # Returns seen by the SageMaker and EKS sweeps (every 15 minutes): each InService GPU notebook and each EKS
+    # workload with GPU pods has its open marker read (consistent, one BatchGetItem per 100), whether or not
+    # costguard stopped it; counted as this share of the fleet.
+    "ledger_return_watched_share": 0.05,
 }
 
 # Every instance read at every sweep: what the sweep did before the read schedule.
@@ -693,6 +697,13 @@ def _savings_ledger(bill: Bill, m: Month) -> None:
         "dynamodb_read_request_unit",
         f"{runs:,.0f} runs x ({a['ledger_report_days']} days of entries, {a['ledger_entry_bytes']} B each, "
         f"in {a['ledger_report_teams']} Queries, and the teams' item)",
+    )
+    watched = m.instances * float(a["ledger_return_watched_share"])
+    bill.line(
+        "DynamoDB reads: returns seen by the SageMaker and EKS sweeps",
+        watched * 4 * 24 * MONTH_DAYS,
+        "dynamodb_read_request_unit",
+        f"{watched:,.0f} notebooks and EKS workloads x 96 sweeps a day, a consistent read of each one's marker",
     )
     series = float(a["ledger_metric_series"])
     bill.line(

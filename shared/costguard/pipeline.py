@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
@@ -220,6 +220,18 @@ def close_returns(findings: Sequence[Finding], ledger: Ledger | None) -> None:
             ledger.returned(resource.key, resource.started)
         except Exception:
             logger.warning("ledger return not kept", extra={"resource": resource.key[:300]}, exc_info=True)
+
+
+def close_seen_running(ledger: Ledger | None, seen: Mapping[str, datetime]) -> None:
+    """The resources a sweep sees running, by key, with when their run began (or the sweep's time): the open
+    entries of those costguard stopped are closed there (Ledger.returns: one BatchGetItem per 100). A notebook
+    started again, an EKS workload scaled back up. Never fails the run."""
+    if ledger is None or not seen:
+        return
+    try:
+        ledger.returns(seen)
+    except Exception:
+        logger.warning("ledger returns not kept", extra={"resources": len(seen)}, exc_info=True)
 
 
 def act_on(

@@ -6,6 +6,7 @@ without an access entry."""
 
 from __future__ import annotations
 
+import copy
 import json
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
@@ -16,6 +17,7 @@ import pytest
 
 from costguard import clock
 from costguard.act.eks import SCALED_PREFIX
+from costguard.act.ledger_book import DynamoLedger
 from costguard.aws import clients
 from costguard.local.sink import SlackSink
 from costguard.local.stack import TABLE, LocalStack
@@ -154,3 +156,29 @@ def test_remediate_marks_rejudges_then_scales_only_the_opted_in_deployment(
         later = sweep(stack, NOW + timedelta(minutes=40))  # its pods are gone: nothing more to do
         assert SQUATTER not in {d["resource_id"] for d in later["decisions"]}
         assert stack.kube.writes() == [("ml-platform", "PATCH", "deployments/scale")]
+
+
+def test_a_workload_scaled_back_up_closes_its_ledger_entry_at_its_pods_start(
+    eks_world: World, sink: SlackSink, sleeps: list[float]
+) -> None:
+    with LocalStack(eks_world, sink=sink, mode="remediate", until=NOW + timedelta(hours=2)) as stack:
+        pods = copy.deepcopy(stack.kube.objects["ml-platform"]["pods"])
+        sweep(stack, NOW)
+        sweep(stack, NOW + timedelta(minutes=20))  # scaled to zero
+        assert stack.kube.replicas("ml-platform", "Deployment", "serving", "llm-squatter") == 0
+        ledger = DynamoLedger(TABLE)
+        [entry] = ledger.entries(NOW - timedelta(days=1), NOW + timedelta(days=1), ["ml-serving"])
+        assert entry.resource_id == SQUATTER and entry.returned_at is None
+        sweep(stack, NOW + timedelta(minutes=40))  # still at zero: nothing seen running, nothing closed
+        assert ledger.entries(NOW - timedelta(days=1), NOW + timedelta(days=1))[0].returned_at is None
+        # Its owner scales it back up at 13:30: its pods start again, as Kubernetes writes it.
+        back = NOW + timedelta(minutes=90)
+        again = [p for p in pods if p["metadata"]["name"].startswith("llm-squatter")]
+        assert again
+        for pod in again:
+            pod["status"]["startTime"] = back.strftime("%Y-%m-%dT%H:%M:%SZ")
+        stack.kube.objects["ml-platform"]["pods"].extend(again)
+        sweep(stack, NOW + timedelta(minutes=100))
+        [closed] = ledger.entries(NOW - timedelta(days=1), NOW + timedelta(days=1), ["ml-serving"])
+        assert closed.returned_at == back  # the pods' start, not the sweep's time
+        assert not closed.near_miss and closed.hours_off(NOW + timedelta(hours=5)) == pytest.approx(70 / 60)

@@ -4,15 +4,17 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from costguard.act.ledger_book import DynamoLedger
 from costguard.aws import clients
 from costguard.local.replay import ReplayResult, latest_event_time, replay
 from costguard.local.sink import SlackSink
-from costguard.local.stack import LocalStack
+from costguard.local.stack import TABLE, LocalStack
 from costguard.local.world import World
 from costguard.model import MARK_TAG_KEY
 from costguard.pricing import bundled_table
@@ -248,3 +250,30 @@ def test_a_trickle_on_an_oversized_gpu_endpoint_is_priced_per_1000_invocations(
     assert (
         "MinInstanceCount=0" not in text.split("Cheapest fit")[0]
     )  # traffic every hour: no scale-to-zero line
+
+
+def test_a_notebook_started_again_after_its_stop_closes_its_ledger_entry_at_the_next_sweep(
+    world: World, sink: SlackSink, sleeps: list[float], two_sweeps: list[str | Path], tmp_path: Path
+) -> None:
+    event = load_event(SWEEP.name) | {
+        "id": "c0ffee00-0000-4000-8000-000000000303",
+        "time": "2026-11-20T12:50:00Z",
+    }
+    third = tmp_path / "schedule-sagemaker-sweep-1250.json"
+    third.write_text(json.dumps(event))
+    with LocalStack(world, mode="remediate", sink=sink, until=latest_event_time([third])) as stack:
+        assert all(r.ok for r in replay(stack, two_sweeps))
+        ledger = DynamoLedger(TABLE)
+        since, until = datetime(2026, 11, 20, tzinfo=UTC), datetime(2026, 11, 21, tzinfo=UTC)
+        [entry] = [e for e in ledger.entries(since, until) if e.resource_id == IDLE_NOTEBOOK]
+        assert entry.returned_at is None and entry.mode == "acted"
+        clients.sagemaker().start_notebook_instance(NotebookInstanceName=IDLE_NOTEBOOK)  # its owner, at 12:4x
+        [result] = replay(stack, [third])
+        assert result.ok, result.error
+        [back] = [e for e in ledger.entries(since, until) if e.resource_id == IDLE_NOTEBOOK]
+        # Seen InService by the 12:50 sweep: back within the hour of its 12:20 stop, a near-miss, not a saving.
+        assert back.returned_at == datetime(2026, 11, 20, 12, 50, tzinfo=UTC)
+        assert back.near_miss and back.saved_usd(until) == 0.0
+        # The job it stopped never comes back: its entry stays as it was.
+        [job] = [e for e in ledger.entries(since, until) if e.resource_id == HUNG]
+        assert job.returned_at is None

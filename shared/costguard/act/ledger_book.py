@@ -13,12 +13,12 @@ logged and never fails the action: the ledger counts what was done, it does not 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any, Protocol
 
 from costguard.aws import clients
-from costguard.aws.dynamo import table_id
+from costguard.aws.dynamo import batch_get, table_id
 from costguard.events.common import to_datetime
 from costguard.ledger import ACTED, Entry, entry_for
 from costguard.model import Decision
@@ -28,6 +28,8 @@ WRITE_PERMISSIONS = needs(
     "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:GetItem", "dynamodb:DeleteItem"
 )
 READ_PERMISSIONS = needs("dynamodb:GetItem", "dynamodb:Query")
+# returns: the open markers of the resources a sweep sees running, one BatchGetItem per 100, and a close each.
+RETURN_PERMISSIONS = needs("dynamodb:BatchGetItem") | WRITE_PERMISSIONS
 INDEX = "ledger"
 ENTRY, OPEN, TEAMS = "ledger#", "ledger-open#", "ledger-teams"
 RETENTION_DAYS = 400
@@ -45,6 +47,8 @@ class Ledger(Protocol):
     def entries(
         self, since: datetime, until: datetime, teams: Sequence[str] | None = None
     ) -> list[Entry]: ...
+
+    def returns(self, seen: Mapping[str, datetime], mode: str = ACTED) -> list[Entry]: ...
 
 
 def stamp(at: datetime) -> str:
@@ -186,6 +190,22 @@ class DynamoLedger:
             updated = None  # closed already, or gone (expired): the marker is stale
         dynamodb.delete_item(TableName=self.table, Key={"id": {"S": marker}})
         return entry_of(updated["Attributes"]) if updated else None
+
+    def returns(self, seen: Mapping[str, datetime], mode: str = ACTED) -> list[Entry]:
+        """Close the open entries of the resources a sweep sees running again, each at the time given (when its
+        run began, as AWS or Kubernetes wrote it, or the sweep's own time): one consistent BatchGetItem per 100
+        resources for their open markers, then a close (returned) for each one open. The closed entries."""
+        markers = {open_id(mode, key): key for key in seen}
+        found = batch_get(
+            clients.client("dynamodb"), self.table, markers, consistent=True, attributes=("id",)
+        )
+        closed = []
+        for item in found:
+            key = markers[item["id"]["S"]]
+            entry = self.returned(key, seen[key], mode)
+            if entry is not None:
+                closed.append(entry)
+        return closed
 
     def entries(self, since: datetime, until: datetime, teams: Sequence[str] | None = None) -> list[Entry]:
         """The entries of ``since`` to ``until``: one GetItem for the teams (unless given), a Query per team."""

@@ -28,7 +28,7 @@ from costguard.detect import eks
 from costguard.detect.gpu import PERIOD, GpuReading, Thresholds, read_gpus, thresholds_from
 from costguard.model import Finding, Resource, ResourceKind
 from costguard.observability import logger
-from costguard.pipeline import Report
+from costguard.pipeline import Report, close_seen_running
 from costguard.runtime import ACT_PERMISSIONS, PRICES_PERMISSIONS, Runtime
 
 NAMESPACE = "ContainerInsights"
@@ -295,6 +295,21 @@ def judge(
     return findings, failed
 
 
+def workload_starts(view: eks.ClusterView) -> dict[str, datetime]:
+    """Each workload with GPU pods, by key, with its earliest pod's start (what Kubernetes wrote): a workload
+    costguard scaled to zero and its owner scaled back up has its ledger entry closed there."""
+    starts: dict[str, datetime] = {}
+    for pod in view.gpu_pods:
+        if pod.started is None:
+            continue
+        w = view.workload_of(pod)
+        key = f"{view.account}/{view.region}/{ResourceKind.EKS_WORKLOAD}/" + eks.workload_id(
+            view.name, w.namespace, w.kind, w.name
+        )
+        starts[key] = min(starts.get(key, pod.started), pod.started)
+    return starts
+
+
 def judge_cluster(
     view: eks.ClusterView,
     data: MetricSet,
@@ -326,6 +341,7 @@ def judge_cluster(
         for w in (view.workload_of(p) for p in view.gpu_pods)
     }
     marks = {k: s.mark for k, s in read_marks(store, keys, now).items() if s.mark}
+    close_seen_running(runtime.ledger, workload_starts(view))
     findings = eks.workload_findings(
         view,
         readings,

@@ -33,7 +33,7 @@ from costguard.detect.sagemaker import (
     training_job_findings,
 )
 from costguard.model import Endpoint, Finding, NotebookInstance, Reason, ResourceKind, TrainingJob
-from costguard.pipeline import Report
+from costguard.pipeline import Report, close_seen_running
 from costguard.pricing import region_prices
 from costguard.reads import SageMakerReads
 from costguard.runtime import ACT_PERMISSIONS, PRICES_PERMISSIONS, Runtime
@@ -83,6 +83,10 @@ def findings_for(
         n for n in listed.in_service_notebooks(region) if n.accelerators and n.accelerators.is_nvidia
     ]
     endpoints = with_components(listed, region, listed.in_service_endpoints(region))
+    # A notebook costguard stopped, InService again: its ledger entry closes at this sweep (within its period).
+    close_seen_running(
+        runtime.ledger, {key_of(n.account, n.region, ResourceKind.NOTEBOOK, n.name): now for n in notebooks}
+    )
     jobs, notebooks = with_marks(jobs, notebooks, runtime, now)
 
     # Two batched reads for the whole sweep: per-minute GPU series over the verdict windows, and hourly
