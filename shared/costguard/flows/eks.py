@@ -19,6 +19,7 @@ from typing import Any
 from costguard.act import eks as act_eks
 from costguard.act import shadow
 from costguard.act.arming import Sighting
+from costguard.act.ledger_book import RETURN_PERMISSIONS as LEDGER_RETURN_PERMISSIONS
 from costguard.act.shadow import DynamoShadowMarks, MemoryShadowMarks, ShadowMarks, key_of, read_marks
 from costguard.aws import clients, inventory, metrics
 from costguard.aws import eks as aws_eks
@@ -48,6 +49,7 @@ PERMISSIONS = (
     | PRICES_PERMISSIONS
     | shadow.PERMISSIONS  # the marks of workloads, in both modes
     | act_eks.PERMISSIONS  # the record of a scale to zero
+    | LEDGER_RETURN_PERMISSIONS  # the returns it sees (close_seen_running)
 )
 
 Connect = Callable[[EksCluster], Any]

@@ -6,6 +6,7 @@ from dataclasses import replace
 from datetime import datetime, timedelta
 
 from costguard.act.aws import permissions_for
+from costguard.act.ledger_book import RETURN_PERMISSIONS as LEDGER_RETURN_PERMISSIONS
 from costguard.act.shadow import key_of, overlay, read_marks
 from costguard.aws import budgets, inference_components, metrics, sagemaker
 from costguard.aws.idle_history import PERMISSIONS as IDLE_HISTORY_PERMISSIONS
@@ -49,6 +50,7 @@ SWEEP_PERMISSIONS = (
     | PRICES_PERMISSIONS
     | permissions_for(ResourceKind.TRAINING_JOB, ResourceKind.NOTEBOOK)
     | IDLE_HISTORY_PERMISSIONS  # the adaptive idle policy for notebooks (COSTGUARD_IDLE_POLICY=adaptive)
+    | LEDGER_RETURN_PERMISSIONS  # the returns it sees (close_seen_running)
 )
 
 
