@@ -162,3 +162,13 @@ def test_the_metrics_carry_yesterdays_figures_per_mode(capsys: pytest.CaptureFix
         for blob in blobs
         for directive in blob["_aws"]["CloudWatchMetrics"]
     )
+
+
+def test_notify_modes_day_says_what_would_have_been_kept_off_never_that_it_was() -> None:
+    wednesday = MONDAY + 2 * D
+    entries = [_entry(1, MONDAY + D + H, mode=WOULD, returned_at=MONDAY + D + 3 * H)]  # Tuesday, $20
+    daily = daily_finding(entries, now=wednesday, account=ACCOUNT, region=REGION)
+    assert daily is not None and daily.evidence["would_have_saved_usd"] == 20.0
+    assert daily.evidence["saved_usd"] == 0.0 and daily.evidence["stops"] == 0
+    assert "notify mode held back would have kept $20.00" in daily.summary
+    assert "$20.00 remediate would have saved" in daily.summary

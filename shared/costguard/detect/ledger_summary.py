@@ -213,7 +213,7 @@ def daily_finding(
                 p
                 for p in (
                     acted.sentence("stop(s)") if acted.actions else "",
-                    would.sentence("would-be stop(s)") if would.actions else "",
+                    would.sentence("stop(s) notify mode held back would have") if would.actions else "",
                 )
                 if p
             ]
