@@ -17,7 +17,7 @@ from costguard.local.world import World
 from costguard.model import Action, Decision, Finding, Reason, Resource, ResourceKind
 from tests.conftest import EVENTS
 
-MONDAY = EVENTS / "schedule-ledger-report-monday.json"  # 2026-11-23 08:00 UTC
+MONDAY = EVENTS / "schedule-ledger-report-monday.json"  # 2026-11-23 00:00 UTC
 LAST_WEEK = datetime(2026, 11, 16, tzinfo=UTC)
 H = timedelta(hours=1)
 
@@ -69,7 +69,7 @@ def test_a_monday_posts_one_report_per_team_channel_and_the_days_line_once(
     routes = {"vision": sink.url_for("vision"), "nlp": sink.url_for("nlp")}
     with LocalStack(world, sink=sink, routes=routes) as stack:
         ledger = DynamoLedger(TABLE)
-        _stop(ledger, "i-0aaa", "vision", LAST_WEEK + 10 * H, 10.0)  # off since: 6 days 22 h by the report
+        _stop(ledger, "i-0aaa", "vision", LAST_WEEK + 10 * H, 10.0)  # off since: 158 h by the report
         _stop(ledger, "i-0bbb", "vision", LAST_WEEK + 30 * H, 2.0)
         _stop(ledger, "i-0ccc", "nlp", LAST_WEEK + 50 * H, 4.0)
         _stop(ledger, "i-0ddd", None, LAST_WEEK + 100 * H, 1.0)  # no team: the default channel
@@ -82,9 +82,9 @@ def test_a_monday_posts_one_report_per_team_channel_and_the_days_line_once(
         assert all(len(texts) == 1 for texts in weekly.values())  # one message per team channel
         assert "Team vision" in weekly["vision"][0] and "i-0aaa" in weekly["vision"][0]
         assert "i-0eee" not in weekly["vision"][0] and "i-0ccc" not in weekly["vision"][0]
-        # vision: i-0aaa off 166 h x $10 and i-0bbb 146 h x $2 = $1,952.00, as ledger.Entry prices them.
-        assert "$1,952.00" in weekly["vision"][0]
-        assert "Team nlp" in weekly["nlp"][0] and "$504.00" in weekly["nlp"][0]  # 126 h x $4
+        # vision: i-0aaa off 158 h x $10 and i-0bbb 138 h x $2 = $1,856.00, as ledger.Entry prices them.
+        assert "$1,856.00" in weekly["vision"][0]
+        assert "Team nlp" in weekly["nlp"][0] and "$472.00" in weekly["nlp"][0]  # 118 h x $4
         assert "Team (no team)" in weekly["local"][0]
         lines = [m for m in stack.sink.messages if "What costguard saved yesterday" in str(m)]
         assert [m["channel"] for m in lines] == ["local"]  # the default route

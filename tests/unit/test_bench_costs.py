@@ -181,7 +181,7 @@ def test_the_written_bill_is_the_one_its_lines_and_prices_give() -> None:
 
 def test_the_ledger_report_runs_daily_and_the_dashboard_is_billed_only_when_deployed() -> None:
     runs = costs.schedules(TEMPLATE, TEMPLATE.conditions())
-    assert runs["LedgerReportFunction.Daily"] == 30  # cron(0 8 * * ? *): once a day
+    assert runs["LedgerReportFunction.Daily"] == 30  # cron(0 0 * * ? *): once a day
     month = bill(1_000)
     items = {entry["item"] for entry in month["lines"]}
     assert "CloudWatch dashboard (Dashboard=on)" not in items  # off by default

@@ -1,4 +1,4 @@
-"""The savings ledger's daily run (08:00 UTC): yesterday's line for the default channel, on Mondays each team's
+"""The savings ledger's daily run (at midnight UTC): yesterday's line for the default channel, on Mondays each team's
 week for its own channel, and yesterday's figures as the ledger's metrics (``Costguard`` namespace, one
 dimension, ``Mode``: acted or would; never a team, whose values no one bounds).
 

@@ -1,5 +1,6 @@
-"""The demo's replay: every file in events/, in the order it would arrive, through a local Slack app with the
-notifier's batching window, as `costguard demo` shows it and its tests read it."""
+"""The demo's replay: every file in events/ but the ledger's Monday report (NOT_IN_DEMO), in the order it would
+arrive, through a local Slack app with the notifier's batching window, as `costguard demo` shows it and its tests
+read it."""
 
 from __future__ import annotations
 
@@ -42,8 +43,14 @@ def demo_order(paths: list[Path]) -> list[Path]:
     return sorted(paths, key=when)
 
 
+# The ledger's Monday report comes two days after the demo's day, whose actions it would then price over days the
+# demo does not play: the demo shows the day's line (schedule-ledger-report-0000.json) and ends with its ledger,
+# and `costguard replay` plays the Monday.
+NOT_IN_DEMO = frozenset({"schedule-ledger-report-monday.json"})
+
+
 def demo_events() -> list[Path]:
-    return demo_order(sorted(EVENTS_DIR.glob("*.json")))
+    return demo_order(sorted(p for p in EVENTS_DIR.glob("*.json") if p.name not in NOT_IN_DEMO))
 
 
 # The demo's events span a day: its ledger reads the week before the world's now onwards.

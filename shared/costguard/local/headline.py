@@ -21,6 +21,8 @@ AGGREGATES = frozenset(
         Reason.COST_ANOMALY.value,  # the anomaly's impact on the account's spend
         Reason.JOB_FAILURE_LOOP.value,  # the family's failed jobs, each its own training_job_failed
         Reason.TRAINING_DIGEST.value,  # the day's finished runs, flagged or not
+        Reason.LEDGER_DAILY.value,  # what stops kept off the bill: a saving, never a spend
+        Reason.LEDGER_WEEKLY.value,
     }
 )
 # Whole-queue findings of batch_retry_loop count jobs that have their own job-level findings.
@@ -32,6 +34,7 @@ _AGGREGATE_KINDS = frozenset(
         ResourceKind.TRAINING_DIGEST,
         ResourceKind.BUDGET,
         ResourceKind.COST_ANOMALY,
+        ResourceKind.SAVINGS_LEDGER,
     )
 )
 # Decisions that mean costguard would stop (or has marked to stop) the resource.
